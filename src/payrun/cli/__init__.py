@@ -1,0 +1,71 @@
+"""The command line: argv -> options -> one library call -> rendering -> exit code.
+
+A thin shell. Each subcommand lives in its own ``_<command>.py`` module with
+``register(subparsers)`` and ``execute(args) -> int``; this module assembles them and maps
+``PayrunError`` branches to exit codes in one table. Users never see a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from payrun.cli import _report, _run, _sandbox, _template, _validate
+from payrun.errors import (
+    AuthError,
+    BankError,
+    InterruptedRunError,
+    LedgerError,
+    PayrunError,
+    UsageError,
+)
+
+__all__ = ["EXIT_CODES", "build_parser", "main"]
+
+EXIT_CODES: tuple[tuple[type[PayrunError], int], ...] = (
+    (InterruptedRunError, 3),
+    (AuthError, 2),
+    (UsageError, 2),
+    (LedgerError, 2),
+    (BankError, 3),  # the bank did not answer: nothing is lost, run again
+    (PayrunError, 2),
+)
+"""The one place exceptions become exit codes: first matching class wins."""
+
+_COMMANDS = (_validate, _run, _report, _template, _sandbox)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the ``payrun`` parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="payrun",
+        description="Validate and pay a batch file of UK payments through the bank API, exactly once.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in _COMMANDS:
+        command.register(subparsers)
+    return parser
+
+
+def exit_code_for(error: PayrunError) -> int:
+    """Map an error to its documented exit code."""
+    for kind, code in EXIT_CODES:
+        if isinstance(error, kind):
+            return code
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``payrun`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except PayrunError as exc:
+        print(f"payrun: error: {exc}", file=sys.stderr)  # noqa: T201 - the CLI's one error line
+        return exit_code_for(exc)
+    except KeyboardInterrupt:
+        print("payrun: interrupted; run the same command again to resume", file=sys.stderr)  # noqa: T201
+        return 3
+    return code

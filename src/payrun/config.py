@@ -1,0 +1,181 @@
+"""Settings, defaults and hard caps: the only module that reads ``os.environ``.
+
+Input: the environment and command-line options. Output: frozen value objects
+(``Settings``, ``ValidationOptions``, ``RunOptions``) built once at the edge and passed
+down explicitly. Raises ``ConfigError`` for a missing or unsafe setting.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from payrun.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_AUTH_SCHEME",
+    "DEFAULT_DUPLICATE_WINDOW_DAYS",
+    "DEFAULT_MAX_AMOUNT",
+    "DEFAULT_MAX_ROWS",
+    "MAX_IN_FLIGHT_CAP",
+    "PER_ACCOUNT_SUBMITS_CAP",
+    "RunOptions",
+    "Secret",
+    "Settings",
+    "ValidationOptions",
+    "check_base_url",
+    "load_settings",
+]
+
+MAX_IN_FLIGHT_CAP = 50
+"""The bank answers 429 above 50 requests in flight per organization."""
+PER_ACCOUNT_SUBMITS_CAP = 3
+"""The bank answers 429 above 3 concurrent submit-payment requests per bank account."""
+DEFAULT_MAX_AMOUNT = Decimal("1000000.00")
+"""The Faster Payments scheme limit per payment."""
+DEFAULT_MAX_ROWS = 1_000_000
+DEFAULT_DUPLICATE_WINDOW_DAYS = 3
+DEFAULT_AUTH_SCHEME = "ServiceAPIKey"
+
+
+class Secret:
+    """A string that never shows itself in ``repr``, ``str``, logs or tracebacks."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """Return the secret text: call only where it goes on the wire."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How to reach the bank: base URL, API key and the Authorization scheme word."""
+
+    base_url: str
+    api_key: Secret = field(repr=False)
+    auth_scheme: str = DEFAULT_AUTH_SCHEME
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ValidationOptions:
+    """Options of the batch-file checks shared by ``validate`` and ``run``."""
+
+    max_amount: Decimal = DEFAULT_MAX_AMOUNT
+    allow_duplicates: bool = False
+    source_account: str | None = None
+    max_rows: int = DEFAULT_MAX_ROWS
+    sheet: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOptions:
+    """Options of ``payrun run`` beyond validation."""
+
+    max_in_flight: int = MAX_IN_FLIGHT_CAP
+    per_account_submits: int = PER_ACCOUNT_SUBMITS_CAP
+    dry_run: bool = False
+    create_only: bool = False
+    wait: bool = False
+    confirm_payees: bool = True
+    accept_close_match: bool = False
+    expect_count: int | None = None
+    expect_total: Decimal | None = None
+    duplicate_window_days: int = DEFAULT_DUPLICATE_WINDOW_DAYS
+    allow_repeat: bool = False
+    ledger_path: Path | None = None
+    report_path: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_in_flight <= MAX_IN_FLIGHT_CAP:
+            msg = f"--max-in-flight must be between 1 and {MAX_IN_FLIGHT_CAP} (the bank's limit)"
+            raise ConfigError(msg)
+        if not 1 <= self.per_account_submits <= PER_ACCOUNT_SUBMITS_CAP:
+            msg = (
+                f"--per-account-submits must be between 1 and {PER_ACCOUNT_SUBMITS_CAP}"
+                " (the bank's limit)"
+            )
+            raise ConfigError(msg)
+        if self.duplicate_window_days < 0:
+            msg = "--duplicate-window must be 0 or more days"
+            raise ConfigError(msg)
+
+
+def load_settings(
+    *,
+    base_url: str | None = None,
+    api_key_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Build ``Settings`` from options, falling back to ``PAYRUN_*`` environment variables."""
+    env = os.environ if environ is None else environ
+    url = (base_url or env.get("PAYRUN_BASE_URL", "")).strip().rstrip("/")
+    if not url:
+        msg = "no bank address: set PAYRUN_BASE_URL or pass --base-url (or use --sandbox)"
+        raise ConfigError(msg)
+    check_base_url(url)
+    key = _read_api_key(api_key_file, env)
+    scheme = env.get("PAYRUN_AUTH_SCHEME", DEFAULT_AUTH_SCHEME).strip() or DEFAULT_AUTH_SCHEME
+    return Settings(base_url=url, api_key=key, auth_scheme=scheme)
+
+
+def check_base_url(url: str) -> None:
+    """Refuse a base URL that is not https, unless it is plain http on a loopback host."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        msg = f"PAYRUN_BASE_URL {url!r} is not an http(s) address such as https://bank.example"
+        raise ConfigError(msg)
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        msg = (
+            f"refusing plain http to {parts.hostname}: API keys would travel unencrypted;"
+            " use https:// (http:// is allowed only for loopback hosts)"
+        )
+        raise ConfigError(msg)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _read_api_key(api_key_file: Path | None, env: Mapping[str, str]) -> Secret:
+    path_text = str(api_key_file) if api_key_file else env.get("PAYRUN_API_KEY_FILE", "")
+    if path_text:
+        path = Path(path_text)
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            msg = f"cannot read the API key file {path}: {exc.strerror or exc}"
+            raise ConfigError(msg) from None
+        if not value:
+            msg = f"the API key file {path} is empty"
+            raise ConfigError(msg)
+        return Secret(value)
+    value = env.get("PAYRUN_API_KEY", "").strip()
+    if not value:
+        msg = "no API key: set PAYRUN_API_KEY or PAYRUN_API_KEY_FILE (or use --sandbox)"
+        raise ConfigError(msg)
+    return Secret(value)

@@ -1,0 +1,112 @@
+"""Value types shared by every stage: money, payment instructions, row problems, row status.
+
+Nothing here does I/O. ``PaymentInstruction`` is what validation hands to planning;
+``RowVerdict`` is validation's per-row answer; ``RowStatus`` is a row's state in the ledger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "CENTS",
+    "FINAL_STATUSES",
+    "PaymentInstruction",
+    "RowProblem",
+    "RowStatus",
+    "RowVerdict",
+    "format_money",
+]
+
+CENTS = Decimal("0.01")
+
+
+def format_money(value: Decimal) -> str:
+    """Render an amount the way the bank and every report want it: ``1234.50``."""
+    return str(value.quantize(CENTS))
+
+
+class RowStatus(StrEnum):
+    """A batch row's state in the ledger; ``creating``/``submitting`` are committed intents."""
+
+    PENDING = "pending"
+    CREATING = "creating"
+    CREATED = "created"
+    SUBMITTING = "submitting"
+    SUBMITTED = "submitted"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    RETURNED = "returned"
+    REJECTED = "rejected"
+    INVALID = "invalid"
+    HELD = "held"
+
+
+FINAL_STATUSES = frozenset(
+    {RowStatus.DELIVERED, RowStatus.FAILED, RowStatus.RETURNED, RowStatus.REJECTED,
+     RowStatus.INVALID, RowStatus.HELD}
+)
+"""States a run never moves a row out of."""
+
+
+class PaymentInstruction(BaseModel):
+    """One valid batch row: pay ``amount`` GBP to a UK account from ``source_account``.
+
+    ``source_account`` is normalised to either an account path (``/v0/bank/accounts/ba.x``)
+    or ``"SORTCODE ACCOUNTNUMBER"`` (``"040004 30000001"``). ``reference`` is ``None`` when
+    the file left it blank (the bank then sends "Sent from <owner>").
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    row: int
+    payee_name: str
+    sort_code: str
+    account_number: str
+    amount: Decimal
+    reference: str | None = None
+    source_account: str
+    row_id: str | None = None
+
+    @property
+    def payee_key(self) -> tuple[str, str, str]:
+        """Name, sort code and account number: what makes a payee the same payee."""
+        return (self.payee_name, self.sort_code, self.account_number)
+
+    @property
+    def payment_key(self) -> tuple[str, str, str, str]:
+        """Sort code, account number, amount and reference: what makes a payment a repeat."""
+        return (self.sort_code, self.account_number, format_money(self.amount), self.reference or "")
+
+
+@dataclass(frozen=True, slots=True)
+class RowProblem:
+    """A problem with one row (or the header, row 1): ``column`` is None when not one column's."""
+
+    row: int | None
+    column: str | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class RowVerdict:
+    """Validation's answer for one data row.
+
+    ``instruction`` is None when the row is invalid; ``raw`` keeps the row's original text
+    by canonical column name so reports can show what an invalid row said.
+    """
+
+    row: int
+    instruction: PaymentInstruction | None
+    raw: dict[str, str]
+    errors: tuple[RowProblem, ...] = ()
+    warnings: tuple[RowProblem, ...] = ()
+
+    @property
+    def valid(self) -> bool:
+        """True when the row has no errors (warnings do not count)."""
+        return self.instruction is not None

@@ -1,0 +1,126 @@
+"""payrun's one exception tree.
+
+Every error payrun raises on purpose derives from ``PayrunError``; the CLI maps the
+branches to exit codes in one table (``payrun.cli``)::
+
+    PayrunError
+    ├── UsageError                 exit 2: the command cannot start as given
+    │   ├── ConfigError            bad settings: base URL, API key, option values
+    │   ├── BatchFileError         the batch file itself cannot be used (.path)
+    │   └── ControlTotalsError     --expect-count / --expect-total differ from the file
+    ├── BankError                  the bank answered badly or not at all (.status, .detail)
+    │   ├── AuthError              401/403: exit 2
+    │   ├── RateLimitedError       429: refused before processing, safe to retry
+    │   ├── BankUnavailableError   not sent or refused before sending: safe to retry
+    │   ├── OutcomeUnknownError    sent, but the answer was lost (timeout, reset, 5xx)
+    │   └── BankRejectedError      4xx refusal; .code holds the bank's code (e.g. insufficient-funds)
+    ├── LedgerError                exit 2: the ledger cannot be used for this run
+    │   ├── LedgerMismatchError    the ledger belongs to another file, bank or organization
+    │   └── LedgerLockedError      another process is running this ledger (.pid)
+    └── InterruptedRunError        exit 3: stopped early (Ctrl-C, SIGTERM); run again to resume
+
+Row-level problems in a batch file are data (``RowProblem``), never exceptions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "AuthError",
+    "BankError",
+    "BankRejectedError",
+    "BankUnavailableError",
+    "BatchFileError",
+    "ConfigError",
+    "ControlTotalsError",
+    "InterruptedRunError",
+    "LedgerError",
+    "LedgerLockedError",
+    "LedgerMismatchError",
+    "OutcomeUnknownError",
+    "PayrunError",
+    "RateLimitedError",
+    "UsageError",
+]
+
+
+class PayrunError(Exception):
+    """Root of every error payrun raises on purpose; ``str()`` is a one-line user message."""
+
+
+class UsageError(PayrunError):
+    """The command cannot start as given (exit 2)."""
+
+
+class ConfigError(UsageError):
+    """A setting is missing or wrong: base URL, API key, option values."""
+
+
+class BatchFileError(UsageError):
+    """The batch file itself cannot be used: missing, unreadable, no header, column absent."""
+
+    def __init__(self, message: str, *, path: Path | str | None = None) -> None:
+        super().__init__(message)
+        self.path = Path(path) if path is not None else None
+
+
+class ControlTotalsError(UsageError):
+    """The file's valid rows do not match ``--expect-count`` / ``--expect-total``."""
+
+
+class BankError(PayrunError):
+    """The bank answered with an error, or did not answer."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.detail = detail
+
+
+class AuthError(BankError):
+    """The bank refused the API key (401) or the caller's role (403)."""
+
+
+class RateLimitedError(BankError):
+    """429: the bank refused the request before processing it; retrying is safe."""
+
+
+class BankUnavailableError(BankError):
+    """The request never reached the bank (connection refused, DNS); retrying is safe."""
+
+
+class OutcomeUnknownError(BankError):
+    """The request was sent but its answer was lost: it may or may not have taken effect."""
+
+
+class BankRejectedError(BankError):
+    """The bank understood the request and refused it (400, 404, 409, 410, 422)."""
+
+
+class LedgerError(PayrunError):
+    """The result ledger cannot be used for this run (exit 2)."""
+
+
+class LedgerMismatchError(LedgerError):
+    """The ledger was made for another file content, bank base URL or organization."""
+
+
+class LedgerLockedError(LedgerError):
+    """Another process holds the ledger's lock."""
+
+    def __init__(self, message: str, *, pid: int | None = None) -> None:
+        super().__init__(message)
+        self.pid = pid
+
+
+class InterruptedRunError(PayrunError):
+    """The run stopped before every row reached its end; running again resumes (exit 3)."""
