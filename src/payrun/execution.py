@@ -1,0 +1,287 @@
+"""Execution: create and submit every planned payment, as fast as the bank's limits allow.
+
+Input: rows to create (pending, with a payee) and rows to submit (created), a
+``BankClient`` whose ``AdaptiveLimiter`` bounds requests in flight for the organization,
+and the ``RowBook`` that commits each intent before its POST and each outcome after it.
+Output: the rows' new states in the book, and an ``ExecutionResult`` of counts.
+
+Scheduling (one task group, long-lived workers, no task per row):
+- per source account, exactly ``per_account_submits`` submit workers, so an account never
+  has more submits in flight; they take the account's slot first and the global slot
+  inside the client, never holding a global slot while waiting for an account;
+- a pool of create workers runs ahead in the remaining capacity, round-robin over the
+  accounts, each account allowed a bounded lead of created-but-unsubmitted payments so
+  creates never starve submits and memory stays bounded;
+- on a stop request nothing new starts; in-flight requests finish (the caller bounds that).
+
+A create or submit whose outcome is unknown stays ``creating``/``submitting`` for
+``reconciliation``; it is never resent blindly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from payrun.bank import BankClient
+from payrun.domain import RowStatus
+from payrun.errors import (
+    AuthError,
+    BankError,
+    BankRejectedError,
+    OutcomeUnknownError,
+    PayrunError,
+)
+from payrun.ledger import LedgerRow
+from payrun.records import RowBook
+
+__all__ = ["ExecutionResult", "StopFlag", "execute_rows"]
+
+
+class StopFlag(Protocol):
+    """Set when the run must start nothing new (Ctrl-C, SIGTERM)."""
+
+    def is_set(self) -> bool:
+        """True once a stop was requested."""
+        ...
+
+
+@dataclass(slots=True)
+class ExecutionResult:
+    """What one execution pass did."""
+
+    created: int = 0
+    submitted: int = 0
+    failed: int = 0
+    unknown: int = 0
+    deferred: int = 0
+    fatal: PayrunError | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _Lane:
+    """One source account: rows to create, created rows waiting for a submit worker."""
+
+    account_url: str
+    credit: float
+    to_create: deque[int] = field(default_factory=deque)
+    creating: int = 0
+    queued: bool = False
+    closed: bool = False
+    send: MemoryObjectSendStream[tuple[int, bool]] | None = None
+    receive: MemoryObjectReceiveStream[tuple[int, bool]] | None = None
+
+
+class _Engine:
+    def __init__(
+        self,
+        client: BankClient,
+        book: RowBook,
+        *,
+        per_account_submits: int,
+        create_workers: int,
+        create_only: bool,
+        stop: StopFlag,
+    ) -> None:
+        self._client = client
+        self._book = book
+        self._submits = per_account_submits
+        self._create_workers = create_workers
+        self._create_only = create_only
+        self._stop = stop
+        self._lanes: dict[str, _Lane] = {}
+        self._eligible: deque[_Lane] = deque()
+        self._creates_left = 0
+        self._wake = anyio.Event()
+        self.result = ExecutionResult()
+
+    def plan(self, to_create: list[LedgerRow], to_submit: list[LedgerRow]) -> None:
+        """Sort rows into per-account lanes."""
+        accounts = {r.account_url for r in to_create} | {r.account_url for r in to_submit}
+        accounts.discard(None)
+        lead = math.inf if self._create_only else (
+            2 * self._submits + math.ceil(self._create_workers / max(1, len(accounts))))
+        for account in sorted(a for a in accounts if a):
+            lane = _Lane(account_url=account, credit=lead)
+            if not self._create_only:
+                lane.send, lane.receive = anyio.create_memory_object_stream[tuple[int, bool]](
+                    max_buffer_size=math.inf)
+            self._lanes[account] = lane
+        for row in to_create:
+            self._lanes[row.account_url or ""].to_create.append(row.row)
+            self._creates_left += 1
+        for row in to_submit:
+            if not self._create_only:
+                send = self._lanes[row.account_url or ""].send
+                assert send is not None
+                send.send_nowait((row.row, False))
+        for lane in self._lanes.values():
+            self._enqueue(lane)
+            self._close_if_done(lane)
+
+    async def run(self) -> ExecutionResult:
+        """Run every worker until all lanes are drained or a stop is requested."""
+        try:
+            async with anyio.create_task_group() as group:
+                if not self._create_only:
+                    for lane in self._lanes.values():
+                        for _ in range(self._submits):
+                            group.start_soon(self._submit_worker, lane)
+                for _ in range(min(self._create_workers, self._creates_left)):
+                    group.start_soon(self._create_worker)
+                group.start_soon(self._watch_stop)
+        finally:
+            for lane in self._lanes.values():
+                for stream in (lane.send, lane.receive):
+                    if stream is not None:
+                        stream.close()
+        return self.result
+
+    async def _watch_stop(self) -> None:
+        """Wake idle workers once a stop is requested; end when the workers are done."""
+        while not self._stop.is_set() and not self._all_done():
+            await anyio.sleep(0.02)
+        if self._stop.is_set():
+            self._stop_all()
+
+    def _all_done(self) -> bool:
+        return self._creates_left == 0 and all(lane.closed for lane in self._lanes.values())
+
+    def _enqueue(self, lane: _Lane) -> None:
+        if lane.to_create and lane.credit > 0 and not lane.queued:
+            lane.queued = True
+            self._eligible.append(lane)
+            self._wake.set()
+            self._wake = anyio.Event()
+
+    async def _pick(self) -> tuple[_Lane, int] | None:
+        while not self._stop.is_set():
+            if self._eligible:
+                lane = self._eligible.popleft()
+                lane.queued = False
+                row = lane.to_create.popleft()
+                lane.credit -= 1
+                lane.creating += 1
+                self._creates_left -= 1
+                self._enqueue(lane)
+                if self._creates_left == 0:
+                    self._wake.set()
+                return lane, row
+            if self._creates_left == 0:
+                return None
+            await self._wake.wait()
+        return None
+
+    async def _create_worker(self) -> None:
+        while (picked := await self._pick()) is not None:
+            lane, row = picked
+            created = False
+            try:
+                created = await self._create(row)
+            finally:
+                lane.creating -= 1
+                if created and lane.send is not None and not lane.closed:
+                    lane.send.send_nowait((row, True))
+                elif not self._create_only:
+                    self._release_credit(lane)
+                self._close_if_done(lane)
+
+    def _close_if_done(self, lane: _Lane) -> None:
+        if not lane.to_create and lane.creating == 0:
+            self._close(lane)
+
+    @staticmethod
+    def _close(lane: _Lane) -> None:
+        lane.closed = True
+        if lane.send is not None:
+            lane.send.close()
+
+    def _release_credit(self, lane: _Lane) -> None:
+        lane.credit += 1
+        self._enqueue(lane)
+
+    async def _submit_worker(self, lane: _Lane) -> None:
+        assert lane.receive is not None
+        async for row, took_credit in lane.receive:
+            if self._stop.is_set():
+                break
+            try:
+                await self._submit(row)
+            finally:
+                if took_credit:
+                    self._release_credit(lane)
+
+    async def _create(self, number: int) -> bool:
+        row = self._book.mark_intent(number, RowStatus.CREATING)
+        assert row.account_url is not None and row.payee_url is not None
+        try:
+            payment = await self._client.create_payment(
+                row.account_url, payee_url=row.payee_url, amount=row.amount, reference=row.reference)
+        except BankError as exc:
+            self._after_failure(number, exc, before=RowStatus.PENDING, action="create")
+            return False
+        self._book.set(number, status=RowStatus.CREATED, payment_url=payment.url, error=None)
+        self.result.created += 1
+        return True
+
+    async def _submit(self, number: int) -> None:
+        row = self._book.mark_intent(number, RowStatus.SUBMITTING)
+        assert row.payment_url is not None
+        try:
+            submission = await self._client.submit_payment(row.payment_url)
+        except BankError as exc:
+            self._after_failure(number, exc, before=RowStatus.CREATED, action="submit")
+            return
+        self._book.set(number, status=RowStatus.SUBMITTED, submission_url=submission.url, error=None)
+        self.result.submitted += 1
+
+    def _after_failure(self, number: int, exc: BankError, *, before: RowStatus, action: str) -> None:
+        """Record a failed call: refused, never processed, or outcome unknown."""
+        if isinstance(exc, AuthError):
+            self._book.set(number, status=before, error=str(exc))
+            self.result.fatal = exc
+            self._stop_all()
+        elif isinstance(exc, OutcomeUnknownError):
+            # It may have happened: leave the intent for reconciliation, never resend blindly.
+            self._book.set(number, error=f"{action} outcome unknown ({exc}); reconciling")
+            self.result.unknown += 1
+        elif isinstance(exc, BankRejectedError):
+            prefix = "payment created but not submitted: " if action == "submit" else ""
+            self._book.set(number, status=RowStatus.FAILED, error=f"{prefix}{exc}")
+            self.result.failed += 1
+        else:  # 429 or never sent, after the retry policy gave up: nothing happened
+            self._book.set(number, status=before, error=f"{action} deferred: {exc}")
+            self.result.deferred += 1
+
+    def _stop_all(self) -> None:
+        """Start nothing new: drop queued creates, end the submit queues, wake idle workers."""
+        self._creates_left = 0
+        for lane in self._lanes.values():
+            lane.to_create.clear()
+            self._close(lane)
+        self._wake.set()
+
+
+async def execute_rows(
+    client: BankClient,
+    book: RowBook,
+    *,
+    to_create: list[LedgerRow],
+    to_submit: list[LedgerRow],
+    per_account_submits: int,
+    create_workers: int,
+    create_only: bool,
+    stop: StopFlag,
+) -> ExecutionResult:
+    """Create ``to_create`` rows (then submit them) and submit ``to_submit`` rows."""
+    engine = _Engine(
+        client, book, per_account_submits=per_account_submits, create_workers=create_workers,
+        create_only=create_only, stop=stop,
+    )
+    engine.plan(to_create, to_submit)
+    return await engine.run()

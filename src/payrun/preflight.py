@@ -1,0 +1,269 @@
+"""Preflight: everything checked with the bank before the first payment is created.
+
+Input: the run's ``RowBook``, a ``BankClient`` and the organization. Output: rows bound to
+their bank account and payee, and rows that must not be paid moved to ``failed`` (bad
+account, balance short, deactivated payee) or ``held`` (Confirmation of Payee said no,
+or a possible repeat of a payment made outside this ledger). In a dry run nothing is
+created at the bank: payees that would be created are only counted.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal
+from typing import TypeVar
+
+import anyio
+
+from payrun.bank import BankAccount, BankClient, Organization, Payment
+from payrun.domain import RowStatus, format_money
+from payrun.errors import AuthError, BankError, OutcomeUnknownError
+from payrun.ledger import LedgerRow, utc_now
+from payrun.planning import PayeeIndex, account_classification, find_repeats
+from payrun.reconciliation import fetch_recent_payments
+from payrun.records import RowBook
+
+__all__ = ["AccountPlan", "Preflight"]
+
+_PAYEE_WORKERS = 20
+_OPEN = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING)
+_T = TypeVar("_T")
+
+
+@dataclass(slots=True)
+class AccountPlan:
+    """What preflight found for one source account (printed by a dry run)."""
+
+    source: str
+    account: BankAccount | None = None
+    problem: str | None = None
+    payees_existing: int = 0
+    payees_to_create: int = 0
+    rows_by_payee: set[int] = field(default_factory=set)
+
+
+class Preflight:
+    """Runs the checks in order; each step records its verdicts in the book."""
+
+    def __init__(
+        self,
+        client: BankClient,
+        org: Organization,
+        book: RowBook,
+        *,
+        confirm_payees: bool,
+        accept_close_match: bool,
+        allow_repeat: bool,
+        duplicate_window: timedelta,
+        dry_run: bool,
+    ) -> None:
+        self.client = client
+        self.org = org
+        self.book = book
+        self.confirm_payees = confirm_payees
+        self.accept_close_match = accept_close_match
+        self.allow_repeat = allow_repeat
+        self.duplicate_window = duplicate_window
+        self.dry_run = dry_run
+        self.plans: dict[str, AccountPlan] = {}
+        self.accounts: dict[str, BankAccount] = {}
+        self.indexes: dict[str, PayeeIndex] = {}
+        self.payments: dict[str, list[Payment]] = {}
+
+    @property
+    def payee_details(self) -> dict[str, tuple[str, str]]:
+        """Payee URL -> (sort code, account number), over every loaded index."""
+        details: dict[str, tuple[str, str]] = {}
+        for index in self.indexes.values():
+            details.update(index.details)
+        return details
+
+    async def check_accounts(self) -> None:
+        """Resolve each source account; fail the unpaid rows of accounts that cannot pay."""
+        rows = self.book.in_status(*_OPEN)
+        for source in sorted({r.source_account for r in rows}):
+            plan = AccountPlan(source=source)
+            self.plans[source] = plan
+            plan.account, plan.problem = await self._resolve(source)
+            if plan.account is not None:
+                self.accounts[plan.account.url] = plan.account
+        for row in rows:
+            plan = self.plans[row.source_account]
+            if plan.account is not None and row.account_url != plan.account.url:
+                self.book.set(row.row, account_url=plan.account.url)
+            if plan.problem and row.status in (RowStatus.PENDING, RowStatus.CREATED):
+                self._fail(row, plan.problem)
+
+    async def _resolve(self, source: str) -> tuple[BankAccount | None, str | None]:
+        try:
+            if source.startswith("/"):
+                account: BankAccount | None = await self.client.get_account(source)
+            else:
+                sort_code, _, number = source.partition(" ")
+                account = await self.client.find_account(
+                    self.org, sort_code=sort_code, account_number=number)
+        except AuthError:
+            raise
+        except BankError as exc:
+            if exc.status == 404:  # noqa: PLR2004 - HTTP not found
+                return None, f"no bank account {source} in this organization; check source_account"
+            raise
+        if account is None:
+            return None, f"no bank account {source} in this organization; check source_account"
+        return account, await self._account_problem(account)
+
+    async def _account_problem(self, account: BankAccount) -> str | None:
+        name = f"the account {account.display_name}"
+        if account.status != "open":
+            return f"{name} is {account.status}: only an open account can pay; ask the bank"
+        restrictions = await self.client.active_restrictions(account)
+        kinds = sorted({r.type or "restricted" for r in restrictions})
+        if kinds or account.restricted:
+            words = {"freeze": "frozen", "block": "blocked"}
+            state = " and ".join(words.get(kind, kind) for kind in kinds) or "restricted"
+            return f"{name} is {state} by the bank, so it cannot pay out; ask the bank to lift it"
+        return None
+
+    def _fail(self, row: LedgerRow, reason: str) -> None:
+        prefix = "payment created but not submitted: " if row.payment_url else ""
+        self.book.set(row.row, status=RowStatus.FAILED, error=prefix + reason)
+
+    async def load_payees(self) -> None:
+        """Page once through the payees of every source account's owner."""
+        for owner in sorted({a.owner_url for a in self.accounts.values()}):
+            self.indexes[owner] = PayeeIndex.build([p async for p in self.client.payees(owner)])
+
+    async def load_payments(self) -> None:
+        """Read each account's recent outbound payments (repeat guard and reconciliation)."""
+        now = utc_now()
+        for account in self.accounts.values():
+            rows = [r for r in self.book.in_status(*_OPEN) if r.account_url == account.url]
+            intents = [r.intent_at for r in rows if r.intent_at and r.status == RowStatus.CREATING]
+            since = min([now - self.duplicate_window, *(t - timedelta(minutes=1) for t in intents)])
+            if rows and (self.duplicate_window or intents):
+                self.payments[account.url] = await fetch_recent_payments(
+                    self.client, account, since=since)
+
+    def guard_repeats(self) -> None:
+        """Hold pending rows that match a recent payment this ledger did not make."""
+        if self.allow_repeat or not self.duplicate_window:
+            return
+        known = self.book.known_payment_urls()
+        details = self.payee_details
+        for account_url, payments in self.payments.items():
+            rows = [r for r in self.book.in_status(RowStatus.PENDING) if r.account_url == account_url]
+            for number, payment in find_repeats(
+                rows, payments, known_payment_urls=known, payee_details=details
+            ).items():
+                when = payment.created_at.strftime("%Y-%m-%d %H:%M")
+                self.book.set(number, status=RowStatus.HELD, error=(
+                    f"possible repeat: the bank already has the same payment made {when} UTC"
+                    f" ({payment.url}) outside this ledger; if it really must be paid again,"
+                    " run again with --allow-repeat"))
+
+    def check_balances(self) -> None:
+        """Fail an account's unpaid rows when its available balance cannot cover them."""
+        for account in self.accounts.values():
+            rows = [r for r in self.book.in_status(RowStatus.PENDING, RowStatus.CREATED)
+                    if r.account_url == account.url]
+            need = sum((r.amount for r in rows), Decimal(0))
+            if rows and need > account.available_balance:
+                reason = (
+                    f"the available balance of {account.display_name} is"
+                    f" £{format_money(account.available_balance)}, short of the £{format_money(need)}"
+                    " its rows need; fund the account, then run again")
+                plan = self._plan_for(account.url)
+                if plan is not None:
+                    plan.problem = reason
+                for row in rows:
+                    self._fail(row, reason)
+
+    def _plan_for(self, account_url: str) -> AccountPlan | None:
+        return next((p for p in self.plans.values()
+                     if p.account is not None and p.account.url == account_url), None)
+
+    async def prepare_payees(self) -> None:
+        """Give every pending row an active payee: reuse, or check and create one."""
+        groups: dict[tuple[str, str, str, str], list[LedgerRow]] = defaultdict(list)
+        for row in self.book.in_status(RowStatus.PENDING):
+            if row.payee_url or row.account_url not in self.accounts:
+                continue
+            owner = self.accounts[row.account_url].owner_url
+            index = self.indexes[owner]
+            plan = self._plan_for(row.account_url)
+            url = index.lookup(row.payee_name, row.sort_code, row.account_number)
+            if url is not None:
+                self.book.set(row.row, payee_url=url)
+                if plan is not None:
+                    plan.payees_existing += 1
+            elif index.is_deactivated(row.payee_name, row.sort_code, row.account_number):
+                self._fail(row, (
+                    f"the payee {row.payee_name} ({row.sort_code} {row.account_number}) is"
+                    " deactivated at the bank, and a deactivated payee cannot be reactivated;"
+                    " confirm the details with the payee, then add them again in the bank's app"))
+            else:
+                groups[(owner, row.payee_name, row.sort_code, row.account_number)].append(row)
+        for rows in groups.values():
+            plan = self._plan_for(rows[0].account_url or "")
+            if plan is not None:
+                plan.payees_to_create += 1
+        if not self.dry_run:
+            await _run_pool(list(groups.items()), self._new_payee)
+
+    async def _new_payee(self, item: tuple[tuple[str, str, str, str], list[LedgerRow]]) -> None:
+        (owner, name, sort_code, number), rows = item
+        numbers = [r.row for r in rows]
+        try:
+            cop_url = None
+            if self.confirm_payees:
+                cop = await self.client.confirm_payee(
+                    self.org, name=name, sort_code=sort_code, account_number=number,
+                    classification=account_classification(name), requester_url=owner)
+                held = self._cop_verdict(cop.result, cop.reason, cop.suggested_name)
+                if held:
+                    self.book.set_many(numbers, status=RowStatus.HELD, error=held)
+                    return
+                cop_url = cop.url
+            payee = await self.client.create_payee(
+                owner, name=name, sort_code=sort_code, account_number=number, cop_request_url=cop_url)
+        except AuthError:
+            raise
+        except OutcomeUnknownError as exc:
+            self.book.set_many(numbers, error=f"payee not confirmed created ({exc}); run again")
+            return
+        except BankError as exc:
+            self.book.set_many(numbers, status=RowStatus.FAILED, error=f"payee not created: {exc}")
+            return
+        self.indexes[owner].add(payee)
+        self.book.set_many(numbers, payee_url=payee.url)
+
+    def _cop_verdict(self, result: str, reason: str | None, suggested: str | None) -> str | None:
+        """None to go ahead, else why the rows are held."""
+        if result == "match":
+            return None
+        if result == "close-match":
+            if self.accept_close_match:
+                return None
+            said = f"the account holder is {suggested!r}" if suggested else "the name is close"
+            return (f"Confirmation of Payee: close match, the bank says {said}; correct payee_name"
+                    " or run again with --accept-close-match")
+        why = f" ({reason})" if reason else ""
+        return (f"Confirmation of Payee: {result}{why}: the name does not match the account"
+                " holder; check the details with the payee")
+
+
+async def _run_pool(items: Iterable[_T], work: Callable[[_T], Awaitable[None]]) -> None:
+    """Run ``work`` over ``items`` with a bounded pool of long-lived workers."""
+    queue = list(items)
+    queue.reverse()
+
+    async def worker() -> None:
+        while queue:
+            await work(queue.pop())
+
+    async with anyio.create_task_group() as group:
+        for _ in range(min(_PAYEE_WORKERS, len(queue))):
+            group.start_soon(worker)

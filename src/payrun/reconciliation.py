@@ -1,0 +1,112 @@
+"""Reconciliation: find out what the bank did with calls whose answer was lost.
+
+Input: rows left ``creating`` or ``submitting`` (after a timeout, a 5xx, a dropped
+connection, Ctrl-C or kill -9). Output: each such row moved to what the bank shows:
+``created`` (the payment exists), ``pending`` (it does not: safe to create again),
+``submitted`` or back to ``created`` (no submission: safe to submit again). Rows the bank
+cannot settle without guessing stay ``creating`` with an explanation, and are returned.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from datetime import datetime
+
+import anyio
+
+from payrun.bank import BankAccount, BankClient, Payment
+from payrun.domain import RowStatus
+from payrun.ledger import LedgerRow
+from payrun.planning import CLOCK_SKEW, match_half_created
+from payrun.records import RowBook
+
+__all__ = ["fetch_recent_payments", "reconcile_rows"]
+
+_READ_WORKERS = 20
+
+
+async def fetch_recent_payments(
+    client: BankClient, account: BankAccount, *, since: datetime
+) -> list[Payment]:
+    """The account's outbound payments created since ``since``, oldest first."""
+    return [payment async for payment in client.payments(account, created_since=since)]
+
+
+async def reconcile_rows(
+    client: BankClient,
+    book: RowBook,
+    *,
+    accounts: Mapping[str, BankAccount],
+    payee_details: Mapping[str, tuple[str, str]],
+    payments: Mapping[str, list[Payment]] | None = None,
+) -> list[int]:
+    """Settle every ``creating`` and ``submitting`` row; return rows needing a person."""
+    ambiguous = await _reconcile_creating(
+        client, book, accounts=accounts, payee_details=payee_details, payments=payments or {})
+    await _reconcile_submitting(client, book)
+    return ambiguous
+
+
+async def _reconcile_creating(
+    client: BankClient,
+    book: RowBook,
+    *,
+    accounts: Mapping[str, BankAccount],
+    payee_details: Mapping[str, tuple[str, str]],
+    payments: Mapping[str, list[Payment]],
+) -> list[int]:
+    by_account: dict[str, list[LedgerRow]] = defaultdict(list)
+    for row in book.in_status(RowStatus.CREATING):
+        by_account[row.account_url or ""].append(row)
+    ambiguous: list[int] = []
+    for account_url, rows in by_account.items():
+        account = accounts.get(account_url)
+        if account is None:
+            continue
+        since = min(r.intent_at for r in rows if r.intent_at) - CLOCK_SKEW if any(
+            r.intent_at for r in rows) else None
+        seen = payments.get(account_url)
+        if seen is None or (since is not None and seen and seen[0].created_at > since):
+            seen = await fetch_recent_payments(client, account, since=since or _epoch())
+        result = match_half_created(
+            rows, seen, known_payment_urls=book.known_payment_urls(), payee_details=payee_details)
+        for number, url in result.matched.items():
+            book.set(number, status=RowStatus.CREATED, payment_url=url, error=None)
+        book.set_many(result.not_made, status=RowStatus.PENDING, intent_at=None, error=None)
+        for number in result.ambiguous:
+            book.set(number, error=(
+                "several bank payments match this row and the ledger cannot tell which one it"
+                " made; check the account's payments in the bank's app, reject any extra"
+                " (unsubmitted) one, then run again"))
+        ambiguous.extend(result.ambiguous)
+    return ambiguous
+
+
+async def _reconcile_submitting(client: BankClient, book: RowBook) -> None:
+    rows = book.in_status(RowStatus.SUBMITTING)
+    if not rows:
+        return
+    send, receive = anyio.create_memory_object_stream[LedgerRow](max_buffer_size=len(rows))
+    for row in rows:
+        send.send_nowait(row)
+    send.close()
+
+    async def worker() -> None:
+        async for row in receive:
+            assert row.payment_url is not None
+            submissions = await client.payment_submissions(row.payment_url)
+            if submissions:
+                latest = max(submissions, key=lambda s: s.created_at)
+                book.set(row.row, status=RowStatus.SUBMITTED, submission_url=latest.url, error=None)
+            else:
+                book.set(row.row, status=RowStatus.CREATED, error=None)
+
+    with receive:
+        async with anyio.create_task_group() as group:
+            for _ in range(min(_READ_WORKERS, len(rows))):
+                group.start_soon(worker)
+
+
+def _epoch() -> datetime:
+    return datetime.fromisoformat("2000-01-01T00:00:00+00:00")

@@ -1,0 +1,83 @@
+"""The rows of one run in memory, written through to the ledger.
+
+Input: the ledger's rows at the start of a run. Output: the current state of every row,
+readable without a query, where each change is committed to the ledger before ``set``
+returns (so the execution stage's intent-before-call rule holds). A dry run uses a book
+with no ledger: it changes nothing on disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from payrun.domain import RowStatus
+from payrun.ledger import Ledger, LedgerRow, utc_now
+
+__all__ = ["RowBook"]
+
+
+class RowBook:
+    """Row number -> ``LedgerRow``, with every change written through to the ledger."""
+
+    def __init__(
+        self,
+        rows: Iterable[LedgerRow],
+        *,
+        ledger: Ledger | None = None,
+        on_change: Callable[[LedgerRow, LedgerRow], None] | None = None,
+    ) -> None:
+        self._rows = {row.row: row for row in rows}
+        self._ledger = ledger
+        self._on_change = on_change
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def get(self, row: int) -> LedgerRow:
+        """The row's current state."""
+        return self._rows[row]
+
+    def all(self) -> list[LedgerRow]:
+        """Every row in row order."""
+        return sorted(self._rows.values(), key=lambda r: r.row)
+
+    def in_status(self, *statuses: RowStatus) -> list[LedgerRow]:
+        """Rows currently in any of ``statuses``, in row order."""
+        wanted = set(statuses)
+        return [row for row in self.all() if row.status in wanted]
+
+    def known_payment_urls(self) -> set[str]:
+        """Every payment URL this ledger has recorded."""
+        return {row.payment_url for row in self._rows.values() if row.payment_url}
+
+    def set(self, row: int, **values: Any) -> LedgerRow:
+        """Commit new values for one row, then return its new state."""
+        if self._ledger is not None:
+            self._ledger.update(row, **values)
+        return self._apply(row, values)
+
+    def set_many(self, rows: Iterable[int], **values: Any) -> None:
+        """Commit the same values for several rows in one transaction."""
+        numbers = list(rows)
+        if not numbers:
+            return
+        if self._ledger is not None:
+            self._ledger.update_many(numbers, **values)
+        for number in numbers:
+            self._apply(number, values)
+
+    def mark_intent(self, row: int, status: RowStatus, *, at: datetime | None = None) -> LedgerRow:
+        """Commit an intent (creating or submitting) with its time before the call is made."""
+        current = self._rows[row]
+        return self.set(row, status=status, intent_at=at or utc_now(), attempts=current.attempts + 1)
+
+    def _apply(self, row: int, values: dict[str, Any]) -> LedgerRow:
+        before = self._rows[row]
+        after = dataclasses.replace(before, **values)
+        self._rows[row] = after
+        if self._on_change is not None and before.status != after.status:
+            self._on_change(before, after)
+        return after
