@@ -1,0 +1,110 @@
+"""Turn a bank error answer (status and body) into the right ``BankError``.
+
+The bank documents no error body (api-facts §2.1); errors probably come as
+``{"errors": [{"title", "detail", "code"?, "links"?}]}``. The refusal code is looked
+for defensively: a known payment code anywhere in the text first, then ``code``, then a
+kebab-case ``title``. Messages never carry the API key (it is masked if echoed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from payrun.errors import (
+    AuthError,
+    BankError,
+    BankRejectedError,
+    OutcomeUnknownError,
+    RateLimitedError,
+)
+
+__all__ = ["KNOWN_CODES", "error_from_response"]
+
+KNOWN_CODES = (
+    "payment-amount-exceeds-scheme-limit",
+    "insufficient-funds",
+    "account-restricted",
+    "payee-deactivated",
+    "bank-account-closed",
+)
+"""The payment refusal codes the bank documents (create or submit, HTTP 422)."""
+
+_KEBAB = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_MAX_DETAIL = 300
+_HTTP_UNAUTHORIZED = 401
+_HTTP_FORBIDDEN = 403
+_HTTP_TOO_MANY = 429
+_HTTP_SERVER_ERROR = 500
+
+
+def error_from_response(
+    method: str, path: str, status: int, text: str, *, secret: str | None = None
+) -> BankError:
+    """Return the ``BankError`` subclass for a non-2xx answer (the caller raises it)."""
+    if secret and secret in text:
+        text = text.replace(secret, "***")
+    errors = _error_items(text)
+    code = _find_code(errors, text)
+    detail = _find_detail(errors, text)
+    where = f"{method} {path}"
+    if status == _HTTP_UNAUTHORIZED:
+        msg = (
+            f"the bank refused the API key (HTTP 401 on {where}): check PAYRUN_API_KEY or"
+            " PAYRUN_API_KEY_FILE, and PAYRUN_AUTH_SCHEME for the Authorization scheme word"
+        )
+        return AuthError(msg, status=status, code=code, detail=detail)
+    if status == _HTTP_FORBIDDEN:
+        msg = f"the bank refused this API key's role (HTTP 403 on {where}): {detail or 'forbidden'}"
+        return AuthError(msg, status=status, code=code, detail=detail)
+    if status == _HTTP_TOO_MANY:
+        msg = f"the bank is rate limiting (HTTP 429 on {where}): too many requests in flight"
+        return RateLimitedError(msg, status=status, code=code, detail=detail)
+    if status >= _HTTP_SERVER_ERROR:
+        msg = (
+            f"the bank failed (HTTP {status} on {where}); the request may or may not have"
+            " taken effect"
+        )
+        return OutcomeUnknownError(msg, status=status, code=code, detail=detail)
+    reason = code or detail or "no reason given"
+    msg = f"the bank refused {where} (HTTP {status}): {reason}"
+    return BankRejectedError(msg, status=status, code=code, detail=detail)
+
+
+def _error_items(text: str) -> list[dict[str, Any]]:
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return []
+    if not isinstance(body, dict):
+        return []
+    items = body.get("errors")
+    if isinstance(items, list):
+        return [item for item in items if isinstance(item, dict)]
+    return [body]
+
+
+def _find_code(errors: list[dict[str, Any]], text: str) -> str | None:
+    for known in KNOWN_CODES:
+        if known in text:
+            return known
+    for item in errors:
+        code = item.get("code")
+        if isinstance(code, str) and code:
+            return code
+    for item in errors:
+        title = item.get("title")
+        if isinstance(title, str) and _KEBAB.match(title):
+            return title
+    return None
+
+
+def _find_detail(errors: list[dict[str, Any]], text: str) -> str | None:
+    for item in errors:
+        for key in ("detail", "title", "message"):
+            value = item.get(key)
+            if isinstance(value, str) and value:
+                return value[:_MAX_DETAIL]
+    stripped = text.strip()
+    return stripped[:_MAX_DETAIL] if stripped else None

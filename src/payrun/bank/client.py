@@ -1,0 +1,398 @@
+"""``BankClient``: the bank's ``/v0`` REST API as typed async methods.
+
+Input: an ``httpx.AsyncClient`` (``make_http_client``, or one bound to
+``httpx.ASGITransport``/``MockTransport`` in tests), an ``AdaptiveLimiter`` shared by
+every request of the organization, and a ``RetryPolicy``. Output: ``payrun.bank.wire``
+values. Raises ``payrun.errors.BankError`` subclasses only; this is the one module that
+catches httpx (and transport) errors.
+
+Every attempt holds one limiter slot exactly while it is on the wire (never while
+backing off). Reads (GET and the read-only searches) are retried on 429, connection
+errors, timeouts and 5xx. Writes (create payment, submit, create payee, CoP) are
+retried only on 429 and when the request provably never left; any other failure of a
+write raises ``OutcomeUnknownError`` at once, for the caller to reconcile.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from decimal import Decimal
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from payrun.bank._refusals import error_from_response
+from payrun.bank.limiter import AdaptiveLimiter
+from payrun.bank.retry import DEFAULT_RETRY, RetryPolicy
+from payrun.bank.transport import TRANSPORT_ERRORS, never_sent
+from payrun.bank.wire import (
+    BankAccount,
+    CopResult,
+    Event,
+    Organization,
+    Payee,
+    Payment,
+    Restriction,
+    Submission,
+    parse_account,
+    parse_cop_result,
+    parse_event,
+    parse_organization,
+    parse_payee,
+    parse_payment,
+    parse_restriction,
+    parse_submission,
+)
+from payrun.domain import format_money
+from payrun.errors import (
+    BankError,
+    BankRejectedError,
+    BankUnavailableError,
+    OutcomeUnknownError,
+    RateLimitedError,
+)
+
+__all__ = ["PAGE_SIZE", "BankClient"]
+
+PAGE_SIZE = 200
+"""The largest page the bank serves."""
+
+T = TypeVar("T")
+Json = dict[str, Any]
+
+_HTTP_NOT_FOUND = 404
+_HTTP_TOO_MANY = 429
+_HTTP_REDIRECT = 300
+_HTTP_SERVER_ERROR = 500
+_PARSE_ERRORS = (KeyError, TypeError, ValueError, ArithmeticError, AttributeError)
+
+
+def _retry_read(exc: BaseException) -> bool:
+    return isinstance(exc, RateLimitedError | BankUnavailableError | OutcomeUnknownError)
+
+
+def _retry_write(exc: BaseException) -> bool:
+    return isinstance(exc, RateLimitedError | BankUnavailableError)
+
+
+def _iso(moment: datetime) -> str:
+    """Format a timestamp for a filter, in UTC with ``Z``; a naive value is taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _decode(parse: Callable[[Any], T], data: Any, what: str, *, write: bool = False) -> T:
+    """Parse an answer; a write whose answer cannot be read has an unknown outcome."""
+    try:
+        return parse(data)
+    except _PARSE_ERRORS as exc:
+        msg = f"the bank's answer ({what}) could not be read: {type(exc).__name__}: {exc}"
+        raise (OutcomeUnknownError if write else BankError)(msg) from exc
+
+
+class BankClient:
+    """Typed access to the bank; use as ``async with BankClient(http) as bank:``.
+
+    The client owns ``http`` and closes it in ``aclose()``.
+    """
+
+    __slots__ = ("_http", "_limiter", "_retry")
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        limiter: AdaptiveLimiter | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ) -> None:
+        self._http = http
+        self._limiter = limiter if limiter is not None else AdaptiveLimiter(50)
+        self._retry = retry
+
+    def __repr__(self) -> str:
+        return f"BankClient(base_url={str(self._http.base_url)!r}, limiter={self._limiter!r})"
+
+    @property
+    def limiter(self) -> AdaptiveLimiter:
+        """The in-flight limiter every request of this client holds a slot of."""
+        return self._limiter
+
+    async def __aenter__(self) -> BankClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the underlying HTTP client and its connections."""
+        await self._http.aclose()
+
+    # -- navigation and accounts -------------------------------------------------------
+
+    async def organization(self) -> Organization:
+        """Follow index → API key → organization."""
+        index = await self._send("GET", "/v0/index")
+        key = await self._send("GET", _decode(lambda d: d["api-key-url"], index, "index"))
+        org_url = _decode(lambda d: d["organization-url"], key, "API key")
+        return _decode(parse_organization, await self._send("GET", org_url), "organization")
+
+    async def get_account(self, url: str) -> BankAccount:
+        """Read one bank account."""
+        return _decode(parse_account, await self._send("GET", url), "bank account")
+
+    async def find_account(
+        self, org: Organization, *, sort_code: str, account_number: str
+    ) -> BankAccount | None:
+        """Find the organization's account with this sort code and account number, if any."""
+        body = {"search-query": account_number}
+        data = await self._send("POST", org.accounts_search_url, body=body)
+        sort_code, account_number = _digits(sort_code), _digits(account_number)
+        for item in data.get("search-results") or ():
+            account = _decode(parse_account, item, "bank account search")
+            for address in account.bank_addresses:
+                if (
+                    _digits(address.sort_code) == sort_code
+                    and _digits(address.account_number) == account_number
+                ):
+                    return account
+        return None
+
+    async def active_restrictions(self, account: BankAccount) -> list[Restriction]:
+        """Active restrictions of an account.
+
+        When the bank has no restrictions list for it (404), fall back to the account's
+        ``restricted`` flag: one active restriction of unknown type, or none.
+        """
+        url = account.restrictions_url or f"{account.url}/restrictions"
+        params = {"filter[restriction-status][eq]": "active", "page[size]": str(PAGE_SIZE)}
+        try:
+            return [
+                item
+                async for item in self._pages(
+                    url, params, "bank-account-restrictions", parse_restriction
+                )
+                if item.status == "active"
+            ]
+        except BankRejectedError as exc:
+            if exc.status != _HTTP_NOT_FOUND:
+                raise
+        if account.restricted:
+            return [Restriction(url=account.url, status="active", type=None)]
+        return []
+
+    # -- payees and confirmation of payee ----------------------------------------------
+
+    async def payees(self, legal_person_url: str) -> AsyncIterator[Payee]:
+        """Every payee of a legal person, page by page (200 a page)."""
+        params = {"page[size]": str(PAGE_SIZE)}
+        async for payee in self._pages(
+            f"{legal_person_url}/bank/payees", params, "payees", parse_payee
+        ):
+            yield payee
+
+    async def confirm_payee(
+        self,
+        org: Organization,
+        *,
+        name: str,
+        sort_code: str,
+        account_number: str,
+        classification: str,
+        requester_url: str,
+    ) -> CopResult:
+        """Ask Confirmation of Payee whether ``name`` matches the account."""
+        body = {
+            "account-number": account_number,
+            "bank-id": sort_code,
+            "account-classification": classification,
+            "name": name,
+            "requester-legal-person-url": requester_url,
+        }
+        data = await self._send("POST", org.cop_request_url, body=body, write=True)
+        return _decode(parse_cop_result, data, "confirmation of payee", write=True)
+
+    async def create_payee(
+        self,
+        legal_person_url: str,
+        *,
+        name: str,
+        sort_code: str,
+        account_number: str,
+        cop_request_url: str | None = None,
+    ) -> Payee:
+        """Create a payee for a legal person."""
+        body = {"account-holder": name, "account-number": account_number, "bank-id": sort_code}
+        if cop_request_url is not None:
+            body["cop-request-url"] = cop_request_url
+        data = await self._send("POST", f"{legal_person_url}/bank/payees", body=body, write=True)
+        return _decode(parse_payee, data, "created payee", write=True)
+
+    # -- payments and submissions ------------------------------------------------------
+
+    async def create_payment(
+        self, account_url: str, *, payee_url: str, amount: Decimal, reference: str | None
+    ) -> Payment:
+        """Create (not submit) a GBP payment from an account to a payee."""
+        body: Json = {
+            "creditor": {"creditor-type": "payee", "payee-url": payee_url},
+            "payment-amount": {"currency": "GBP", "value": format_money(amount)},
+        }
+        if reference is not None:
+            body["payment-reference"] = reference
+        data = await self._send("POST", f"{account_url}/payments", body=body, write=True)
+        return _decode(parse_payment, data, "created payment", write=True)
+
+    async def submit_payment(self, payment_url: str, *, scheme: str = "fps") -> Submission:
+        """Submit a created payment over a scheme (``fps`` or ``book-transfer``)."""
+        body = {"payment-scheme": scheme}
+        data = await self._send("POST", f"{payment_url}/submissions", body=body, write=True)
+        return _decode(parse_submission, data, "submission", write=True)
+
+    async def payment_submissions(self, payment_url: str) -> list[Submission]:
+        """Every submission of a payment (none means it was never submitted)."""
+        return [
+            s
+            async for s in self._pages(
+                f"{payment_url}/submissions", None, "submissions", parse_submission
+            )
+        ]
+
+    async def get_submission(self, url: str) -> Submission:
+        """Read one submission."""
+        return _decode(parse_submission, await self._send("GET", url), "submission")
+
+    async def get_payment(self, url: str) -> Payment:
+        """Read one payment."""
+        return _decode(parse_payment, await self._send("GET", url), "payment")
+
+    async def payments(
+        self,
+        account: BankAccount | str,
+        *,
+        created_since: datetime,
+        direction: str = "outbound-payment",
+    ) -> AsyncIterator[Payment]:
+        """An account's payments created since a moment, oldest first (account or its URL)."""
+        url = account.payments_url if isinstance(account, BankAccount) else f"{account}/payments"
+        params = {
+            "page[size]": str(PAGE_SIZE),
+            "sort": "created-at",
+            "filter[created-at][gte]": _iso(created_since),
+            "filter[payment-direction][eq]": direction,
+        }
+        async for payment in self._pages(url, params, "payments", parse_payment):
+            yield payment
+
+    async def events(
+        self, org: Organization, *, event_type: str, created_since: datetime
+    ) -> AsyncIterator[Event]:
+        """The organization's events of one type since a moment, oldest first."""
+        params = {
+            "page[size]": str(PAGE_SIZE),
+            "sort": "created-at",
+            "filter[event-type][eq]": event_type,
+            "filter[created-at][gte]": _iso(created_since),
+        }
+        async for event in self._pages(org.events_url, params, "events", parse_event):
+            yield event
+
+    # -- the wire ----------------------------------------------------------------------
+
+    async def _pages(
+        self, url: str, params: dict[str, str] | None, key: str, parse: Callable[[Json], T]
+    ) -> AsyncIterator[T]:
+        """Yield the parsed items of a list, following ``links.next`` to the end."""
+        next_url: str | None = url
+        seen: set[str] = set()
+        while next_url and next_url not in seen:
+            seen.add(next_url)
+            data = await self._send("GET", next_url, params=params)
+            params = None  # the bank repeats the query in its links
+            for item in data.get(key) or ():
+                yield _decode(parse, item, key)
+            links = data.get("links")
+            link = links.get("next") if isinstance(links, dict) else None
+            next_url = link if isinstance(link, str) else None
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: Json | None = None,
+        write: bool = False,
+    ) -> Json:
+        """Send one request under the retry policy; return its decoded JSON object."""
+
+        async def attempt() -> Json:
+            return await self._attempt(method, url, params, body, write=write)
+
+        return await self._retry.call(attempt, retry_if=_retry_write if write else _retry_read)
+
+    async def _attempt(
+        self,
+        method: str,
+        url: str,
+        params: dict[str, str] | None,
+        body: Json | None,
+        *,
+        write: bool,
+    ) -> Json:
+        """One try: hold a slot while on the wire, then classify the answer."""
+        async with self._limiter.slot():
+            try:
+                response = await self._http.request(method, url, params=params, json=body)
+            except TRANSPORT_ERRORS as exc:
+                raise self._transport_error(method, url, exc) from exc
+        status = response.status_code
+        if status < _HTTP_REDIRECT:
+            self._limiter.on_success()
+            return _decode(_json_object, response.content, f"{method} {url}", write=write)
+        if status == _HTTP_TOO_MANY:
+            self._limiter.on_rate_limited()
+        elif status < _HTTP_SERVER_ERROR:
+            self._limiter.on_success()
+        raise error_from_response(method, url, status, response.text, secret=self._secret_or_none())
+
+    def _transport_error(self, method: str, url: str, exc: BaseException) -> BankError:
+        where = f"{method} {url}"
+        kind = type(exc).__name__
+        if isinstance(exc, httpx.UnsupportedProtocol):
+            msg = f"cannot send {where}: {exc}"
+            return BankError(msg)
+        if never_sent(exc):
+            msg = f"could not reach the bank at {self._http.base_url} for {where} ({kind})"
+            return BankUnavailableError(msg, detail=str(exc)[:300] or None)
+        msg = f"no answer from the bank for {where} ({kind}): it may or may not have taken effect"
+        return OutcomeUnknownError(msg, detail=str(exc)[:300] or None)
+
+    def _secret_or_none(self) -> str | None:
+        """The API key text as sent (to mask it if the bank echoes it); error path only."""
+        header = self._http.headers.get("authorization")
+        if not header:
+            return None
+        return header.rpartition(" ")[2] or None
+
+
+def _json_object(content: bytes) -> Json:
+    if not content:
+        return {}
+    data = json.loads(content)
+    if not isinstance(data, dict):
+        msg = f"expected a JSON object, got {type(data).__name__}"
+        raise TypeError(msg)
+    return data
+
+
+def _digits(text: str) -> str:
+    return "".join(ch for ch in text if ch.isdigit())

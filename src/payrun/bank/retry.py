@@ -1,0 +1,88 @@
+"""How payrun retries bank requests: the only module that imports tenacity.
+
+``RetryPolicy`` bounds retries by attempts **and** total time and waits with full
+jitter (``wait_random_exponential``). What is retried is the caller's decision
+(``retry_if``): the bank client retries reads on 429, connection errors, timeouts and
+5xx, and writes only on 429 or when the request provably never left. When the
+attempts or the time run out, the last exception propagates unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import anyio
+import tenacity as _t
+
+__all__ = ["DEFAULT_RETRY", "RetryPolicy"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """Bounded retries with full-jitter exponential backoff.
+
+    ``attempts`` counts the first try; ``max_seconds`` stops retrying once that much
+    time has passed since the first failure; waits are drawn uniformly from
+    ``[0, min(max_wait, initial_wait * 2**(n-1))]``.
+    """
+
+    attempts: int = 8
+    max_seconds: float = 60.0
+    initial_wait: float = 0.1
+    max_wait: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            msg = f"attempts must be at least 1, not {self.attempts}"
+            raise ValueError(msg)
+        if self.max_seconds < 0 or self.initial_wait < 0 or self.max_wait < 0:
+            msg = "retry times must not be negative"
+            raise ValueError(msg)
+
+    @classmethod
+    def no_wait(cls, attempts: int = 4) -> RetryPolicy:
+        """A policy that retries at once, for tests (instead of patching sleep)."""
+        return cls(attempts=attempts, max_seconds=60.0, initial_wait=0.0, max_wait=0.0)
+
+    async def call(
+        self,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        retry_if: Callable[[BaseException], bool],
+    ) -> T:
+        """Await ``fn()``, retrying while ``retry_if(exc)`` holds and the bounds allow.
+
+        The first attempt runs without tenacity (the common, successful case costs
+        nothing extra); a retryable first failure is replayed into tenacity so the
+        attempt count and the backoff schedule stay exact.
+        """
+        try:
+            return await fn()
+        except Exception as exc:
+            if self.attempts == 1 or not retry_if(exc):
+                raise
+            replayed: Exception | None = exc
+
+        async def attempt() -> T:
+            nonlocal replayed
+            if replayed is not None:
+                pending, replayed = replayed, None
+                raise pending
+            return await fn()
+
+        retrying = _t.AsyncRetrying(
+            stop=_t.stop_after_attempt(self.attempts) | _t.stop_after_delay(self.max_seconds),
+            wait=_t.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait),
+            retry=_t.retry_if_exception(retry_if),
+            sleep=anyio.sleep,
+            reraise=True,
+        )
+        return await retrying(attempt)
+
+
+DEFAULT_RETRY = RetryPolicy()
+"""Up to 8 attempts within 60 s, waits from 0-0.1 s growing to at most 5 s."""

@@ -1,0 +1,656 @@
+"""BankClient against single faults (httpx.MockTransport) and real sockets that misbehave."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from payrun.bank import AdaptiveLimiter, BankClient, RetryPolicy, make_http_client
+from payrun.bank.wire import parse_payment
+from payrun.config import Secret, Settings
+from payrun.errors import (
+    AuthError,
+    BankError,
+    BankRejectedError,
+    BankUnavailableError,
+    OutcomeUnknownError,
+    RateLimitedError,
+)
+
+SECRET = "g-test-sk-very-secret-1234"
+BASE = "https://bank.test"
+ACCOUNT = "/v0/bank/accounts/ba.one"
+PAYEE = "/v0/payees/pe.one"
+PAYMENT = "/v0/payments/pm.one"
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def _account(number: str = "30000001", sort_code: str = "040004", **extra: Any) -> dict[str, Any]:
+    return {
+        "account-url": ACCOUNT,
+        "display-name": "Payroll",
+        "account-status": "open",
+        "account-restricted": False,
+        "available-balance": {"currency": "GBP", "value": "1000.00"},
+        "account-balance": {"currency": "GBP", "value": "1200.50"},
+        "owner-url": "/v0/legal-persons/lp.owner",
+        "bank-addresses": [
+            {"account-holder": "Acme", "bank-id": sort_code, "account-number": number}
+        ],
+        "account-payments-url": f"{ACCOUNT}/payments",
+        "bank-account-restrictions-url": f"{ACCOUNT}/restrictions",
+        "some-future-field": {"x": 1},
+        **extra,
+    }
+
+
+def _payment(creditor: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "payment-url": PAYMENT,
+        "payment-direction": "outbound-payment",
+        "creditor": creditor or {"creditor-type": "payee", "payee-url": PAYEE},
+        "payment-amount": {"currency": "GBP", "value": "1234.50"},
+        "payment-reference": "INV-1",
+        "created-at": "2026-11-21T10:00:00.123Z",
+        "payment-type": "credit-transfer",
+    }
+
+
+def _submission(status: str = "processing") -> dict[str, Any]:
+    return {
+        "submission-url": "/v0/submissions/ps.one",
+        "payment-url": PAYMENT,
+        "submission-status": status,
+        "created-at": "2026-11-21T10:00:01+00:00",
+    }
+
+
+class _Recorder:
+    """A MockTransport handler replaying scripted answers and recording requests."""
+
+    def __init__(self, *answers: httpx.Response | Exception) -> None:
+        self.answers = list(answers)
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def _bank(
+    handler: Handler, *, limiter: AdaptiveLimiter | None = None, attempts: int = 4
+) -> BankClient:
+    http = httpx.AsyncClient(
+        transport=httpx.MockTransport(handler),
+        base_url=BASE,
+        headers={"Authorization": f"ServiceAPIKey {SECRET}"},
+    )
+    return BankClient(http, limiter=limiter, retry=RetryPolicy.no_wait(attempts=attempts))
+
+
+def _ok(body: dict[str, Any], status: int = 200) -> httpx.Response:
+    return httpx.Response(status, json=body)
+
+
+async def test_create_payment_sends_the_payee_creditor_and_money() -> None:
+    """The create body names the payee, GBP and a two-decimal amount; no reference if None."""
+    rec = _Recorder(_ok(_payment(), 201))
+    async with _bank(rec) as bank:
+        payment = await bank.create_payment(
+            ACCOUNT, payee_url=PAYEE, amount=Decimal("1234.5"), reference=None
+        )
+    request = rec.requests[0]
+    assert (request.method, request.url.path) == ("POST", f"{ACCOUNT}/payments")
+    assert json.loads(request.content) == {
+        "creditor": {"creditor-type": "payee", "payee-url": PAYEE},
+        "payment-amount": {"currency": "GBP", "value": "1234.50"},
+    }
+    assert request.headers["authorization"] == f"ServiceAPIKey {SECRET}"
+    assert payment.amount == Decimal("1234.50")
+    assert payment.creditor_payee_url == PAYEE
+    assert payment.created_at == datetime(2026, 11, 21, 10, 0, 0, 123000, tzinfo=UTC)
+
+
+async def test_create_payment_sends_the_reference_when_given() -> None:
+    """A reference goes out as payment-reference."""
+    rec = _Recorder(_ok(_payment(), 201))
+    async with _bank(rec) as bank:
+        await bank.create_payment(ACCOUNT, payee_url=PAYEE, amount=Decimal(1), reference="R1")
+    assert json.loads(rec.requests[0].content)["payment-reference"] == "R1"
+
+
+async def test_rate_limited_write_is_retried_and_shrinks_the_limit() -> None:
+    """A 429 on submit is retried (it never took effect) and halves the in-flight limit."""
+    rec = _Recorder(httpx.Response(429), _ok(_submission()))
+    limiter = AdaptiveLimiter(50)
+    async with _bank(rec, limiter=limiter) as bank:
+        submission = await bank.submit_payment(PAYMENT)
+    assert submission.status == "processing"
+    assert len(rec.requests) == 2
+    assert json.loads(rec.requests[1].content) == {"payment-scheme": "fps"}
+    assert limiter.limit == 25
+
+
+async def test_rate_limited_until_attempts_run_out() -> None:
+    """Endless 429s end in RateLimitedError after the policy's attempts."""
+    rec = _Recorder(httpx.Response(429))
+    async with _bank(rec, attempts=3) as bank:
+        with pytest.raises(RateLimitedError):
+            await bank.get_account(ACCOUNT)
+    assert len(rec.requests) == 3
+
+
+@pytest.mark.parametrize("status", [500, 502, 503])
+async def test_server_error_on_a_write_is_not_resent(status: int) -> None:
+    """A 5xx on create payment raises OutcomeUnknownError after exactly one request."""
+    rec = _Recorder(httpx.Response(status), _ok(_payment(), 201))
+    async with _bank(rec) as bank:
+        with pytest.raises(OutcomeUnknownError) as info:
+            await bank.create_payment(ACCOUNT, payee_url=PAYEE, amount=Decimal(1), reference="R")
+    assert len(rec.requests) == 1
+    assert info.value.status == status
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        httpx.ReadTimeout("read timed out"),
+        httpx.WriteTimeout("write timed out"),
+        httpx.RemoteProtocolError("server disconnected"),
+        httpx.ReadError("connection reset"),
+    ],
+)
+async def test_lost_answer_on_a_write_is_not_resent(fault: Exception) -> None:
+    """A timeout or reset after sending a submit raises OutcomeUnknownError, one request."""
+    rec = _Recorder(fault, _ok(_submission()))
+    async with _bank(rec) as bank:
+        with pytest.raises(OutcomeUnknownError):
+            await bank.submit_payment(PAYMENT)
+    assert len(rec.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "fault", [httpx.ConnectError("refused"), httpx.ConnectTimeout("connect"), httpx.PoolTimeout("")]
+)
+async def test_write_that_never_left_is_retried(fault: Exception) -> None:
+    """A connection refused before sending is safe to resend, even for create payment."""
+    rec = _Recorder(fault, _ok(_payment(), 201))
+    async with _bank(rec) as bank:
+        payment = await bank.create_payment(
+            ACCOUNT, payee_url=PAYEE, amount=Decimal(1), reference=None
+        )
+    assert payment.url == PAYMENT
+    assert len(rec.requests) == 2
+
+
+async def test_write_that_never_left_gives_up_as_unavailable() -> None:
+    """When the bank stays unreachable the error says so and is a BankUnavailableError."""
+    rec = _Recorder(httpx.ConnectError("refused"))
+    async with _bank(rec, attempts=2) as bank:
+        with pytest.raises(BankUnavailableError, match="could not reach the bank"):
+            await bank.create_payee(
+                "/v0/legal-persons/lp.x", name="A", sort_code="1", account_number="2"
+            )
+    assert len(rec.requests) == 2
+
+
+@pytest.mark.parametrize(
+    "fault", [httpx.ReadTimeout("slow"), httpx.RemoteProtocolError("eof"), httpx.Response(503)]
+)
+async def test_read_is_retried_after_a_timeout_reset_or_5xx(
+    fault: httpx.Response | Exception,
+) -> None:
+    """Reads are idempotent: a timeout, a reset or a 5xx is retried."""
+    rec = _Recorder(fault, _ok(_account()))
+    async with _bank(rec) as bank:
+        account = await bank.get_account(ACCOUNT)
+    assert account.available_balance == Decimal("1000.00")
+    assert len(rec.requests) == 2
+
+
+async def test_account_search_is_retried_like_a_read() -> None:
+    """The accounts search is a read-only POST, so a timeout is retried."""
+    results = {"search-results": [_account()]}
+    rec = _Recorder(httpx.ReadTimeout("slow"), _ok(results))
+    async with _bank(rec) as bank:
+        org = await _org(bank)
+        found = await bank.find_account(org, sort_code="04-00-04", account_number="30000001")
+    assert found is not None
+
+
+async def test_every_attempt_holds_exactly_one_slot() -> None:
+    """Each request, retries included, is on the wire holding one slot; none is kept after."""
+    limiter = AdaptiveLimiter(5)
+    in_flight: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        in_flight.append(limiter.in_flight)
+        return httpx.Response(429) if len(in_flight) < 3 else _ok(_account())
+
+    async with _bank(handler, limiter=limiter) as bank:
+        await bank.get_account(ACCOUNT)
+    assert in_flight == [1, 1, 1]
+    assert limiter.in_flight == 0
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_auth_failure_names_the_fix_and_hides_the_key(status: int) -> None:
+    """401/403 raise AuthError; the key is in no message, repr or detail, even if echoed."""
+    body = {"errors": [{"title": "Unauthorized", "detail": f"bad key {SECRET}"}]}
+    rec = _Recorder(httpx.Response(status, json=body))
+    async with _bank(rec) as bank:
+        with pytest.raises(AuthError) as info:
+            await bank.get_account(ACCOUNT)
+        assert SECRET not in repr(bank)
+    error = info.value
+    for text in (str(error), repr(error), repr(error.args), str(error.detail)):
+        assert SECRET not in text
+    assert len(rec.requests) == 1
+    if status == 401:
+        assert "check PAYRUN_API_KEY" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "code"),
+    [
+        (
+            422,
+            {"errors": [{"status": "422", "title": "insufficient-funds", "detail": "x"}]},
+            "insufficient-funds",
+        ),
+        (
+            422,
+            {"errors": [{"title": "Refused", "detail": "account-restricted: frozen"}]},
+            "account-restricted",
+        ),
+        (422, {"errors": [{"code": "payee-deactivated"}]}, "payee-deactivated"),
+        (422, "bank-account-closed", "bank-account-closed"),
+        (
+            422,
+            {"errors": [{"title": "payment-amount-exceeds-scheme-limit"}]},
+            "payment-amount-exceeds-scheme-limit",
+        ),
+        (409, {"errors": [{"title": "duplicate-payee", "detail": "exists"}]}, "duplicate-payee"),
+        (410, "", None),
+        (404, {"errors": [{"title": "Not Found", "detail": "no such payment"}]}, None),
+        (400, {"detail": "bad", "source": "/payment-amount"}, None),
+    ],
+)
+async def test_refusals_carry_the_bank_code(status: int, body: Any, code: str | None) -> None:
+    """4xx refusals raise BankRejectedError with the code found anywhere in the body."""
+    text = body if isinstance(body, str) else json.dumps(body)
+    rec = _Recorder(httpx.Response(status, text=text))
+    async with _bank(rec) as bank:
+        with pytest.raises(BankRejectedError) as info:
+            await bank.submit_payment(PAYMENT)
+    assert (info.value.status, info.value.code) == (status, code)
+    assert len(rec.requests) == 1
+
+
+async def test_unreadable_answer_to_a_write_is_an_unknown_outcome() -> None:
+    """A 201 whose body cannot be read may still have created the payment."""
+    rec = _Recorder(httpx.Response(201, text="<html>oops</html>"))
+    async with _bank(rec) as bank:
+        with pytest.raises(OutcomeUnknownError):
+            await bank.create_payment(ACCOUNT, payee_url=PAYEE, amount=Decimal(1), reference=None)
+
+
+async def test_unreadable_answer_to_a_read_is_a_bank_error() -> None:
+    """A read whose answer lacks required fields raises a plain BankError."""
+    rec = _Recorder(_ok({"account-url": ACCOUNT}))
+    async with _bank(rec) as bank:
+        with pytest.raises(BankError, match="could not be read") as info:
+            await bank.get_account(ACCOUNT)
+    assert type(info.value) is BankError
+
+
+async def _org(bank: BankClient) -> Any:
+    from payrun.bank.wire import parse_organization
+
+    return parse_organization({"organization-url": "/v0/organizations/og.one"})
+
+
+async def test_organization_follows_index_then_key() -> None:
+    """organization() reads the index, the API key, then the organization and its links."""
+    answers = {
+        "/v0/index": {"api-key-url": "/v0/api-keys/ak.one", "organizations-url": "x"},
+        "/v0/api-keys/ak.one": {"organization-url": "/v0/organizations/og.one"},
+        "/v0/organizations/og.one": {
+            "organization-url": "/v0/organizations/og.one",
+            "display-name": "Acme",
+            "organization-mode": "test-mode",
+            "own-legal-person-url": "/v0/legal-persons/lp.own",
+            "organization-events-url": "/v0/organizations/og.one/events",
+            "organization-bank-accounts-search-url": "/v0/organizations/og.one/bank/a/search",
+        },
+    }
+    async with _bank(lambda r: _ok(answers[r.url.path])) as bank:
+        org = await bank.organization()
+    assert org.display_name == "Acme"
+    assert org.mode == "test-mode"
+    assert org.own_legal_person_url == "/v0/legal-persons/lp.own"
+    assert org.accounts_search_url == "/v0/organizations/og.one/bank/a/search"
+    assert org.payments_url == "/v0/organizations/og.one/payments"
+
+
+async def test_find_account_matches_sort_code_and_number_locally() -> None:
+    """Search matches account-number prefixes; only the exact address is returned."""
+    results = {
+        "search-results": [
+            _account(number="30000001", sort_code="111111"),
+            _account(number="300000012"[:8], sort_code="040004") | {"account-url": "/v0/b/2"},
+        ]
+    }
+    rec = _Recorder(_ok(results))
+    async with _bank(rec) as bank:
+        org = await _org(bank)
+        found = await bank.find_account(org, sort_code="040004", account_number="30000001")
+        missing = await bank.find_account(org, sort_code="999999", account_number="30000001")
+    assert found is not None and found.url == "/v0/b/2"
+    assert missing is None
+    assert json.loads(rec.requests[0].content) == {"search-query": "30000001"}
+
+
+async def test_active_restrictions_filters_and_tolerates_hidden_types() -> None:
+    """Restrictions are asked for with the active filter; a sensitive one has type None."""
+    body = {
+        "bank-account-restrictions": [
+            {
+                "bank-account-restriction-url": "/r/1",
+                "restriction-status": "active",
+                "restriction-type": "freeze",
+            },
+            {"bank-account-restriction-url": "/r/2", "restriction-status": "active"},
+            {"bank-account-restriction-url": "/r/3", "restriction-status": "lifted"},
+        ],
+        "links": {"prev": None, "next": None},
+    }
+    rec = _Recorder(_ok(body))
+    async with _bank(rec) as bank:
+        account = await _account_value()
+        found = await bank.active_restrictions(account)
+    assert [(r.url, r.type) for r in found] == [("/r/1", "freeze"), ("/r/2", None)]
+    assert rec.requests[0].url.params["filter[restriction-status][eq]"] == "active"
+
+
+async def _account_value(**extra: Any) -> Any:
+    from payrun.bank.wire import parse_account
+
+    return parse_account(_account(**extra))
+
+
+@pytest.mark.parametrize("restricted", [True, False])
+async def test_active_restrictions_fall_back_to_the_flag_on_404(restricted: bool) -> None:
+    """Without a restrictions list (404) the account's restricted flag decides."""
+    rec = _Recorder(httpx.Response(404))
+    async with _bank(rec) as bank:
+        account = await _account_value(**{"account-restricted": restricted})
+        found = await bank.active_restrictions(account)
+    assert [r.type for r in found] == ([None] if restricted else [])
+
+
+async def test_payees_follow_next_links() -> None:
+    """Payees are listed 200 a page, following links.next until it is null."""
+    lp = "/v0/legal-persons/lp.owner"
+
+    def payee(n: int) -> dict[str, Any]:
+        return {
+            "payee-url": f"/v0/payees/pe.{n}",
+            "legal-person-url": lp,
+            "account-holder": f"P{n}",
+            "account-number": "12345678",
+            "bank-id": "040004",
+            "payee-status": "active" if n else "deactivated",
+            "country-code": "GB",
+        }
+
+    pages = [
+        _ok({"payees": [payee(0), payee(1)], "links": {"next": f"{lp}/bank/payees?page[after]=x"}}),
+        _ok({"payees": [payee(2)], "links": {"prev": "p", "next": None}}),
+    ]
+    rec = _Recorder(*pages)
+    async with _bank(rec) as bank:
+        found = [p async for p in bank.payees(lp)]
+    assert [p.url for p in found] == ["/v0/payees/pe.0", "/v0/payees/pe.1", "/v0/payees/pe.2"]
+    assert found[0].status == "deactivated"
+    assert rec.requests[0].url.params["page[size]"] == "200"
+    assert rec.requests[1].url.params["page[after]"] == "x"
+
+
+async def test_confirm_and_create_payee_bodies() -> None:
+    """CoP and create-payee send the documented kebab-case bodies and parse the answers."""
+    cop = {
+        "cop-request-url": "/v0/cop/cp.1",
+        "account": {},
+        "cop-response": {
+            "status": "verified",
+            "result": "close-match",
+            "reason": "close-match-name",
+            "suggested-name": "Jon Smith",
+        },
+    }
+    created = {
+        "payee-url": PAYEE,
+        "legal-person-url": "/lp",
+        "account-holder": "John Smith",
+        "account-number": "12345678",
+        "bank-id": "040004",
+        "payee-status": "active",
+    }
+    rec = _Recorder(_ok(cop, 201), _ok(created, 201))
+    async with _bank(rec) as bank:
+        org = await _org(bank)
+        result = await bank.confirm_payee(
+            org,
+            name="John Smith",
+            sort_code="040004",
+            account_number="12345678",
+            classification="personal",
+            requester_url="/lp",
+        )
+        new = await bank.create_payee(
+            "/lp",
+            name="John Smith",
+            sort_code="040004",
+            account_number="12345678",
+            cop_request_url=result.url,
+        )
+    assert (result.result, result.reason, result.suggested_name) == (
+        "close-match",
+        "close-match-name",
+        "Jon Smith",
+    )
+    assert rec.requests[0].url.path == "/v0/organizations/og.one/cop-request"
+    assert json.loads(rec.requests[0].content) == {
+        "account-number": "12345678",
+        "bank-id": "040004",
+        "account-classification": "personal",
+        "name": "John Smith",
+        "requester-legal-person-url": "/lp",
+    }
+    assert json.loads(rec.requests[1].content) == {
+        "account-holder": "John Smith",
+        "account-number": "12345678",
+        "bank-id": "040004",
+        "cop-request-url": "/v0/cop/cp.1",
+    }
+    assert new.status == "active"
+
+
+async def test_payments_listing_sends_the_reconciliation_filters() -> None:
+    """Payments are listed oldest first, 200 a page, since a UTC moment, outbound only."""
+    rec = _Recorder(_ok({"payments": [_payment()], "links": {"next": None}}))
+    since = datetime(2026, 11, 21, 9, 59, tzinfo=UTC)
+    async with _bank(rec) as bank:
+        found = [p async for p in bank.payments(await _account_value(), created_since=since)]
+    params = rec.requests[0].url.params
+    assert rec.requests[0].url.path == f"{ACCOUNT}/payments"
+    assert dict(params) == {
+        "page[size]": "200",
+        "sort": "created-at",
+        "filter[created-at][gte]": "2026-11-21T09:59:00Z",
+        "filter[payment-direction][eq]": "outbound-payment",
+    }
+    assert [p.reference for p in found] == ["INV-1"]
+
+
+async def test_events_listing_and_parsing() -> None:
+    """Events are read by type since a moment, oldest first; payloads stay raw dicts."""
+    event = {
+        "event-url": "/v0/events/ev.1",
+        "event-type": "submission-updated",
+        "event-payload": {"submission-url": "/s/1", "submission-status": "delivered"},
+        "created-at": "2026-11-21T10:00:02Z",
+    }
+    rec = _Recorder(_ok({"events": [event], "links": {"next": None}}))
+    async with _bank(rec) as bank:
+        org = await _org(bank)
+        since = datetime(2026, 11, 21, 10, 0)
+        found = [
+            e async for e in bank.events(org, event_type="submission-updated", created_since=since)
+        ]
+    params = rec.requests[0].url.params
+    assert params["filter[event-type][eq]"] == "submission-updated"
+    assert params["filter[created-at][gte]"] == "2026-11-21T10:00:00Z"
+    assert params["sort"] == "created-at"
+    assert found[0].payload["submission-status"] == "delivered"
+
+
+async def test_submissions_and_single_reads() -> None:
+    """Submissions of a payment, one submission and one payment are read and parsed."""
+    rec = _Recorder(
+        _ok({"submissions": [_submission()]}),
+        _ok(_submission("delivered")),
+        _ok(_payment() | {"latest-submission-url": "/v0/submissions/ps.one"}),
+    )
+    async with _bank(rec) as bank:
+        subs = await bank.payment_submissions(PAYMENT)
+        one = await bank.get_submission("/v0/submissions/ps.one")
+        payment = await bank.get_payment(PAYMENT)
+    assert [s.status for s in subs] == ["processing"]
+    assert one.status == "delivered"
+    assert payment.latest_submission_url == "/v0/submissions/ps.one"
+    assert rec.requests[0].url.path == f"{PAYMENT}/submissions"
+
+
+@pytest.mark.parametrize(
+    ("creditor", "sort_code", "number"),
+    [
+        (
+            {
+                "creditor-type": "uk-domestic",
+                "uk-domestic-sort-code": "040004",
+                "uk-domestic-account-number": "12345678",
+                "account-holder": "A",
+            },
+            "040004",
+            "12345678",
+        ),
+        (
+            {
+                "creditor-type": "uk-domestic",
+                "bank-id": "040005",
+                "account-number": "87654321",
+                "bank-id-code": "gbdsc",
+            },
+            "040005",
+            "87654321",
+        ),
+        (
+            {"creditor-type": "griffin-bank-account", "account-url": "/v0/bank/accounts/ba.2"},
+            None,
+            None,
+        ),
+        (
+            {"creditor-type": "service-bank-account", "account-url": "/v0/bank/accounts/ba.2"},
+            None,
+            None,
+        ),
+        ({"creditor-type": "some-new-shape"}, None, None),
+    ],
+)
+def test_every_creditor_shape_parses(
+    creditor: dict[str, Any], sort_code: str | None, number: str | None
+) -> None:
+    """New and legacy uk-domestic names, bank-account and unknown creditors all parse."""
+    payment = parse_payment(_payment(creditor) | {"rejected-at": "2026-11-21T11:00:00Z"})
+    assert (payment.creditor_sort_code, payment.creditor_account_number) == (sort_code, number)
+    assert payment.creditor_type == creditor["creditor-type"]
+    assert payment.rejected
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+async def test_make_http_client_sets_base_url_and_headers(transport: Any) -> None:
+    """The factory sets the base URL, Authorization and Accept, and hides the key in reprs."""
+    settings = Settings(base_url=BASE, api_key=Secret(SECRET), auth_scheme="GriffinAPIKey")
+    async with make_http_client(settings, transport=transport) as http:
+        assert str(http.base_url).rstrip("/") == BASE
+        assert http.headers["authorization"] == f"GriffinAPIKey {SECRET}"
+        assert http.headers["accept"] == "application/json"
+        assert SECRET not in repr(http.headers)
+
+
+def test_make_http_client_refuses_unknown_transports() -> None:
+    """A transport name other than aiohttp or httpx is a programming error."""
+    settings = Settings(base_url=BASE, api_key=Secret(SECRET))
+    with pytest.raises(ValueError, match="unknown HTTP transport"):
+        make_http_client(settings, transport="curl")  # type: ignore[arg-type]
+
+
+# -- real sockets: what each transport raises must classify right ----------------------
+
+
+@pytest.fixture
+def free_port() -> Iterator[int]:
+    """A loopback port with nothing listening on it."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    yield port
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+async def test_refused_connection_is_unavailable(transport: Any, free_port: int) -> None:
+    """Connection refused on either transport is BankUnavailableError (never sent)."""
+    settings = Settings(base_url=f"http://127.0.0.1:{free_port}", api_key=Secret(SECRET))
+    http = make_http_client(settings, transport=transport, timeout=5)
+    async with BankClient(http, retry=RetryPolicy.no_wait(attempts=2)) as bank:
+        with pytest.raises(BankUnavailableError) as info:
+            await bank.create_payment(ACCOUNT, payee_url=PAYEE, amount=Decimal(1), reference=None)
+    assert SECRET not in str(info.value)
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+async def test_reset_after_sending_a_write_is_unknown(transport: Any) -> None:
+    """A server that reads the request then hangs up: OutcomeUnknownError, one request."""
+    received: list[bytes] = []
+
+    async def hang_up(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            received.append(await stream.receive())
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    settings = Settings(base_url=f"http://127.0.0.1:{port}", api_key=Secret(SECRET))
+    with anyio.fail_after(10):
+        async with listener, anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, hang_up)
+            http = make_http_client(settings, transport=transport, timeout=5)
+            async with BankClient(http, retry=RetryPolicy.no_wait()) as bank:
+                with pytest.raises(OutcomeUnknownError):
+                    await bank.submit_payment(PAYMENT)
+            tg.cancel_scope.cancel()
+    assert len(received) == 1
+    assert received[0].startswith(b"POST /v0/payments/pm.one/submissions")

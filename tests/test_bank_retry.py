@@ -1,0 +1,137 @@
+"""RetryPolicy: bounded, jittered retries in which the last exception propagates."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+
+from payrun.bank import DEFAULT_RETRY, RetryPolicy
+
+
+class _Flaky(Exception):
+    """A retryable failure in these tests."""
+
+
+class _Fatal(Exception):
+    """A failure these tests never retry."""
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, _Flaky)
+
+
+async def test_retries_until_success() -> None:
+    """Two retryable failures, then the value of the third attempt is returned."""
+    calls = 0
+
+    async def fn() -> str:
+        nonlocal calls
+        calls += 1
+        if calls < 3:
+            raise _Flaky
+        return "ok"
+
+    assert await RetryPolicy.no_wait().call(fn, retry_if=_retryable) == "ok"
+    assert calls == 3
+
+
+async def test_non_retryable_error_propagates_at_once() -> None:
+    """An error the predicate refuses is raised after a single attempt."""
+    calls = 0
+
+    async def fn() -> None:
+        nonlocal calls
+        calls += 1
+        raise _Fatal
+
+    with pytest.raises(_Fatal):
+        await RetryPolicy.no_wait().call(fn, retry_if=_retryable)
+    assert calls == 1
+
+
+async def test_last_exception_propagates_when_attempts_run_out() -> None:
+    """After the last attempt its own exception is raised, not a tenacity wrapper."""
+    calls = 0
+
+    async def fn() -> None:
+        nonlocal calls
+        calls += 1
+        msg = f"attempt {calls}"
+        raise _Flaky(msg)
+
+    with pytest.raises(_Flaky, match="attempt 5"):
+        await RetryPolicy.no_wait(attempts=5).call(fn, retry_if=_retryable)
+    assert calls == 5
+
+
+async def test_retry_stops_on_a_later_non_retryable_error() -> None:
+    """A fatal error after a retryable one ends the retries with the fatal error."""
+    errors: list[Exception] = [_Flaky(), _Fatal()]
+
+    async def fn() -> None:
+        raise errors.pop(0)
+
+    with pytest.raises(_Fatal):
+        await RetryPolicy.no_wait().call(fn, retry_if=_retryable)
+
+
+async def test_single_attempt_policy_never_retries() -> None:
+    """attempts=1 means one try only."""
+    calls = 0
+
+    async def fn() -> None:
+        nonlocal calls
+        calls += 1
+        raise _Flaky
+
+    with pytest.raises(_Flaky):
+        await RetryPolicy.no_wait(attempts=1).call(fn, retry_if=_retryable)
+    assert calls == 1
+
+
+async def test_total_time_bounds_the_retries() -> None:
+    """max_seconds stops retrying long before a huge attempt count is used."""
+    calls = 0
+
+    async def fn() -> None:
+        nonlocal calls
+        calls += 1
+        raise _Flaky
+
+    policy = RetryPolicy(attempts=10_000, max_seconds=0.2, initial_wait=0.02, max_wait=0.02)
+    started = time.monotonic()
+    with pytest.raises(_Flaky):
+        await policy.call(fn, retry_if=_retryable)
+    assert time.monotonic() - started < 1.0
+    assert 2 <= calls < 100
+
+
+async def test_waits_stay_within_max_wait() -> None:
+    """Full-jitter waits never exceed max_wait, so 4 retries take at most 4 x max_wait."""
+
+    async def fn() -> None:
+        raise _Flaky
+
+    policy = RetryPolicy(attempts=5, max_seconds=60, initial_wait=1.0, max_wait=0.03)
+    started = time.monotonic()
+    with pytest.raises(_Flaky):
+        await policy.call(fn, retry_if=_retryable)
+    assert time.monotonic() - started < 4 * 0.03 + 0.3
+
+
+def test_policy_is_frozen_and_validated() -> None:
+    """Policies are immutable, and nonsensical bounds are refused."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        DEFAULT_RETRY.attempts = 2  # type: ignore[misc]
+    with pytest.raises(ValueError, match="attempts"):
+        RetryPolicy(attempts=0)
+    with pytest.raises(ValueError, match="negative"):
+        RetryPolicy(max_wait=-1)
+
+
+def test_no_wait_policy_has_zero_waits() -> None:
+    """The test policy keeps the attempt count and never sleeps."""
+    policy = RetryPolicy.no_wait(attempts=3)
+    assert (policy.attempts, policy.initial_wait, policy.max_wait) == (3, 0.0, 0.0)
