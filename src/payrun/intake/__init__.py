@@ -1,0 +1,193 @@
+"""Intake, stage 1: a batch file -> its header and a stream of raw rows.
+
+Input: a path to a CSV (UTF-8, UTF-8 with BOM or cp1252; ``,`` or ``;``) or .xlsx file;
+the format is decided by content, never by extension. Output: a ``Batch`` whose ``rows``
+iterator yields one ``RawRow`` per non-blank data row (row numbers are the spreadsheet's:
+the header is row 1), with cell text keyed by canonical column and any spreadsheet damage
+the cells' types reveal. CSV rows are streamed, never all held. Raises ``BatchFileError``
+(exit 2) for every file that cannot be used, including while ``rows`` is being consumed
+(a field over 1 MB, more than ``max_rows`` rows).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from operator import itemgetter
+from pathlib import Path
+from types import MappingProxyType, TracebackType
+from typing import Any, NamedTuple
+
+from payrun.config import DEFAULT_MAX_ROWS
+from payrun.domain import RowProblem
+from payrun.errors import BatchFileError
+from payrun.intake._csv import MAX_FIELD_BYTES, open_csv
+from payrun.intake._damage import ROW, Damage
+from payrun.intake._headers import COLUMNS, ColumnSpec, HeaderMap, map_header, normalize_header
+from payrun.intake._sniff import BatchFormat, sniff_format
+from payrun.intake._xlsx import Cell, XlsxSource, cell_text, open_xlsx
+from payrun.intake._zip import MAX_UNCOMPRESSED_BYTES
+
+__all__ = [
+    "COLUMNS",
+    "MAX_FIELD_BYTES",
+    "MAX_UNCOMPRESSED_BYTES",
+    "ROW",
+    "Batch",
+    "BatchFormat",
+    "ColumnSpec",
+    "Damage",
+    "HeaderMap",
+    "RawRow",
+    "normalize_header",
+    "read_batch",
+]
+
+_NO_DAMAGE: Mapping[str, Damage] = MappingProxyType({})
+
+
+class RawRow(NamedTuple):
+    """One data row as the file wrote it: text by canonical column, plus damage seen."""
+
+    row: int
+    values: dict[str, str]
+    damage: Mapping[str, Damage] = _NO_DAMAGE
+    """Canonical column (or ``ROW`` for the whole row) -> the damage intake detected."""
+
+
+@dataclass(slots=True)
+class Batch:
+    """An opened batch file: its identity, header, and the stream of its data rows.
+
+    ``rows`` can be consumed once. Use as a context manager (or call ``close``) to release
+    the file early when not consuming every row.
+    """
+
+    path: Path
+    format: BatchFormat
+    sha256: str
+    """sha256 of the file's bytes, hex: identifies the file content (e.g. for a ledger)."""
+    header: HeaderMap
+    rows: Iterator[RawRow]
+    sheet: str | None = None
+    _source: Any = field(default=None, repr=False)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The canonical columns the file has, in file order."""
+        return self.header.columns
+
+    @property
+    def warnings(self) -> tuple[RowProblem, ...]:
+        """Header-level warnings (row 1): unknown columns, which are ignored."""
+        return self.header.warnings
+
+    def close(self) -> None:
+        """Release the file; ``rows`` yields nothing more."""
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def read_batch(
+    path: Path | str, *, sheet: str | None = None, max_rows: int = DEFAULT_MAX_ROWS
+) -> Batch:
+    """Open a batch file, read its header and first row, and return the row stream."""
+    path = Path(path)
+    kind = sniff_format(path)
+    if kind == "csv":
+        source = open_csv(path)
+        sha256, sheet_name = source.sha256, None
+        records: Iterator[tuple[int, list[Any]]] = source.records()
+    else:
+        workbook = open_xlsx(path, sheet=sheet)
+        sha256, sheet_name = workbook.sha256, workbook.sheet_name
+        records = workbook.records()
+    try:
+        header = map_header(_header_cells(records, path), path=path)
+        if kind == "csv":
+            raw = _csv_rows(records, header)
+        else:
+            raw = _xlsx_rows(records, header, workbook)
+        rows = _bounded(raw, max_rows, path)
+        first = next(rows, None)
+    except BaseException:
+        records.close()  # type: ignore[attr-defined]
+        raise
+    if first is None:
+        msg = f"{path.name} has a header but no payment rows"
+        raise BatchFileError(msg, path=path)
+    chained = itertools.chain((first,), rows)
+    return Batch(path, kind, sha256, header, chained, sheet_name, records)
+
+
+def _header_cells(records: Iterator[tuple[int, list[Any]]], path: Path) -> list[str]:
+    for _number, cells in records:
+        texts = [cell if isinstance(cell, str) else cell_text("", cell)[0] for cell in cells]
+        if any(text.strip() for text in texts):
+            return texts  # leading blank rows are skipped; row numbers stay the sheet's
+    msg = f"{path.name} is empty: a batch file needs a header row and payment rows"
+    raise BatchFileError(msg, path=path)
+
+
+def _bounded(rows: Iterator[RawRow], max_rows: int, path: Path) -> Iterator[RawRow]:
+    for count, row in enumerate(rows, start=1):
+        if count > max_rows:
+            msg = (
+                f"{path.name} has more than {max_rows:,} payment rows; split it"
+                " (or raise --max-rows)"
+            )
+            raise BatchFileError(msg, path=path)
+        yield row
+
+
+def _csv_rows(records: Iterator[tuple[int, list[str]]], header: HeaderMap) -> Iterator[RawRow]:
+    names = tuple(name for name, _ in header.positions)
+    pick = itemgetter(*(index for _, index in header.positions))
+    width = len(header.headers)
+    pad = [""] * width
+    extra: Mapping[str, Damage] = MappingProxyType({ROW: Damage.EXTRA_VALUES})
+    for number, fields in records:
+        if not any(fields):
+            continue  # a blank line: spreadsheets show it as an empty row
+        size = len(fields)
+        if size == width:
+            yield RawRow(number, dict(zip(names, pick(fields), strict=True)))
+        elif size < width:
+            yield RawRow(number, dict(zip(names, pick(fields + pad), strict=True)))
+        elif any(field.strip() for field in fields[width:]):
+            yield RawRow(number, dict(zip(names, pick(fields), strict=True)), extra)
+        else:
+            yield RawRow(number, dict(zip(names, pick(fields), strict=True)))
+
+
+def _xlsx_rows(
+    records: Iterator[tuple[int, list[Cell]]], header: HeaderMap, book: XlsxSource
+) -> Iterator[RawRow]:
+    offset = book.first_column
+    for number, cells in records:
+        if all(cell == "" for cell in cells):
+            continue
+        formulas = book.formulas.get(number, ())
+        values: dict[str, str] = {}
+        damage: dict[str, Damage] = {}
+        for name, index in header.positions:
+            text, kind = cell_text(name, cells[index]) if index < len(cells) else ("", None)
+            if len(text) > MAX_FIELD_BYTES:
+                msg = f"{book.path.name}: row {number} has a cell over 1 MB in {name}"
+                raise BatchFileError(msg, path=book.path)
+            if index + offset in formulas:
+                kind = Damage.FORMULA
+            values[name] = text
+            if kind is not None:
+                damage[name] = kind
+        yield RawRow(number, values, damage or _NO_DAMAGE)

@@ -1,0 +1,28 @@
+"""Kinds of spreadsheet damage that intake sees in a cell's type or a row's shape.
+
+Input: nothing (constants). Validation turns each kind into an error with its fix.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["ROW", "Damage"]
+
+ROW = ""
+"""The damage key for a problem with the whole row rather than one column."""
+
+
+class Damage(StrEnum):
+    """What went wrong with a cell before payrun saw it."""
+
+    NUMBER = "number"
+    """A numeric cell where digits belong: leading zeros may be lost."""
+    SCIENTIFIC = "scientific"
+    """A number shown in scientific notation: digits are lost."""
+    DATE = "date"
+    """A date or time cell: Excel converted what was typed."""
+    FORMULA = "formula"
+    """A formula cell: the value is computed, not typed."""
+    EXTRA_VALUES = "extra_values"
+    """A row with more values than the header has columns (often an unquoted comma)."""

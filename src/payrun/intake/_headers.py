@@ -1,0 +1,138 @@
+"""The batch file's columns and how a header row maps onto them.
+
+Input: the header row's cell texts. Output: a ``HeaderMap`` (which file column holds which
+canonical column, which columns are unknown). Raises ``BatchFileError`` for a repeated
+column or a missing required one. Headers match ignoring case, spaces, hyphens and
+underscores, so ``Sort Code``, ``sortcode`` and ``SORT-CODE`` are all ``sort_code``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from payrun.domain import RowProblem
+from payrun.errors import BatchFileError
+
+__all__ = ["COLUMNS", "ColumnSpec", "HeaderMap", "map_header", "normalize_header"]
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnSpec:
+    """One canonical batch-file column: its name, whether it is required, its aliases."""
+
+    name: str
+    required: bool
+    description: str
+    aliases: tuple[str, ...] = ()
+
+
+COLUMNS: tuple[ColumnSpec, ...] = (
+    ColumnSpec(
+        "payee_name",
+        required=True,
+        description="the payee's account holder name",
+        aliases=("name", "account_holder", "beneficiary"),
+    ),
+    ColumnSpec("sort_code", required=True, description="6 digits; 12-34-56 and 12 34 56 accepted"),
+    ColumnSpec("account_number", required=True, description="8 digits (keep leading zeros)"),
+    ColumnSpec(
+        "amount",
+        required=True,
+        description="GBP, > 0, at most 2 decimal places; 1,234.50 and £1234.50 accepted",
+    ),
+    ColumnSpec("reference", required=False, description="payment reference, 1..35 characters"),
+    ColumnSpec(
+        "source_account",
+        required=False,
+        description="account to pay from: /v0/bank/accounts/ba.x or SORTCODE ACCOUNTNUMBER;"
+        " else --source-account",
+    ),
+    ColumnSpec("row_id", required=False, description="your unique key for the row"),
+    ColumnSpec("currency", required=False, description="if present, must be GBP"),
+)
+"""The batch file contract, in template order."""
+
+_CLIP = 40
+"""Header texts quoted in messages are cut to this many characters (one readable line)."""
+_MAX_LISTED = 20
+
+_LOOKUP: dict[str, str] = {}
+for _spec in COLUMNS:
+    for _alias in (_spec.name, *_spec.aliases):
+        _LOOKUP[_alias.replace("_", "")] = _spec.name
+
+
+def normalize_header(text: str) -> str:
+    """Fold a header cell for matching: lower case, no spaces, hyphens or underscores."""
+    folded = text.strip().lower()
+    for char in (" ", "-", "_", "\t", "\u00a0"):
+        folded = folded.replace(char, "")
+    return folded
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderMap:
+    """Where each known column sits in the file, plus the ignored unknown columns."""
+
+    positions: tuple[tuple[str, int], ...]
+    """(canonical name, 0-based file column index), in file order."""
+    headers: tuple[str, ...]
+    """The header row as written."""
+    unknown: tuple[str, ...]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The canonical columns present, in file order."""
+        return tuple(name for name, _ in self.positions)
+
+    @property
+    def warnings(self) -> tuple[RowProblem, ...]:
+        """One warning (row 1) for each unknown column, which validation ignores."""
+        return tuple(
+            RowProblem(1, name[:_CLIP], f"unknown column {name[:_CLIP]!r} is ignored")
+            for name in self.unknown
+        )
+
+
+def map_header(cells: list[str], *, path: Path) -> HeaderMap:
+    """Match a header row to the canonical columns; raise for repeats and missing ones."""
+    headers = tuple(cell.strip() for cell in cells)
+    while headers and not headers[-1]:
+        headers = headers[:-1]
+    positions: list[tuple[str, int]] = []
+    unknown: list[str] = []
+    seen: dict[str, int] = {}
+    for index, text in enumerate(headers):
+        name = _LOOKUP.get(normalize_header(text))
+        if name is None:
+            if text:
+                unknown.append(text)
+            continue
+        if name in seen:
+            first, again = headers[seen[name]][:_CLIP], text[:_CLIP]
+            msg = (
+                f"{path.name}: the header names column {name} twice ({first!r} and {again!r});"
+                " keep one of them"
+            )
+            raise BatchFileError(msg, path=path)
+        seen[name] = index
+        positions.append((name, index))
+    _check_required(seen, headers, path=path)
+    return HeaderMap(tuple(positions), headers, tuple(unknown))
+
+
+def _check_required(seen: dict[str, int], headers: tuple[str, ...], *, path: Path) -> None:
+    missing = [spec.name for spec in COLUMNS if spec.required and spec.name not in seen]
+    if not missing:
+        return
+    named = [repr(h[:_CLIP]) for h in headers if h]
+    found = ", ".join(named[:_MAX_LISTED]) or "none"
+    if len(named) > _MAX_LISTED:
+        found += f" and {len(named) - _MAX_LISTED} more"
+    plural = "columns" if len(missing) > 1 else "column"
+    msg = (
+        f"{path.name}: required {plural} {', '.join(missing)} not found in the header (row 1);"
+        f" columns found: {found}"
+    )
+    raise BatchFileError(msg, path=path)

@@ -1,0 +1,128 @@
+"""Excel .xlsx batch files, read with python-calamine (about 14x faster than openpyxl).
+
+Input: a path sniffed as a zip. Output: ``XlsxSource`` whose ``records()`` yields
+``(row_number, cells)`` with calamine's typed cells, and ``cell_text`` turning one cell into
+text plus the spreadsheet damage its type reveals (a sort code stored as a number, a date
+where digits belong, a formula). Raises ``BatchFileError``; calamine's errors are translated
+here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import python_calamine as calamine
+
+from payrun.errors import BatchFileError
+from payrun.intake._damage import Damage
+from payrun.intake._zip import check_workbook_zip, formula_cells
+
+__all__ = ["DIGIT_COLUMNS", "Cell", "XlsxSource", "cell_text", "open_xlsx"]
+
+Cell = int | float | str | bool | dt.time | dt.date | dt.datetime | dt.timedelta
+DIGIT_COLUMNS = frozenset({"sort_code", "account_number", "source_account"})
+"""Columns of digits that a numeric cell damages by dropping leading zeros."""
+_EXACT_FLOAT_LIMIT = 1e15
+_CHUNK = 1_048_576
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class XlsxSource:
+    """One sheet of a workbook, opened and checked."""
+
+    path: Path
+    sha256: str
+    sheet_name: str
+    formulas: dict[int, set[int]]
+    """Row number -> 0-based column indexes (from column A) of formula cells."""
+    first_column: int
+    _sheet: calamine.CalamineSheet
+
+    def records(self) -> Iterator[tuple[int, list[Cell]]]:
+        """Yield ``(row_number, cells)`` from row 1; ``cells[0]`` is column ``first_column``."""
+        rows = _guard(self.path, self._sheet.iter_rows)
+        number = 0
+        while (row := _guard(self.path, lambda: next(rows, None))) is not None:
+            number += 1
+            yield number, row
+
+
+def open_xlsx(path: Path, *, sheet: str | None) -> XlsxSource:
+    """Check the zip, open the workbook and pick the first sheet or the one named."""
+    check_workbook_zip(path)
+    book = _guard(path, lambda: calamine.CalamineWorkbook.from_path(str(path)))
+    names = list(book.sheet_names)
+    if not names:
+        msg = f"{path.name} has no sheets"
+        raise BatchFileError(msg, path=path)
+    index = _sheet_index(path, names, sheet)
+    found = _guard(path, lambda: book.get_sheet_by_index(index))
+    start = found.start
+    formulas = formula_cells(path, index)
+    return XlsxSource(path, _sha256(path), names[index], formulas, start[1] if start else 0, found)
+
+
+def cell_text(column: str, value: Cell) -> tuple[str, Damage | None]:
+    """Turn a typed cell into text, with the damage its type shows for ``column``."""
+    if isinstance(value, str):
+        return value, None
+    if isinstance(value, bool):
+        return ("TRUE" if value else "FALSE"), None
+    if isinstance(value, int | float):
+        return _number_text(column, value)
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat(), Damage.DATE
+    return str(value), Damage.DATE
+
+
+def _number_text(column: str, value: float) -> tuple[str, Damage | None]:
+    digits = column in DIGIT_COLUMNS
+    if float(value).is_integer() and abs(value) < _EXACT_FLOAT_LIMIT:
+        return str(int(value)), (Damage.NUMBER if digits else None)
+    text = repr(float(value))
+    if "e" in text:
+        return text.upper(), Damage.SCIENTIFIC
+    return text, (Damage.NUMBER if digits else None)
+
+
+def _sheet_index(path: Path, names: list[str], sheet: str | None) -> int:
+    if sheet is None:
+        return 0
+    if sheet in names:
+        return names.index(sheet)
+    folded = [name.strip().casefold() for name in names]
+    if sheet.strip().casefold() in folded:
+        return folded.index(sheet.strip().casefold())
+    listed = ", ".join(repr(name) for name in names[:20])
+    msg = f"{path.name} has no sheet named {sheet!r}; its sheets are: {listed}"
+    raise BatchFileError(msg, path=path)
+
+
+def _guard(path: Path, call: Callable[[], _T]) -> _T:
+    """Run one calamine call, turning anything it raises into ``BatchFileError``."""
+    try:
+        return call()
+    except calamine.PasswordError as exc:
+        msg = f"{path.name} is password-protected: remove the password and save again"
+        raise BatchFileError(msg, path=path) from exc
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    # calamine's Rust panics arrive as pyo3 PanicException, a BaseException: catch them too.
+    except BaseException as exc:  # noqa: BLE001
+        detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        msg = f"{path.name} is a corrupt .xlsx workbook ({detail}): open it in Excel and save again"
+        raise BatchFileError(msg, path=path) from exc
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,65 @@
+"""Spreadsheet damage, named as such with its fix: what intake saw in cell types.
+
+Input: a row's damage markers (column -> ``Damage``) and its values. Output: errors on the
+``Problems`` collector, and the columns whose ordinary rules should be skipped (their
+damage message already says what is wrong).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from payrun.intake import ROW, Damage
+from payrun.validation._rules import Problems, scientific_damage
+
+__all__ = ["damage_problems"]
+
+_LABELS = {
+    "payee_name": "payee name",
+    "sort_code": "sort code",
+    "account_number": "account number",
+    "amount": "amount",
+    "reference": "reference",
+    "source_account": "source account",
+    "row_id": "row_id",
+    "currency": "currency",
+}
+_DIGITS = {"sort_code": (6,), "account_number": (8,), "source_account": (14,)}
+_EXTRA_VALUES = (
+    "this row has more values than the header has columns: a value holds an unquoted"
+    " delimiter (quote it, or write 1234.50 without the thousands comma)"
+)
+
+
+def damage_problems(
+    damage: Mapping[str, Damage], values: Mapping[str, str], problems: Problems
+) -> frozenset[str]:
+    """Add one error per damaged cell; return the columns already explained."""
+    skip: set[str] = set()
+    for column, kind in damage.items():
+        if column == ROW:
+            problems.error(None, _EXTRA_VALUES)
+            continue
+        text = values.get(column, "")
+        if kind is Damage.NUMBER and len(text) in _DIGITS.get(column, (len(text),)):
+            continue  # a number with every digit intact: nothing was lost
+        problems.error(column, _message(kind, _LABELS.get(column, column), text))
+        skip.add(column)
+    return frozenset(skip)
+
+
+def _message(kind: Damage, label: str, text: str) -> str:
+    fix = "format the column as Text and type it again"
+    if kind is Damage.NUMBER:
+        return (
+            f"spreadsheet damage: the {label} was stored as a number and lost its leading"
+            f" zeros ({text}); {fix}"
+        )
+    if kind is Damage.SCIENTIFIC:
+        return scientific_damage(label, text)
+    if kind is Damage.DATE:
+        return f"spreadsheet damage: the spreadsheet turned the {label} into a date ({text}); {fix}"
+    return (
+        f"spreadsheet damage: the {label} is a formula, not a typed value; copy the column"
+        " and paste it back as values only"
+    )
