@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_AUTH_SCHEME",
     "DEFAULT_DUPLICATE_WINDOW_DAYS",
     "DEFAULT_MAX_AMOUNT",
+    "DEFAULT_WAIT_TIMEOUT",
     "DEFAULT_MAX_ROWS",
     "MAX_IN_FLIGHT_CAP",
     "PER_ACCOUNT_SUBMITS_CAP",
@@ -41,6 +42,8 @@ DEFAULT_MAX_AMOUNT = Decimal("1000000.00")
 DEFAULT_MAX_ROWS = 1_000_000
 DEFAULT_DUPLICATE_WINDOW_DAYS = 3
 DEFAULT_AUTH_SCHEME = "ServiceAPIKey"
+DEFAULT_WAIT_TIMEOUT = 600.0
+"""Seconds ``--wait`` follows submissions before giving up (exit 3: run again to keep waiting)."""
 
 
 class Secret:
@@ -104,6 +107,7 @@ class RunOptions:
     allow_repeat: bool = False
     ledger_path: Path | None = None
     report_path: Path | None = None
+    wait_timeout: float = DEFAULT_WAIT_TIMEOUT
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_in_flight <= MAX_IN_FLIGHT_CAP:

@@ -212,6 +212,12 @@ class Ledger:
                 (_row_values(verdict, now) for verdict in verdicts),
             )
 
+    def set_valid_totals(self, count: int, total: Decimal) -> None:
+        """Record the count and total of the batch's valid rows."""
+        with self.atomic():
+            self._execute("UPDATE batch SET valid_count = ?, valid_total = ? WHERE id = 1",
+                          (count, format_money(total)))
+
     def set_batch(self, **values: Any) -> None:
         """Update batch fields: base_url, organization_url, started_at, ended_at."""
         allowed = {"base_url", "organization_url", "started_at", "ended_at"}

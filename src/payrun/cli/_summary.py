@@ -1,0 +1,83 @@
+"""Rendering of `payrun run` results: the summary, the dry-run plan, the report file."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from decimal import Decimal
+from pathlib import Path
+
+from payrun.domain import RowStatus, format_money
+from payrun.ledger import LedgerRow
+from payrun.ledger_report import REPORT_COLUMNS, Totals, report_records
+from payrun.pipeline import RunOutcome
+from payrun.reporting import write_table
+
+__all__ = ["print_dry_run", "print_summary", "write_run_report"]
+
+_EXPLAIN = {
+    0: "done: every valid row was paid",
+    1: "finished, but some rows were not paid (invalid, held or failed): see the error column",
+    3: "incomplete: run the same command again to resume (nothing will be paid twice)",
+}
+
+
+def _say(text: str = "") -> None:
+    print(text)  # noqa: T201 - the summary is the command's output
+
+
+def _money(amount: Decimal) -> str:
+    return f"{Decimal(format_money(amount)):,.2f}"
+
+
+def _table(title: str, table: dict[str, tuple[int, Decimal]]) -> None:
+    _say(title)
+    for status, (count, total) in sorted(table.items()):
+        _say(f"  {status:<10} {count:>8} rows  £{_money(total):>16}")
+
+
+def write_run_report(path: Path, rows: Sequence[LedgerRow]) -> None:
+    """Write the run report (.csv, .xlsx or .json by extension)."""
+    write_table(path, REPORT_COLUMNS, report_records(rows))
+
+
+def print_summary(outcome: RunOutcome, *, report_path: Path | None, folder: Path | None) -> None:
+    """Counts and totals per status and per account, where things are, what to do next."""
+    totals = Totals.of(outcome.rows)
+    _table("rows by status:", totals.by_status)
+    for account, table in sorted(totals.by_account.items()):
+        _table(f"from {account}:", table)
+    for row in outcome.rows:
+        if row.status in (RowStatus.HELD, RowStatus.FAILED) or row.row in outcome.attention:
+            _say(f"  row {row.row} ({row.payee_name}): {row.status}: {row.error}")
+    if outcome.attention:
+        rows = ", ".join(str(n) for n in outcome.attention)
+        _say(f"needs attention: rows {rows} match several bank payments; see their error")
+    if outcome.interrupted:
+        _say("interrupted: nothing new was started; run the same command again to resume")
+    _say(f"ledger: {outcome.ledger_path}")
+    if report_path is not None:
+        _say(f"report: {report_path}")
+    _say(_EXPLAIN.get(outcome.exit_code, ""))
+
+
+def print_dry_run(outcome: RunOutcome) -> None:
+    """The plan per account: rows, total, available balance, payees to create or check."""
+    _say("dry run: nothing was created at the bank")
+    pending = [r for r in outcome.rows if r.status is RowStatus.PENDING]
+    for plan in outcome.plans:
+        rows = [r for r in pending if r.source_account == plan.source]
+        total = sum((r.amount for r in rows), Decimal(0))
+        _say(f"from {plan.source}:")
+        if plan.account is not None:
+            _say(f"  account: {plan.account.display_name} ({plan.account.url}),"
+                 f" available £{_money(plan.account.available_balance)}")
+        _say(f"  would pay {len(rows)} rows, £{_money(total)}")
+        _say(f"  payees: {plan.payees_existing} rows to existing payees,"
+             f" {plan.payees_to_create} new payees to check and create")
+        if plan.problem:
+            _say(f"  problem: {plan.problem}")
+    for row in outcome.rows:
+        if row.status is not RowStatus.PENDING:
+            _say(f"  row {row.row} ({row.payee_name}): {row.status}: {row.error}")
+    _say("everything would be paid" if outcome.exit_code == 0
+         else "some rows would not be paid: see above")

@@ -1,0 +1,82 @@
+"""Ledger -> report: one line per batch row, and the run's totals by status and account.
+
+Input: ``LedgerRow`` values (from a ledger, at any time, even mid-run). Output: report
+records with the contract's columns and status words, and ``Totals`` for summaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+from payrun.domain import RowStatus, format_money
+from payrun.ledger import Ledger, LedgerRow
+
+__all__ = ["REPORT_COLUMNS", "Totals", "read_ledger_rows", "report_records", "report_status"]
+
+REPORT_COLUMNS = (
+    "row", "row_id", "payee_name", "amount", "reference", "status", "payment_url",
+    "submission_url", "error",
+)
+
+_REPORTED = {
+    RowStatus.CREATING: RowStatus.PENDING,  # not known to exist at the bank yet
+    RowStatus.SUBMITTING: RowStatus.CREATED,  # the payment exists; the submit is unconfirmed
+}
+
+
+def report_status(status: RowStatus) -> str:
+    """The contract's status word: in-between intents show as the last sure state."""
+    return str(_REPORTED.get(status, status))
+
+
+def read_ledger_rows(path: Path) -> list[LedgerRow]:
+    """Every row of a ledger, read-only and without its lock (works mid-run)."""
+    with Ledger.open(path, readonly=True) as ledger:
+        return ledger.rows()
+
+
+def report_records(rows: Iterable[LedgerRow]) -> list[dict[str, object]]:
+    """One record per row with the report columns."""
+    return [
+        {
+            "row": row.row,
+            "row_id": row.row_id or "",
+            "payee_name": row.payee_name,
+            "amount": format_money(row.amount) if row.status is not RowStatus.INVALID
+            else row.amount_text,
+            "reference": row.reference or "",
+            "status": report_status(row.status),
+            "payment_url": row.payment_url or "",
+            "submission_url": row.submission_url or "",
+            "error": row.error or "",
+        }
+        for row in rows
+    ]
+
+
+@dataclass(slots=True)
+class Totals:
+    """Count and total of rows per reported status, overall and per source account."""
+
+    by_status: dict[str, tuple[int, Decimal]] = field(default_factory=dict)
+    by_account: dict[str, dict[str, tuple[int, Decimal]]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, rows: Iterable[LedgerRow]) -> Totals:
+        """Add up ``rows`` (invalid rows count with amount 0 in totals)."""
+        totals = cls()
+        for row in rows:
+            status = report_status(row.status)
+            amount = row.amount if row.status is not RowStatus.INVALID else Decimal(0)
+            _add(totals.by_status, status, amount)
+            if row.status is not RowStatus.INVALID:
+                _add(totals.by_account.setdefault(row.source_account, {}), status, amount)
+        return totals
+
+
+def _add(table: dict[str, tuple[int, Decimal]], key: str, amount: Decimal) -> None:
+    count, total = table.get(key, (0, Decimal(0)))
+    table[key] = (count + 1, total + amount)

@@ -1,0 +1,117 @@
+"""Tracking (``--wait``): follow submitted payments to delivered, failed or returned.
+
+Input: the book's ``submitted`` rows and the time the batch started. Output: those rows
+moved to their final status. The organization's ``submission-updated`` events are read
+from the batch start, oldest first, deduplicated by event URL (delivery is at least once
+and unordered); a submission the events have not settled after a while is read directly,
+and so is every one when the events cannot be read.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import anyio
+
+from payrun.bank import BankClient, Organization
+from payrun.domain import RowStatus
+from payrun.errors import AuthError, BankError
+from payrun.records import RowBook
+
+__all__ = ["FINAL_SUBMISSION_STATUSES", "follow_submissions"]
+
+FINAL_SUBMISSION_STATUSES = {
+    "delivered": RowStatus.DELIVERED,
+    "failed": RowStatus.FAILED,
+    "returned": RowStatus.RETURNED,
+}
+_POLL_EVERY_ROUNDS = 5
+_POLL_WORKERS = 20
+
+
+class _Tracker:
+    def __init__(self, client: BankClient, org: Organization, book: RowBook, since: datetime) -> None:
+        self.client = client
+        self.org = org
+        self.book = book
+        self.since = since - timedelta(minutes=1)
+        self.seen: set[str] = set()
+        self.waiting = {
+            row.submission_url: row.row
+            for row in book.in_status(RowStatus.SUBMITTED) if row.submission_url
+        }
+
+    def settle(self, submission_url: str, status: str, reason: str | None = None) -> None:
+        final = FINAL_SUBMISSION_STATUSES.get(status)
+        number = self.waiting.get(submission_url)
+        if final is None or number is None:
+            return
+        del self.waiting[submission_url]
+        error = None if final is RowStatus.DELIVERED else f"the bank reports the payment {status}" + (
+            f": {reason}" if reason else "")
+        self.book.set(number, status=final, error=error)
+
+    async def read_events(self) -> bool:
+        """Apply new submission-updated events; False when the events cannot be read."""
+        latest = self.since
+        try:
+            async for event in self.client.events(
+                self.org, event_type="submission-updated", created_since=self.since
+            ):
+                latest = max(latest, event.created_at)
+                if event.url in self.seen:
+                    continue
+                self.seen.add(event.url)
+                payload = event.payload
+                url, status = payload.get("submission-url"), payload.get("submission-status")
+                if isinstance(url, str) and isinstance(status, str):
+                    self.settle(url, status, payload.get("submission-status-reason"))
+        except AuthError:
+            raise
+        except BankError:
+            return False
+        self.since = latest - timedelta(seconds=5)  # overlap; duplicates are dropped by URL
+        return True
+
+    async def poll(self) -> None:
+        """Read each still-waiting submission directly."""
+        urls = list(self.waiting)
+
+        async def worker() -> None:
+            while urls:
+                url = urls.pop()
+                try:
+                    submission = await self.client.get_submission(url)
+                except AuthError:
+                    raise
+                except BankError:
+                    continue
+                self.settle(url, submission.status)
+
+        async with anyio.create_task_group() as group:
+            for _ in range(min(_POLL_WORKERS, len(urls))):
+                group.start_soon(worker)
+
+
+async def follow_submissions(
+    client: BankClient,
+    org: Organization,
+    book: RowBook,
+    *,
+    since: datetime,
+    timeout: float,
+    interval: float = 1.0,
+    stop: object | None = None,
+) -> int:
+    """Wait until every submitted row is final or ``timeout`` passes; return rows still open."""
+    tracker = _Tracker(client, org, book, since)
+    with anyio.move_on_after(timeout):
+        rounds = 0
+        while tracker.waiting and not getattr(stop, "is_set", lambda: False)():
+            events_ok = await tracker.read_events()
+            rounds += 1
+            if tracker.waiting and (not events_ok or rounds % _POLL_EVERY_ROUNDS == 0):
+                await tracker.poll()
+            if tracker.waiting:
+                await anyio.sleep(interval)
+    return len(tracker.waiting)
