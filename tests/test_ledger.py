@@ -1,0 +1,136 @@
+"""The result ledger: a real SQLite file, its lock, its atomic writes."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from payrun.domain import PaymentInstruction, RowProblem, RowStatus, RowVerdict
+from payrun.errors import LedgerError, LedgerLockedError
+from payrun.ledger import BatchInfo, Ledger, default_ledger_path
+
+
+def _verdict(row: int, *, valid: bool = True) -> RowVerdict:
+    if not valid:
+        return RowVerdict(row=row, instruction=None,
+                          raw={"payee_name": "Bad", "amount": "abc", "sort_code": "1"},
+                          errors=(RowProblem(row, "amount", "amount is not a number"),))
+    item = PaymentInstruction(row=row, payee_name=f"Payee {row}", sort_code="200000",
+                              account_number=f"{row:08d}", amount=Decimal("10.50"),
+                              reference="REF", source_account="040004 30000001")
+    return RowVerdict(row=row, instruction=item, raw={})
+
+
+def _info() -> BatchInfo:
+    return BatchInfo(file_path="/x.csv", file_sha256="ab" * 32, valid_count=2,
+                     valid_total=Decimal("21.00"))
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    """A fresh ledger file with two valid rows and one invalid row."""
+    opened = Ledger.open(tmp_path / "batch.ledger.sqlite")
+    opened.start(_info(), [_verdict(2), _verdict(3), _verdict(4, valid=False)])
+    return opened
+
+
+def test_new_ledger_holds_rows_and_batch(ledger: Ledger) -> None:
+    """Valid rows start pending, invalid rows invalid with their reason, batch info kept."""
+    rows = ledger.rows()
+    assert [r.status for r in rows] == [RowStatus.PENDING, RowStatus.PENDING, RowStatus.INVALID]
+    assert rows[2].error == "amount is not a number"
+    assert rows[2].amount_text == "abc"
+    assert rows[0].amount == Decimal("10.50")
+    info = ledger.batch()
+    assert info is not None and info.file_sha256 == "ab" * 32
+    ledger.close()
+
+
+def test_file_is_private(ledger: Ledger) -> None:
+    """The ledger file is readable by its owner only (mode 0600)."""
+    assert stat.S_IMODE(os.stat(ledger.path).st_mode) == 0o600
+    ledger.close()
+
+
+def test_update_survives_reopen(ledger: Ledger) -> None:
+    """A committed update is there when the file is opened again."""
+    ledger.update(2, status=RowStatus.CREATED, payment_url="/v0/payments/pm.1")
+    ledger.close()
+    with Ledger.open(ledger.path) as again:
+        row = again.rows([RowStatus.CREATED])[0]
+    assert row.row == 2 and row.payment_url == "/v0/payments/pm.1"
+
+
+def test_atomic_rolls_back_on_error(ledger: Ledger) -> None:
+    """An exception inside atomic() leaves no partial write behind."""
+    with pytest.raises(RuntimeError), ledger.atomic():
+        ledger.update(2, status=RowStatus.CREATED)
+        raise RuntimeError
+    assert ledger.rows()[0].status is RowStatus.PENDING
+    ledger.close()
+
+
+def test_second_writer_is_refused_with_pid(ledger: Ledger) -> None:
+    """A second process cannot open a ledger in use; it is told which process holds it."""
+    code = (
+        "import sys; from pathlib import Path; from payrun.ledger import Ledger\n"
+        "from payrun.errors import LedgerLockedError\n"
+        "try:\n    Ledger.open(Path(sys.argv[1]))\n"
+        "except LedgerLockedError as e:\n    print(e.pid, e); sys.exit(7)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(ledger.path)],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 7
+    assert result.stdout.startswith(str(os.getpid()))
+    assert "in use by process" in result.stdout
+    ledger.close()
+
+
+def test_lock_released_on_close(ledger: Ledger) -> None:
+    """Closing the ledger lets the next run open it."""
+    ledger.close()
+    Ledger.open(ledger.path).close()
+
+
+def test_same_process_second_open_is_locked(ledger: Ledger) -> None:
+    """Even in one process, two writers of one ledger are refused."""
+    with pytest.raises(LedgerLockedError):
+        Ledger.open(ledger.path)
+    ledger.close()
+
+
+def test_readonly_open_needs_existing_file(tmp_path: Path) -> None:
+    """Reading a ledger that does not exist is a clear error."""
+    with pytest.raises(LedgerError, match="no ledger"):
+        Ledger.open(tmp_path / "missing.sqlite", readonly=True)
+
+
+def test_not_a_ledger_is_a_clear_error(tmp_path: Path) -> None:
+    """A file that is not SQLite is refused with a LedgerError, not a traceback."""
+    bogus = tmp_path / "bogus.sqlite"
+    bogus.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(LedgerError, match="cannot use the ledger"):
+        Ledger.open(bogus)
+
+
+def test_default_path_is_beside_batch(tmp_path: Path) -> None:
+    """BATCH.ledger.sqlite sits beside the batch file."""
+    assert default_ledger_path(tmp_path / "pay.csv") == tmp_path / "pay.csv.ledger.sqlite"
+
+
+def test_mark_intent_counts_attempts(ledger: Ledger) -> None:
+    """Each committed intent increments the attempt counter and records its time."""
+    from payrun.records import RowBook
+
+    book = RowBook(ledger.rows(), ledger=ledger)
+    book.mark_intent(2, RowStatus.CREATING)
+    book.mark_intent(2, RowStatus.CREATING)
+    stored = ledger.rows([RowStatus.CREATING])[0]
+    assert stored.attempts == 2 and stored.intent_at is not None
+    ledger.close()
