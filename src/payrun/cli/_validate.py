@@ -1,21 +1,105 @@
-"""`payrun validate`: placeholder until its issue lands (owned by that issue's work)."""
+"""`payrun validate BATCH`: check a batch file offline and say exactly what is wrong.
+
+argv -> ``ValidationOptions`` -> ``read_batch`` + ``validate_batch`` -> text or JSON on
+stdout (and ``--report FILE``) -> exit 0 (every row valid) or 1 (some rows invalid).
+File-level problems raise ``BatchFileError`` and leave as exit 2 through ``cli.main``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
 from typing import Any
 
-__all__ = ["execute", "register"]
+from payrun.config import DEFAULT_MAX_AMOUNT, DEFAULT_MAX_ROWS, ValidationOptions
+from payrun.errors import ConfigError
+from payrun.intake import read_batch
+from payrun.reporting import render_validation, validation_document, write_validation_report
+from payrun.validation import normalize_source_account, validate_batch
+
+__all__ = ["execute", "parse_options", "register"]
+
+_MAX_AMOUNT_CEILING = Decimal("1000000000000")
+"""--max-amount above a trillion pounds is a typo, not a limit."""
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `validate` subcommand."""
-    parser = subparsers.add_parser("validate", help="(not yet available)")
+    parser = subparsers.add_parser(
+        "validate",
+        help="check a batch file offline: every problem, by row and column",
+        description=(
+            "Check a CSV or .xlsx batch file without touching the bank. Exit 0 when every"
+            " row is valid, 1 when some rows are invalid, 2 when the file cannot be used."
+        ),
+    )
+    parser.add_argument("batch", metavar="BATCH", type=Path, help="the CSV or .xlsx batch file")
+    parser.add_argument(
+        "--source-account", metavar="ACCOUNT",
+        help="account to pay from when a row has none: /v0/bank/accounts/ba.x or"
+        " 'SORTCODE ACCOUNTNUMBER'",
+    )
+    parser.add_argument("--sheet", metavar="NAME", help="the .xlsx sheet to read (default: first)")
+    parser.add_argument(
+        "--max-amount", metavar="AMOUNT", default=str(DEFAULT_MAX_AMOUNT),
+        help=f"largest amount allowed per payment (default {DEFAULT_MAX_AMOUNT:,})",
+    )
+    parser.add_argument(
+        "--max-rows", metavar="N", type=int, default=DEFAULT_MAX_ROWS,
+        help=f"refuse files with more rows than this (default {DEFAULT_MAX_ROWS:,})",
+    )
+    parser.add_argument(
+        "--allow-duplicates", action="store_true",
+        help="allow the same payee, amount and reference twice",
+    )
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="stdout format")
+    parser.add_argument(
+        "--report", metavar="FILE", type=Path,
+        help="also write the problems to FILE (.json: the JSON object; .csv or .xlsx: a sheet)",
+    )
     parser.set_defaults(handler=execute)
 
 
+def parse_options(args: argparse.Namespace) -> ValidationOptions:
+    """Build ``ValidationOptions`` from the parsed arguments; raise ``ConfigError`` if wrong."""
+    try:
+        max_amount = Decimal(str(args.max_amount).replace(",", "").lstrip("£"))
+    except InvalidOperation:
+        max_amount = Decimal(-1)
+    if not max_amount.is_finite() or not 0 < max_amount <= _MAX_AMOUNT_CEILING:
+        msg = f"--max-amount {args.max_amount!r} must be a positive amount, like 25000.00"
+        raise ConfigError(msg)
+    if args.max_rows < 1:
+        msg = "--max-rows must be 1 or more"
+        raise ConfigError(msg)
+    source = args.source_account
+    if source is not None and normalize_source_account(source) is None:
+        msg = (
+            f"--source-account {source!r} is neither an account URL (/v0/bank/accounts/ba.x)"
+            " nor 'SORTCODE ACCOUNTNUMBER' (like '040004 30000001')"
+        )
+        raise ConfigError(msg)
+    return ValidationOptions(
+        max_amount=max_amount,
+        allow_duplicates=args.allow_duplicates,
+        source_account=source,
+        max_rows=args.max_rows,
+        sheet=args.sheet,
+    )
+
+
 def execute(args: argparse.Namespace) -> int:
-    """Not yet available."""
-    print("payrun validate: not yet available", file=sys.stderr)  # noqa: T201
-    return 2
+    """Validate the batch, print the report, write ``--report``; 0 all valid, 1 otherwise."""
+    options = parse_options(args)
+    with read_batch(args.batch, sheet=options.sheet, max_rows=options.max_rows) as batch:
+        summary = validate_batch(batch, options)
+    if args.report is not None:
+        write_validation_report(args.report, summary)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(validation_document(summary), ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(render_validation(summary, name=batch.path.name))
+    return 0 if summary.all_valid else 1

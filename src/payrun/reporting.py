@@ -1,0 +1,205 @@
+"""Reporting, the last stage: tables and summaries out, as CSV, .xlsx, JSON or text.
+
+Input: column names and rows (``write_table``), or a validation ``BatchSummary``
+(``validation_document``, ``render_validation``, ``write_validation_report``). Output: files
+written atomically (a temporary file, then a rename) and text that reads well in 80
+columns. Any CSV or .xlsx cell that starts with ``=``, ``+``, ``-`` or ``@`` is written
+with a leading ``'`` so a spreadsheet shows it instead of running it (formula injection).
+Raises ``ConfigError`` for an unsupported report extension or an unwritable path.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+import textwrap
+from collections.abc import Callable, Iterable, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import IO, Any
+
+from payrun.domain import RowProblem, format_money
+from payrun.errors import ConfigError
+from payrun.validation import BatchSummary
+
+__all__ = [
+    "PROBLEM_COLUMNS",
+    "TABLE_FORMATS",
+    "escape_cell",
+    "render_validation",
+    "validation_document",
+    "write_table",
+    "write_validation_report",
+]
+
+TABLE_FORMATS = (".csv", ".xlsx", ".json")
+PROBLEM_COLUMNS = ("row", "column", "severity", "message")
+"""The columns of a validation report written as a sheet."""
+_DANGEROUS_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_WIDTH = 80
+_ROW_WIDTH = 6
+_COLUMN_WIDTH = 15
+_TEXT_PROBLEM_LIMIT = 200
+"""Text output lists this many problems; JSON and report files list them all."""
+
+
+def escape_cell(value: object) -> object:
+    """Prefix text that a spreadsheet would run as a formula with ``'``; others pass."""
+    if isinstance(value, str) and value.startswith(_DANGEROUS_STARTS):
+        return "'" + value
+    return value
+
+
+def write_table(path: Path | str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Write rows under a header row, as CSV, .xlsx or JSON chosen by ``path``'s extension.
+
+    CSV is UTF-8 with a BOM (so Excel reads £ and accents right); JSON is a list of objects
+    keyed by column, with Decimal as text like ``"1234.50"``.
+    """
+    target = Path(path)
+    suffix = target.suffix.lower()
+    if suffix == ".csv":
+        _atomic_write(target, "w", lambda handle: _write_csv(handle, columns, rows))
+    elif suffix == ".xlsx":
+        _atomic_write(target, "wb", lambda handle: _write_xlsx(handle, columns, rows))
+    elif suffix == ".json":
+        records = [dict(zip(columns, row, strict=True)) for row in rows]
+        _atomic_write(target, "w", lambda handle: _dump_json(records, handle))
+    else:
+        msg = f"cannot write a report to {target.name}: use a .csv, .xlsx or .json file name"
+        raise ConfigError(msg)
+
+
+def validation_document(summary: BatchSummary) -> dict[str, Any]:
+    """The validate JSON object of the contract: rows, valid, invalid, total, errors, warnings."""
+    return {
+        "rows": summary.rows,
+        "valid": summary.valid,
+        "invalid": summary.invalid,
+        "total": format_money(summary.total),
+        "errors": [_problem_object(problem) for problem in summary.errors],
+        "warnings": [_problem_object(problem) for problem in summary.warnings],
+    }
+
+
+def write_validation_report(path: Path | str, summary: BatchSummary) -> None:
+    """Write the validate report: the JSON object for ``.json``, a problems sheet otherwise."""
+    target = Path(path)
+    if target.suffix.lower() == ".json":
+        document = validation_document(summary)
+        _atomic_write(target, "w", lambda handle: _dump_json(document, handle))
+        return
+    write_table(target, PROBLEM_COLUMNS, _problem_rows(summary))
+
+
+def render_validation(summary: BatchSummary, *, name: str, width: int = _WIDTH) -> str:
+    """The text report: summary, fingerprint, then a problems table (errors first)."""
+    lines = _summary_lines(summary, name)
+    problems = [("error", p) for p in summary.errors] + [("warning", p) for p in summary.warnings]
+    if problems:
+        lines.append("")
+        lines.append(f"{'row':>{_ROW_WIDTH}}  {'column':<{_COLUMN_WIDTH}} problem")
+        for severity, problem in problems[:_TEXT_PROBLEM_LIMIT]:
+            lines.extend(_problem_lines(severity, problem, width))
+        hidden = len(problems) - _TEXT_PROBLEM_LIMIT
+        if hidden > 0:
+            lines.append(f"... and {hidden:,} more: use --format json or --report FILE.csv")
+    return "\n".join(lines) + "\n"
+
+
+def _summary_lines(summary: BatchSummary, name: str) -> list[str]:
+    fingerprint = summary.fingerprint
+    lines = [
+        f"{name}: {summary.rows:,} rows: {summary.valid:,} valid, {summary.invalid:,} invalid,"
+        f" {len(summary.warnings):,} warnings",
+        f"total of the valid rows: £{summary.total:,.2f}",
+    ]
+    for account, totals in sorted(summary.accounts.items()):
+        noun = "payment" if totals.count == 1 else "payments"
+        lines.append(f"  from {account}: {totals.count:,} {noun}, £{totals.total:,.2f}")
+    lines.append(
+        f"fingerprint: count {fingerprint.count}, total {format_money(fingerprint.total)}"
+    )
+    lines.append(f"  sha256 {fingerprint.sha256}")
+    return lines
+
+
+def _problem_lines(severity: str, problem: RowProblem, width: int) -> list[str]:
+    indent = _ROW_WIDTH + 2 + _COLUMN_WIDTH + 1
+    wrapped = textwrap.wrap(
+        f"{severity}: {problem.message}", width=max(width - indent, 20), break_long_words=True
+    ) or [severity]
+    row = "" if problem.row is None else str(problem.row)
+    column = problem.column or "-"
+    first = f"{row:>{_ROW_WIDTH}}  {column:<{_COLUMN_WIDTH}} {wrapped[0]}"
+    return [first, *(" " * indent + more for more in wrapped[1:])]
+
+
+def _problem_object(problem: RowProblem) -> dict[str, Any]:
+    return {"row": problem.row, "column": problem.column, "message": problem.message}
+
+
+def _problem_rows(summary: BatchSummary) -> Iterable[Sequence[Any]]:
+    for problem in summary.errors:
+        yield (problem.row, problem.column or "", "error", problem.message)
+    for problem in summary.warnings:
+        yield (problem.row, problem.column or "", "warning", problem.message)
+
+
+def _write_csv(handle: IO[Any], columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    writer = csv.writer(handle)
+    writer.writerow([escape_cell(column) for column in columns])
+    for row in rows:
+        writer.writerow([_csv_value(value) for value in row])
+
+
+def _csv_value(value: object) -> object:
+    if isinstance(value, Decimal):
+        return format_money(value)
+    return "" if value is None else escape_cell(value)
+
+
+def _write_xlsx(handle: IO[Any], columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    from openpyxl import Workbook  # type: ignore[import-untyped]  # only .xlsx needs it
+
+    book = Workbook(write_only=True)
+    sheet = book.create_sheet("report")
+    sheet.append([escape_cell(column) for column in columns])
+    for row in rows:
+        sheet.append([escape_cell(value) for value in row])
+    book.save(handle)
+
+
+def _dump_json(document: object, handle: IO[Any]) -> None:
+    json.dump(document, handle, indent=2, ensure_ascii=False, default=_json_default)
+    handle.write("\n")
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, Decimal):
+        return format_money(value)
+    msg = f"cannot write {type(value).__name__} to JSON"
+    raise TypeError(msg)
+
+
+def _atomic_write(target: Path, mode: str, write: Callable[[IO[Any]], None]) -> None:
+    """Write beside ``target`` and rename over it, so a report is never half written."""
+    try:
+        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        msg = f"cannot write the report {target}: {exc.strerror or exc}"
+        raise ConfigError(msg) from exc
+    try:
+        if mode == "w":
+            encoding = "utf-8-sig" if target.suffix.lower() == ".csv" else "utf-8"
+            with open(fd, "w", encoding=encoding, newline="") as handle:
+                write(handle)
+        else:
+            with open(fd, "wb") as handle:
+                write(handle)
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
