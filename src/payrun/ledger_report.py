@@ -14,7 +14,9 @@ from pathlib import Path
 from payrun.domain import RowStatus, format_money
 from payrun.ledger import Ledger, LedgerRow
 
-__all__ = ["REPORT_COLUMNS", "Totals", "read_ledger_rows", "report_records", "report_status"]
+__all__ = [
+    "REPORT_COLUMNS", "Totals", "read_ledger_rows", "report_records", "report_status", "report_table",
+]
 
 REPORT_COLUMNS = (
     "row", "row_id", "payee_name", "amount", "reference", "status", "payment_url",
@@ -55,6 +57,11 @@ def report_records(rows: Iterable[LedgerRow]) -> list[dict[str, object]]:
         }
         for row in rows
     ]
+
+
+def report_table(rows: Iterable[LedgerRow]) -> list[tuple[object, ...]]:
+    """The report records as tuples in ``REPORT_COLUMNS`` order (for table writers)."""
+    return [tuple(record[c] for c in REPORT_COLUMNS) for record in report_records(rows)]
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TypeVar
 
@@ -22,7 +22,7 @@ from payrun.bank import BankAccount, BankClient, Organization, Payment
 from payrun.domain import RowStatus, format_money
 from payrun.errors import AuthError, BankError, OutcomeUnknownError
 from payrun.ledger import LedgerRow, utc_now
-from payrun.planning import PayeeIndex, account_classification, find_repeats
+from payrun.planning import CLOCK_SKEW, PayeeIndex, account_classification, find_repeats
 from payrun.reconciliation import fetch_recent_payments
 from payrun.records import RowBook
 
@@ -84,18 +84,20 @@ class Preflight:
     async def check_accounts(self) -> None:
         """Resolve each source account; fail the unpaid rows of accounts that cannot pay."""
         rows = self.book.in_status(*_OPEN)
-        for source in sorted({r.source_account for r in rows}):
-            plan = AccountPlan(source=source)
-            self.plans[source] = plan
-            plan.account, plan.problem = await self._resolve(source)
-            if plan.account is not None:
-                self.accounts[plan.account.url] = plan.account
+        self.plans = {source: AccountPlan(source=source)
+                      for source in sorted({r.source_account for r in rows})}
+        await _run_pool(list(self.plans.values()), self._check_plan)
         for row in rows:
             plan = self.plans[row.source_account]
             if plan.account is not None and row.account_url != plan.account.url:
                 self.book.set(row.row, account_url=plan.account.url)
             if plan.problem and row.status in (RowStatus.PENDING, RowStatus.CREATED):
                 self._fail(row, plan.problem)
+
+    async def _check_plan(self, plan: AccountPlan) -> None:
+        plan.account, plan.problem = await self._resolve(plan.source)
+        if plan.account is not None:
+            self.accounts[plan.account.url] = plan.account
 
     async def _resolve(self, source: str) -> tuple[BankAccount | None, str | None]:
         try:
@@ -139,13 +141,21 @@ class Preflight:
     async def load_payments(self) -> None:
         """Read each account's recent outbound payments (repeat guard and reconciliation)."""
         now = utc_now()
+        wanted: list[tuple[BankAccount, datetime]] = []
+        groups = self.book.by_account(*_OPEN)
         for account in self.accounts.values():
-            rows = [r for r in self.book.in_status(*_OPEN) if r.account_url == account.url]
+            rows = groups.get(account.url, [])
             intents = [r.intent_at for r in rows if r.intent_at and r.status == RowStatus.CREATING]
-            since = min([now - self.duplicate_window, *(t - timedelta(minutes=1) for t in intents)])
+            since = min([now - self.duplicate_window, *(t - CLOCK_SKEW for t in intents)])
             if rows and (self.duplicate_window or intents):
-                self.payments[account.url] = await fetch_recent_payments(
-                    self.client, account, since=since)
+                wanted.append((account, since))
+
+        async def load(item: tuple[BankAccount, datetime]) -> None:
+            account, since = item
+            self.payments[account.url] = await fetch_recent_payments(
+                self.client, account, since=since)
+
+        await _run_pool(wanted, load)
 
     def guard_repeats(self) -> None:
         """Hold pending rows that match a recent payment this ledger did not make."""
@@ -153,8 +163,9 @@ class Preflight:
             return
         known = self.book.known_payment_urls()
         details = self.payee_details
+        groups = self.book.by_account(RowStatus.PENDING)
         for account_url, payments in self.payments.items():
-            rows = [r for r in self.book.in_status(RowStatus.PENDING) if r.account_url == account_url]
+            rows = groups.get(account_url, [])
             for number, payment in find_repeats(
                 rows, payments, known_payment_urls=known, payee_details=details
             ).items():
@@ -166,9 +177,9 @@ class Preflight:
 
     def check_balances(self) -> None:
         """Fail an account's unpaid rows when its available balance cannot cover them."""
+        groups = self.book.by_account(RowStatus.PENDING, RowStatus.CREATED)
         for account in self.accounts.values():
-            rows = [r for r in self.book.in_status(RowStatus.PENDING, RowStatus.CREATED)
-                    if r.account_url == account.url]
+            rows = groups.get(account.url, [])
             need = sum((r.amount for r in rows), Decimal(0))
             if rows and need > account.available_balance:
                 reason = (

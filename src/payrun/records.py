@@ -41,13 +41,21 @@ class RowBook:
         return self._rows[row]
 
     def all(self) -> list[LedgerRow]:
-        """Every row in row order."""
-        return sorted(self._rows.values(), key=lambda r: r.row)
+        """Every row, in the order the book was given them (the ledger's row order)."""
+        return list(self._rows.values())
 
     def in_status(self, *statuses: RowStatus) -> list[LedgerRow]:
         """Rows currently in any of ``statuses``, in row order."""
         wanted = set(statuses)
-        return [row for row in self.all() if row.status in wanted]
+        return [row for row in self._rows.values() if row.status in wanted]
+
+    def by_account(self, *statuses: RowStatus) -> dict[str, list[LedgerRow]]:
+        """Rows in any of ``statuses`` grouped by their bank account URL (unbound rows left out)."""
+        groups: dict[str, list[LedgerRow]] = {}
+        for row in self.in_status(*statuses):
+            if row.account_url:
+                groups.setdefault(row.account_url, []).append(row)
+        return groups
 
     def known_payment_urls(self) -> set[str]:
         """Every payment URL this ledger has recorded."""

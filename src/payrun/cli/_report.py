@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from payrun.errors import UsageError
-from payrun.ledger_report import REPORT_COLUMNS, read_ledger_rows, report_records
-from payrun.reporting import write_table
+from payrun.ledger_report import REPORT_COLUMNS, read_ledger_rows, report_records, report_table
+from payrun.reporting import escape_cell, write_table
 
 __all__ = ["execute", "register"]
 
@@ -32,24 +32,26 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    """Write the report."""
-    records = report_records(read_ledger_rows(args.ledger))
-    fmt = args.format
+    """Write the report to a file or stdout."""
+    rows = read_ledger_rows(args.ledger)
     output: Path | None = args.output
+    fmt: str | None = args.format
     if output is not None:
         if fmt is not None and output.suffix.lower() != f".{fmt}":
-            output = output.with_name(output.name + f".{fmt}") if not output.suffix else output
-        write_table(output, REPORT_COLUMNS, records, format=fmt)
+            msg = f"-o {output} does not end in .{fmt}: name the file report.{fmt}"
+            raise UsageError(msg)
+        if output.suffix.lower() not in {f".{f}" for f in _FORMATS}:
+            msg = f"cannot tell the format of {output}: end it in .csv, .xlsx or .json"
+            raise UsageError(msg)
+        write_table(output, REPORT_COLUMNS, report_table(rows))
         return 0
     if fmt == "xlsx":
         msg = "an .xlsx report needs a file: add -o report.xlsx"
         raise UsageError(msg)
     if fmt == "json":
-        print(json.dumps(records, indent=2))  # noqa: T201
+        print(json.dumps(report_records(rows), indent=2))  # noqa: T201
         return 0
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=REPORT_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(records)
-    print(buffer.getvalue(), end="")  # noqa: T201
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(REPORT_COLUMNS)
+    writer.writerows([escape_cell(cell) for cell in record] for record in report_table(rows))
     return 0

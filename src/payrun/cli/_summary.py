@@ -8,7 +8,7 @@ from pathlib import Path
 
 from payrun.domain import RowStatus, format_money
 from payrun.ledger import LedgerRow
-from payrun.ledger_report import REPORT_COLUMNS, Totals, report_records
+from payrun.ledger_report import REPORT_COLUMNS, Totals, report_table
 from payrun.pipeline import RunOutcome
 from payrun.reporting import write_table
 
@@ -37,7 +37,7 @@ def _table(title: str, table: dict[str, tuple[int, Decimal]]) -> None:
 
 def write_run_report(path: Path, rows: Sequence[LedgerRow]) -> None:
     """Write the run report (.csv, .xlsx or .json by extension)."""
-    write_table(path, REPORT_COLUMNS, report_records(rows))
+    write_table(path, REPORT_COLUMNS, report_table(rows))
 
 
 def print_summary(outcome: RunOutcome, *, report_path: Path | None, folder: Path | None) -> None:
