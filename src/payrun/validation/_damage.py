@@ -39,6 +39,7 @@ def damage_problems(
     for column, kind in damage.items():
         if column == ROW:
             problems.error(None, _EXTRA_VALUES)
+            skip.update(_LABELS)  # the values are shifted: checking them would only mislead
             continue
         text = values.get(column, "")
         if kind is Damage.NUMBER and len(text) in _DIGITS.get(column, (len(text),)):
