@@ -22,3 +22,17 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def anyio_backend() -> str:
     """Run async tests on asyncio only (payrun does not promise trio)."""
     return "asyncio"
+
+
+# ---- sandbox bank (issue 3) ------------------------------------------------------------
+# A real uvicorn server on loopback, shared by the whole session (start-up costs ~0.1 s).
+# Tests that need their own settings (latency, faults) start their own with serve_in_thread.
+
+from payrun.sandbox import RunningSandbox, serve_in_thread  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def sandbox_server() -> Iterator[RunningSandbox]:
+    """Yield a running sandbox bank: ``.base_url``, ``.api_key``, ``.state``, ``.app``."""
+    with serve_in_thread(deliver_after_ms=50) as running:
+        yield running

@@ -1,21 +1,104 @@
-"""`payrun sandbox`: placeholder until its issue lands (owned by that issue's work)."""
+"""`payrun sandbox`: serve the sandbox bank on this machine until Ctrl-C or SIGTERM.
+
+Once the socket accepts connections, the first two lines on stdout are exactly
+``PAYRUN_BASE_URL=http://127.0.0.1:PORT`` and ``PAYRUN_API_KEY=<secret>`` (flushed at once,
+so scripts can read them); everything else goes to stderr. A host that is not loopback
+is refused unless ``--public`` is given.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import sys
 from typing import Any
+
+from payrun.errors import ConfigError
+from payrun.sandbox import SeedError, create_app, serve
 
 __all__ = ["execute", "register"]
 
 
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `sandbox` subcommand."""
-    parser = subparsers.add_parser("sandbox", help="(not yet available)")
+    parser = subparsers.add_parser(
+        "sandbox",
+        help="serve the sandbox bank locally (for rehearsals, tests and benchmarks)",
+        description="Serve the sandbox bank API until Ctrl-C or SIGTERM. The first two stdout "
+        "lines are PAYRUN_BASE_URL=... and PAYRUN_API_KEY=..., printed once it accepts "
+        "connections.",
+    )
+    add = parser.add_argument
+    add("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    add(
+        "--port",
+        type=int,
+        default=8080,
+        help="port to listen on; 0 picks a free one (default 8080)",
+    )
+    add("--latency-ms", type=float, default=0.0, help="added to every request (default 0)")
+    add("--jitter-ms", type=float, default=0.0, help="latency varies by up to this much either way")
+    add("--fault-rate", type=float, default=0.0, help="share of create-payment and submit requests "
+        "carried out and then answered 500 or dropped (default 0)")  # fmt: skip
+    add("--extra-429-rate", type=float, default=0.0, help="share of requests refused with 429 "
+        "as if other clients were busy (default 0)")  # fmt: skip
+    add("--deliver-after-ms", type=float, default=200.0, help="delay before a submission is "
+        "delivered (default 200)")  # fmt: skip
+    add("--seed", metavar="FILE", help="JSON seed file (accounts, payees, CoP directory)")
+    add("--public", action="store_true", help="allow listening on a non-loopback address")
     parser.set_defaults(handler=execute)
 
 
+def _check(args: argparse.Namespace) -> None:
+    if not _is_loopback(args.host) and not args.public:
+        message = (
+            f"refusing to listen on {args.host}, which is not loopback (add --public to allow it)"
+        )
+        raise ConfigError(message)
+    if not 0 <= args.port <= 65535:  # noqa: PLR2004 - the TCP port range
+        message = f"--port must be 0..65535, not {args.port}"
+        raise ConfigError(message)
+    rates = (args.fault_rate, args.extra_429_rate)
+    if any(not 0.0 <= rate <= 1.0 for rate in rates):
+        message = "--fault-rate and --extra-429-rate must be between 0 and 1"
+        raise ConfigError(message)
+    if min(args.latency_ms, args.jitter_ms, args.deliver_after_ms) < 0:
+        message = "--latency-ms, --jitter-ms and --deliver-after-ms must not be negative"
+        raise ConfigError(message)
+
+
 def execute(args: argparse.Namespace) -> int:
-    """Not yet available."""
-    print("payrun sandbox: not yet available", file=sys.stderr)  # noqa: T201
-    return 2
+    """Serve the sandbox bank until interrupted; exit 0 when stopped cleanly."""
+    _check(args)
+    try:
+        app = create_app(
+            latency_ms=args.latency_ms,
+            jitter_ms=args.jitter_ms,
+            fault_rate=args.fault_rate,
+            extra_429_rate=args.extra_429_rate,
+            deliver_after_ms=args.deliver_after_ms,
+            seed=args.seed,
+        )
+    except SeedError as exc:
+        raise ConfigError(str(exc)) from exc
+
+    def announce(base_url: str) -> None:
+        print(f"PAYRUN_BASE_URL={base_url}", flush=True)  # noqa: T201 - the contract's two lines
+        print(f"PAYRUN_API_KEY={app.api_key}", flush=True)  # noqa: T201
+        print(f"payrun sandbox: serving {base_url}; Ctrl-C to stop", file=sys.stderr, flush=True)  # noqa: T201
+
+    try:
+        serve(app, host=args.host, port=args.port, on_ready=announce)
+    except SystemExit as exc:  # uvicorn exits when it cannot bind
+        message = f"cannot listen on {args.host}:{args.port}"
+        raise ConfigError(message) from exc
+    return 0

@@ -1,0 +1,107 @@
+"""``/__sandbox/``: inspection and test controls, outside the bank API.
+
+No API key is needed (the sandbox listens on loopback only unless told ``--public``), and
+these requests are not counted against the limits. Endpoints:
+
+- ``GET /__sandbox/stats``: ``{"in_flight", "max_in_flight", "requests",
+  "max_concurrent_submits": {account-url: n}, "rate_limited": {"org_in_flight",
+  "account_submits", "injected"}, "faults_injected": n, "faults": {"500": n, "drop": n},
+  "payments": [{"account_url", "sort_code", "account_number", "amount", "reference",
+  "payments", "submissions", "delivered"}]}`` (payments grouped per account, creditor,
+  amount and reference: ``payments > 1`` in a group is a double payment);
+- ``POST /__sandbox/stats/reset``: forget peaks and counts (204);
+- ``POST /__sandbox/accounts/{ba}/balance`` with ``{"value": "123.45"}``: set the account
+  balance (the available balance follows, less money reserved by processing submissions);
+  returns the account;
+- ``POST /__sandbox/accounts/{ba}/restrictions`` with ``restriction-type``,
+  ``restriction-reason-code`` and optional ``restriction-legal-status``: a restriction applied
+  by the bank itself (sensitive reason codes hide its details; it cannot be lifted); 201;
+- ``POST /__sandbox/settle``: settle every processing submission now; ``{"settled": n}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from payrun.sandbox._checks import check_keys, choice, money
+from payrun.sandbox._http import ApiError, Reply, Request, reply
+from payrun.sandbox._payments import settle
+from payrun.sandbox._render import render_account, render_restriction
+from payrun.sandbox._routing import Context, Router
+from payrun.sandbox._seeding import RESTRICTION_LEGAL_STATUSES, RESTRICTION_REASONS, new_restriction
+
+__all__ = ["register", "stats_body"]
+
+
+def stats_body(ctx: Context) -> dict[str, Any]:
+    """Return the ``/__sandbox/stats`` document."""
+    stats = ctx.state.stats
+    return {
+        "in_flight": stats.in_flight,
+        "max_in_flight": stats.max_in_flight,
+        "requests": stats.requests,
+        "max_concurrent_submits": dict(stats.max_concurrent_submits),
+        "rate_limited": dict(stats.rate_limited),
+        "faults_injected": sum(stats.faults_injected.values()),
+        "faults": dict(stats.faults_injected),
+        "payments": ctx.state.payment_groups(),
+    }
+
+
+def _stats(ctx: Context, request: Request, args: tuple[str, ...]) -> Reply:
+    return reply(stats_body(ctx))
+
+
+def _reset(ctx: Context, request: Request, args: tuple[str, ...]) -> Reply:
+    ctx.state.stats.reset()
+    return reply(None, 204)
+
+
+def _set_balance(ctx: Context, request: Request, args: tuple[str, ...]) -> Reply:
+    state = ctx.state
+    account = state.accounts.get(args[0])
+    if account is None:
+        raise ApiError(404, "not-found", "no such bank account")
+    body = request.json()
+    check_keys(body, required=("value",), optional=("currency",))
+    pence = money(
+        {"currency": body.get("currency", "GBP"), "value": body["value"]}, "", positive=False
+    )
+    reserved = account.balance - account.available
+    account.balance = pence
+    account.available = pence - reserved
+    return reply(render_account(account, state))
+
+
+def _restrict(ctx: Context, request: Request, args: tuple[str, ...]) -> Reply:
+    account = ctx.state.accounts.get(args[0])
+    if account is None:
+        raise ApiError(404, "not-found", "no such bank account")
+    body = request.json()
+    optional = ("restriction-legal-status",)
+    check_keys(body, required=("restriction-type", "restriction-reason-code"), optional=optional)
+    legal = "not-applicable"
+    if "restriction-legal-status" in body:
+        legal = choice(body, "restriction-legal-status", RESTRICTION_LEGAL_STATUSES)
+    fields = (
+        choice(body, "restriction-type", ("freeze", "block")),
+        choice(body, "restriction-reason-code", RESTRICTION_REASONS),
+        legal,
+    )
+    restriction = new_restriction(
+        ctx.state, account, fields, by_service=True, notes="applied by the bank"
+    )
+    return reply(render_restriction(restriction), 201)
+
+
+def _settle(ctx: Context, request: Request, args: tuple[str, ...]) -> Reply:
+    return reply({"settled": settle(ctx.state, ctx.clock(), everything=True)})
+
+
+def register(router: Router) -> None:
+    """Add the ``/__sandbox/`` routes to ``router``."""
+    router.add("GET", "/__sandbox/stats", _stats)
+    router.add("POST", "/__sandbox/stats/reset", _reset)
+    router.add("POST", "/__sandbox/accounts/{ba}/balance", _set_balance)
+    router.add("POST", "/__sandbox/accounts/{ba}/restrictions", _restrict)
+    router.add("POST", "/__sandbox/settle", _settle)

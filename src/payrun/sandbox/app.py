@@ -1,0 +1,326 @@
+"""The sandbox bank as a raw ASGI application: limits, auth, latency, faults, dispatch.
+
+A request to ``/v0/...`` goes through, in order:
+
+1. the organization limit: with ``ORG_IN_FLIGHT_CAP`` requests already in flight it is
+   answered 429 at once (and, with ``extra_429_rate``, a random share is refused the same
+   way, as if other clients were busy); a refused request is not counted and changes nothing;
+2. authentication: ``Authorization: ServiceAPIKey <secret>`` (or ``GriffinAPIKey``), else 401
+   with ``www-authenticate: ServiceSession``; ``GET /v0/ping`` needs no key;
+3. routing (404, 405), then the per-account limit for submit-payment: with
+   ``ACCOUNT_SUBMITS_CAP`` submits of that account in flight it is answered 429;
+4. the latency sleep (``latency_ms`` plus up to ``jitter_ms`` either way), inside the
+   in-flight window: a slow bank keeps requests in flight;
+5. the body (413 above 1 MB), due submissions are settled, and the handler runs;
+6. for create-payment and create-submission, ``fault_rate`` of the successes are then
+   answered with a 500 or a dropped connection: the work is done, the client cannot know.
+
+In-flight counts go down immediately before the final response is written, with no
+``await`` in between, so a client that sends its next request the moment it reads a
+response is never counted twice. ``/__sandbox/...`` (see ``_admin``) is outside all of this.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from payrun.sandbox import _admin, _routes_accounts, _routes_core, _routes_payments
+from payrun.sandbox._http import MAX_BODY, ApiError, Reply, Request, error_body
+from payrun.sandbox._payments import settle
+from payrun.sandbox._routing import Context, Route, Router
+from payrun.sandbox.seed import build_state, load_seed
+from payrun.sandbox.state import SandboxState
+
+__all__ = [
+    "ACCOUNT_SUBMITS_CAP",
+    "FAULT_KINDS",
+    "ORG_IN_FLIGHT_CAP",
+    "AppState",
+    "InjectedDropError",
+    "SandboxApp",
+    "create_app",
+]
+
+ORG_IN_FLIGHT_CAP = 50
+"""Requests in flight for the organization beyond which the bank answers 429."""
+ACCOUNT_SUBMITS_CAP = 3
+"""Concurrent submit-payment requests per bank account beyond which the bank answers 429."""
+FAULT_KINDS = ("500", "drop")
+"""Injected fault kinds: a 500 error body, or the connection dropped mid-response."""
+
+_LOG = logging.getLogger("payrun.sandbox")
+_JSON = [(b"content-type", b"application/json")]
+_AUTH_SCHEMES = (b"ServiceAPIKey ", b"GriffinAPIKey ")
+_FAULTED_KINDS = frozenset({"create-payment", "submit"})
+
+
+class InjectedDropError(ConnectionResetError):
+    """Raised after a faulted response has started, so the server drops the connection.
+
+    Over uvicorn the client sees the connection close after the status line and headers;
+    in-process through ``httpx.ASGITransport`` this exception reaches the caller.
+    """
+
+
+@dataclass(slots=True)
+class AppState:
+    """``app.state``: where tests find the bank (``app.state.sandbox``)."""
+
+    sandbox: SandboxState
+
+
+@dataclass(slots=True)
+class _Outcome:
+    status: int
+    body: bytes
+    headers: list[tuple[bytes, bytes]]
+    drop: bool = False
+
+
+def _encode(reply: Reply) -> _Outcome:
+    if reply.body is None:
+        return _Outcome(reply.status, b"", reply.headers)
+    body = json.dumps(reply.body, separators=(",", ":")).encode()
+    return _Outcome(reply.status, body, [*_JSON, *reply.headers])
+
+
+def _error(error: ApiError) -> _Outcome:
+    return _encode(Reply(error.status, error.body(), error.headers))
+
+
+async def _send(send: Any, outcome: _Outcome) -> None:
+    headers = [*outcome.headers, (b"content-length", str(len(outcome.body)).encode())]
+    await send({"type": "http.response.start", "status": outcome.status, "headers": headers})
+    await send({"type": "http.response.body", "body": outcome.body})
+
+
+async def _read_body(scope: dict[str, Any], receive: Any) -> bytes:
+    for name, value in scope["headers"]:
+        if name == b"content-length" and (not value.isdigit() or int(value) > MAX_BODY):
+            raise ApiError(413, "payload-too-large", f"bodies are limited to {MAX_BODY} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise ApiError(413, "payload-too-large", f"bodies are limited to {MAX_BODY} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+class SandboxApp:
+    """The ASGI callable; build it with ``create_app``."""
+
+    def __init__(
+        self,
+        state: SandboxState,
+        *,
+        latency_ms: float = 0,
+        jitter_ms: float = 0,
+        fault_rate: float = 0.0,
+        extra_429_rate: float = 0.0,
+        deliver_after_ms: float = 200,
+        fault_kinds: tuple[str, ...] = FAULT_KINDS,
+        rng_seed: int | None = None,
+    ) -> None:
+        self.state = AppState(state)
+        self.context = Context(state, deliver_after_s=deliver_after_ms / 1000)
+        self.latency_s = latency_ms / 1000
+        self.jitter_s = jitter_ms / 1000
+        self.fault_rate = fault_rate
+        self.extra_429_rate = extra_429_rate
+        self.fault_kinds = fault_kinds
+        self.rng = random.Random(rng_seed)
+        self.router = Router()
+        for module in (_routes_core, _routes_accounts, _routes_payments):
+            module.register(self.router)
+        self.admin = Router()
+        _admin.register(self.admin)
+
+    @property
+    def sandbox(self) -> SandboxState:
+        """The bank's state (also ``app.state.sandbox``)."""
+        return self.state.sandbox
+
+    @property
+    def api_key(self) -> str:
+        """The secret to send as ``Authorization: ServiceAPIKey <secret>``."""
+        return self.state.sandbox.api_key_secret
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Serve one ASGI connection scope."""
+        if scope["type"] == "http":
+            if scope["path"].startswith("/__sandbox/"):
+                await self._serve_admin(scope, receive, send)
+            else:
+                await self._serve_api(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+
+    def _refuse(self, reason: str) -> _Outcome:
+        self.state.sandbox.stats.rate_limited[reason] += 1
+        detail = "too many requests in flight; let outstanding requests finish, then retry"
+        return _encode(Reply(429, error_body(429, "too-many-requests", detail), []))
+
+    async def _serve_api(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        stats = self.state.sandbox.stats
+        stats.requests += 1
+        if stats.in_flight >= ORG_IN_FLIGHT_CAP:
+            await _send(send, self._refuse("org_in_flight"))
+            return
+        if self.extra_429_rate and self.rng.random() < self.extra_429_rate:
+            await _send(send, self._refuse("injected"))
+            return
+        stats.in_flight += 1
+        stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+        held: list[str] = []
+        released = False
+        try:
+            outcome = await self._process(scope, receive, held)
+            self._release(held)  # no await between this and writing the response
+            released = True
+            if outcome.drop:
+                # Promise a body, send none, and fail: the server closes the connection.
+                headers = [*outcome.headers, (b"content-length", b"2")]
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                raise InjectedDropError
+            await _send(send, outcome)
+        finally:
+            if not released:
+                self._release(held)
+
+    def _release(self, held: list[str]) -> None:
+        stats = self.state.sandbox.stats
+        stats.in_flight -= 1
+        for account_id in held:
+            stats.submits_in_flight[account_id] -= 1
+
+    def _hold_submit(self, route: Route, args: tuple[str, ...], held: list[str]) -> _Outcome | None:
+        state = self.state.sandbox
+        payment = state.payments.get(args[0]) if route.kind == "submit" else None
+        if payment is None:
+            return None
+        stats = state.stats
+        if stats.submits_in_flight[payment.account_id] >= ACCOUNT_SUBMITS_CAP:
+            return self._refuse("account_submits")
+        held.append(payment.account_id)
+        count = stats.submits_in_flight[payment.account_id] = (
+            stats.submits_in_flight[payment.account_id] + 1
+        )
+        url = f"/v0/bank/accounts/{payment.account_id}"
+        stats.max_concurrent_submits[url] = max(stats.max_concurrent_submits.get(url, 0), count)
+        return None
+
+    def _authorize(self, scope: dict[str, Any]) -> None:
+        secret = self.state.sandbox.api_key_secret.encode()
+        for name, value in scope["headers"]:
+            if name == b"authorization" and any(
+                value == scheme + secret for scheme in _AUTH_SCHEMES
+            ):
+                return
+        headers = [(b"www-authenticate", b"ServiceSession")]
+        raise ApiError(401, "unauthorized", "Requires an API key to continue", headers=headers)
+
+    def _route(self, scope: dict[str, Any]) -> tuple[Route, tuple[str, ...]]:
+        route, args = self.router.match(scope["method"], scope["path"])
+        if not route.public:
+            self._authorize(scope)
+        org_id = self.state.sandbox.org_id
+        if any(arg.startswith("og.") and arg != org_id for arg in args):
+            raise ApiError(404, "not-found", "no such organization")
+        return route, args
+
+    async def _process(self, scope: dict[str, Any], receive: Any, held: list[str]) -> _Outcome:
+        try:
+            route, args = self._route(scope)
+            refused = self._hold_submit(route, args, held)
+            if refused is not None:
+                return refused
+            if self.latency_s or self.jitter_s:
+                jitter = self.rng.uniform(-self.jitter_s, self.jitter_s) if self.jitter_s else 0.0
+                await anyio.sleep(max(0.0, self.latency_s + jitter))
+            return self._handle(route, args, scope, await _read_body(scope, receive))
+        except ApiError as error:
+            return _error(error)
+
+    def _handle(
+        self, route: Route, args: tuple[str, ...], scope: dict[str, Any], body: bytes
+    ) -> _Outcome:
+        request = Request(
+            scope["method"], scope["path"], scope["query_string"], scope["headers"], body
+        )
+        context = self.context
+        settle(context.state, context.clock())
+        try:
+            outcome = _encode(route.handler(context, request, args))
+        except ApiError as error:
+            return _error(error)
+        except Exception:  # a sandbox bug must still answer, and visibly
+            _LOG.exception("sandbox handler failed for %s %s", scope["method"], scope["path"])
+            return _encode(Reply(500, error_body(500, "internal-error", "sandbox bug"), []))
+        if route.kind in _FAULTED_KINDS and self.fault_rate and self.rng.random() < self.fault_rate:
+            return self._fault()
+        return outcome
+
+    def _fault(self) -> _Outcome:
+        kind = self.rng.choice(self.fault_kinds)
+        self.state.sandbox.stats.faults_injected[kind] += 1
+        if kind == "drop":
+            return _Outcome(200, b"{}", _JSON, drop=True)
+        return _encode(Reply(500, error_body(500, "internal-server-error", "injected fault"), []))
+
+    async def _serve_admin(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            route, args = self.admin.match(scope["method"], scope["path"])
+            body = await _read_body(scope, receive)
+            outcome = self._handle(route, args, scope, body)
+        except ApiError as error:
+            outcome = _error(error)
+        await _send(send, outcome)
+
+
+def create_app(
+    state: SandboxState | None = None,
+    *,
+    latency_ms: float = 0,
+    jitter_ms: float = 0,
+    fault_rate: float = 0.0,
+    extra_429_rate: float = 0.0,
+    deliver_after_ms: float = 200,
+    seed: dict[str, Any] | str | Path | None = None,
+    api_key: str | None = None,
+    fault_kinds: tuple[str, ...] = FAULT_KINDS,
+    rng_seed: int | None = None,
+) -> SandboxApp:
+    """Build the sandbox bank; ``seed`` is a seed dict or a JSON file (default seed if None)."""
+    if state is None:
+        seed_data = load_seed(seed) if isinstance(seed, str | Path) else seed
+        state = build_state(seed_data, api_key=api_key)
+    elif api_key is not None:
+        state.api_key_secret = api_key
+    unknown = set(fault_kinds) - set(FAULT_KINDS)
+    if unknown or not fault_kinds:
+        message = f"fault_kinds must be drawn from {FAULT_KINDS}"
+        raise ValueError(message)
+    return SandboxApp(
+        state,
+        latency_ms=latency_ms,
+        jitter_ms=jitter_ms,
+        fault_rate=fault_rate,
+        extra_429_rate=extra_429_rate,
+        deliver_after_ms=deliver_after_ms,
+        fault_kinds=fault_kinds,
+        rng_seed=rng_seed,
+    )

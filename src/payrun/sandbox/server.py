@@ -1,0 +1,121 @@
+"""Serving the sandbox over real HTTP with uvicorn (httptools + uvloop when available).
+
+- ``serve_in_thread(**create_app_kwargs)``: a context manager that starts uvicorn on
+  ``127.0.0.1`` port 0 in a background thread, yields a ``RunningSandbox`` (``base_url``,
+  ``api_key``, ``state``, ``app``) once it accepts connections, and stops it on exit.
+- ``serve(app, host=..., port=..., on_ready=...)``: serve in the calling (main) thread until
+  SIGINT/SIGTERM; ``on_ready(base_url)`` runs once the socket accepts connections.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+
+from payrun.sandbox.app import InjectedDropError, SandboxApp, create_app
+from payrun.sandbox.state import SandboxState
+
+__all__ = ["RunningSandbox", "serve", "serve_in_thread"]
+
+_START_TIMEOUT_S = 10.0
+
+
+class _HideInjectedDrops(logging.Filter):
+    """Keep uvicorn quiet about connections the sandbox dropped on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, InjectedDropError)
+
+
+_DROP_FILTER = _HideInjectedDrops()
+
+
+@dataclass(frozen=True, slots=True)
+class RunningSandbox:
+    """A sandbox bank being served: where it is, its key, its state and app."""
+
+    base_url: str
+    api_key: str
+    state: SandboxState
+    app: SandboxApp
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that reports its address once it accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[str], None] | None) -> None:
+        super().__init__(config)
+        self.on_ready = on_ready
+        self.base_url = ""
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets=sockets)
+        if not self.started:
+            return
+        host, port = self.servers[0].sockets[0].getsockname()[:2]
+        if host in {"0.0.0.0", "::"}:  # noqa: S104 - a wildcard bind is reachable on loopback
+            host = "127.0.0.1"
+        shown = f"[{host}]" if ":" in host else host
+        self.base_url = f"http://{shown}:{port}"
+        if self.on_ready is not None:
+            self.on_ready(self.base_url)
+
+
+def _config(app: SandboxApp, host: str, port: int) -> uvicorn.Config:
+    logging.getLogger("uvicorn.error").addFilter(_DROP_FILTER)
+    fast = (
+        importlib.util.find_spec("uvloop") is not None
+        and importlib.util.find_spec("httptools") is not None
+    )
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop="uvloop" if fast else "asyncio",
+        http="httptools" if fast else "h11",
+        lifespan="off",
+        ws="none",
+        access_log=False,
+        log_level="warning",
+        server_header=False,
+        date_header=False,
+        backlog=4096,
+        timeout_keep_alive=30,
+    )
+
+
+def serve(
+    app: SandboxApp,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve ``app`` in this thread until SIGINT or SIGTERM."""
+    _Server(_config(app, host, port), on_ready).run()
+
+
+@contextmanager
+def serve_in_thread(**create_app_kwargs: Any) -> Iterator[RunningSandbox]:
+    """Run a sandbox on ``127.0.0.1`` port 0 in a thread; yield it; stop it on exit."""
+    app = create_app(**create_app_kwargs)
+    ready = threading.Event()
+    server = _Server(_config(app, "127.0.0.1", 0), lambda _url: ready.set())
+    thread = threading.Thread(target=server.run, name="payrun-sandbox", daemon=True)
+    thread.start()
+    try:
+        if not ready.wait(_START_TIMEOUT_S) or not server.base_url:
+            message = "the sandbox server did not start"
+            raise RuntimeError(message)
+        yield RunningSandbox(server.base_url, app.api_key, app.sandbox, app)
+    finally:
+        server.should_exit = True
+        thread.join(_START_TIMEOUT_S)
