@@ -1,0 +1,219 @@
+"""`payrun validate`: exit codes, text and JSON output, --report, options, bad files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from payrun.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "samples"
+HEADER = "payee_name,sort_code,account_number,amount,reference,source_account\n"
+GOOD = 'Ada Lovelace,12-34-56,12345678,"1,000.50",SALARY NOV,/v0/bank/accounts/ba.x\n'
+BAD_SORT = "Bad Sort,1234,12345678,20,SALARY NOV,/v0/bank/accounts/ba.x\n"
+
+
+@pytest.fixture
+def batch_csv(tmp_path: Path) -> Path:
+    """A batch file with one valid and one invalid row."""
+    path = tmp_path / "batch.csv"
+    path.write_text(HEADER + GOOD + BAD_SORT, encoding="utf-8")
+    return path
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Call main in-process and return (exit code, stdout, stderr)."""
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("sample", ["payroll.csv", "suppliers.xlsx"])
+def test_samples_are_valid(sample: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The shipped samples validate with exit 0 and no errors."""
+    code, out, _ = run(["validate", str(SAMPLES / sample)], capsys)
+    assert code == 0
+    assert " 0 invalid" in out and "fingerprint: count" in out
+
+
+def test_samples_use_sandbox_directory_payees() -> None:
+    """Every sample payee is in the sandbox directory (one deliberate close match aside)."""
+    import csv
+
+    from payrun.intake import read_batch
+
+    text = (REPO / "src/payrun/sandbox/directory.csv").read_text(encoding="utf-8")
+    directory = {
+        (r["account_holder"], r["sort_code"], r["account_number"])
+        for r in csv.DictReader(text.splitlines())
+    }
+    names = {(sort, account): name for name, sort, account in directory}
+    for sample in ("payroll.csv", "suppliers.xlsx"):
+        with read_batch(SAMPLES / sample) as batch:
+            for row in batch.rows:
+                key = (row.values["sort_code"].replace("-", ""), row.values["account_number"])
+                assert key in names, (sample, row)
+                if names[key] != row.values["payee_name"]:
+                    assert row.values["payee_name"] == "Brightwater Cleaning Ltd"
+
+
+def test_errors_sample_shows_each_kind_of_mistake(capsys: pytest.CaptureFixture[str]) -> None:
+    """payroll-with-errors.csv exits 1 and names many distinct problems."""
+    code, out, _ = run(
+        ["validate", str(SAMPLES / "payroll-with-errors.csv"), "--format", "json"], capsys
+    )
+    document = json.loads(out)
+    assert code == 1
+    assert document["invalid"] >= 15 and document["valid"] >= 1
+    assert len({e["message"].split(":")[0] for e in document["errors"]}) >= 12
+
+
+def test_text_output_and_exit_1(batch_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Text output names the bad row and column; some invalid rows exit 1."""
+    code, out, err = run(["validate", str(batch_csv)], capsys)
+    assert code == 1 and err == ""
+    assert "batch.csv: 2 rows: 1 valid, 1 invalid" in out
+    assert "     3  sort_code       error: sort code must be 6 digits" in out
+
+
+def test_json_output_shape(batch_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--format json prints exactly the contract's object."""
+    code, out, _ = run(["validate", str(batch_csv), "--format", "json"], capsys)
+    assert code == 1
+    document = json.loads(out)
+    assert document == {
+        "rows": 2,
+        "valid": 1,
+        "invalid": 1,
+        "total": "1000.50",
+        "errors": [
+            {
+                "row": 3,
+                "column": "sort_code",
+                "message": "sort code must be 6 digits, like 12-34-56; got '1234'",
+            }
+        ],
+        "warnings": [],
+    }
+
+
+@pytest.mark.parametrize("suffix", [".json", ".csv", ".xlsx"])
+def test_report_file(
+    batch_csv: Path, tmp_path: Path, suffix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--report FILE writes the report in the format its extension names."""
+    report = tmp_path / f"report{suffix}"
+    code, out, _ = run(["validate", str(batch_csv), "--report", str(report)], capsys)
+    assert code == 1 and "invalid" in out
+    assert report.exists() and report.stat().st_size > 0
+    if suffix == ".json":
+        assert json.loads(report.read_text())["errors"][0]["row"] == 3
+
+
+def test_options_change_the_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--source-account, --max-amount and --allow-duplicates are honoured."""
+    path = tmp_path / "b.csv"
+    path.write_text(
+        "name,sort code,account number,amount\nAda,123456,12345678,600\nAda,123456,12345678,600\n",
+        encoding="utf-8",
+    )
+    assert run(["validate", str(path)], capsys)[0] == 1
+    base = ["validate", str(path), "--source-account", "040004 30000001"]
+    assert run(base, capsys)[0] == 1
+    assert run([*base, "--allow-duplicates"], capsys)[0] == 0
+    code, out, _ = run(
+        [*base, "--allow-duplicates", "--max-amount", "500", "--format", "json"], capsys
+    )
+    assert code == 1 and "£500.00" in out
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "words"),
+    [
+        ("--max-amount", "lots", "--max-amount"),
+        ("--max-amount", "0", "positive"),
+        ("--max-rows", "0", "--max-rows"),
+        ("--source-account", "mine", "--source-account"),
+    ],
+)
+def test_bad_options_exit_2(
+    batch_csv: Path, option: str, value: str, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A wrong option value exits 2 with one line naming the option."""
+    code, out, err = run(["validate", str(batch_csv), option, value], capsys)
+    assert code == 2 and out == ""
+    assert words in err and len(err.strip().splitlines()) == 1
+
+
+def test_max_rows_exit_2(batch_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """More rows than --max-rows exits 2, and prints no partial report."""
+    code, out, err = run(["validate", str(batch_csv), "--max-rows", "1"], capsys)
+    assert (code, out) == (2, "")
+    assert "more than 1 payment rows" in err
+
+
+def test_sheet_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--sheet picks the sheet to read; a missing sheet exits 2."""
+    path = SAMPLES / "suppliers.xlsx"
+    assert run(["validate", str(path), "--sheet", "suppliers"], capsys)[0] == 0
+    code, _, err = run(["validate", str(path), "--sheet", "Nope"], capsys)
+    assert code == 2 and "no sheet named 'Nope'" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (None, "cannot find"),
+        (b"", "empty"),
+        (HEADER.encode(), "no payment rows"),
+        (b"\x00\x01\x02" * 50, "binary"),
+        (b"PK\x03\x04garbage", "corrupt"),
+        (b"a,b\n1,2\n", "not found"),
+    ],
+)
+def test_bad_files_exit_2_with_one_line(
+    tmp_path: Path, content: bytes | None, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Unusable files exit 2 with one line on stderr and nothing on stdout."""
+    path = tmp_path / "bad.csv"
+    if content is not None:
+        path.write_bytes(content)
+    code, out, err = run(["validate", str(path)], capsys)
+    assert (code, out) == (2, "")
+    assert words in err and len(err.strip().splitlines()) == 1
+
+
+def test_subprocess_exit_codes_and_json(batch_csv: Path, tmp_path: Path) -> None:
+    """A real `python -m payrun validate` process: exit 0/1/2 and the JSON shape."""
+
+    def payrun(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PAYRUN_")}
+        return subprocess.run(
+            [sys.executable, "-m", "payrun", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            check=False,
+        )
+
+    invalid = payrun("validate", str(batch_csv), "--format", "json")
+    assert invalid.returncode == 1
+    assert set(json.loads(invalid.stdout)) == {
+        "rows",
+        "valid",
+        "invalid",
+        "total",
+        "errors",
+        "warnings",
+    }
+    assert payrun("validate", str(SAMPLES / "payroll.csv")).returncode == 0
+    missing = payrun("validate", str(tmp_path / "missing.csv"))
+    assert missing.returncode == 2
+    assert "Traceback" not in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
