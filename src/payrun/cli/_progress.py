@@ -84,6 +84,7 @@ class LineObserver:
         self._total = 0
         self._done = 0
         self._last = 0.0
+        self._paying = False
 
     def _emit(self, event: str, message: str, **fields: object) -> None:
         if self._json:
@@ -96,7 +97,7 @@ class LineObserver:
 
     def started(self, *, total: int, done: int) -> None:
         """Log the start of payments."""
-        self._total, self._done = total, done
+        self._total, self._done, self._paying = total, done, True
         self._emit("started", f"paying: {done} of {total} rows already finished",
                    total=total, done=done)
 
@@ -105,7 +106,8 @@ class LineObserver:
         if after.status in _BAD:
             self._emit("row", f"row {after.row}: {after.status}: {after.error}",
                        row=after.row, status=str(after.status), error=after.error)
-        if after.status in self._done_states and before.status not in self._done_states:
+        if (self._paying and after.status in self._done_states
+                and before.status not in self._done_states):
             self._done += 1
             now = time.monotonic()
             if now - self._last >= _LINE_EVERY_SECONDS or self._done == self._total:

@@ -150,7 +150,7 @@ def _bank(args: argparse.Namespace) -> Iterator[tuple[Settings, Path | None]]:
     from payrun.sandbox import serve_in_thread  # only a sandbox run needs the server
 
     folder = None
-    if not args.ledger or not args.report:
+    if not args.dry_run and (not args.ledger or not args.report):
         folder = Path(tempfile.mkdtemp(prefix="payrun-sandbox-"))
         print(f"sandbox run: the ledger and report go to {folder}", file=sys.stderr)  # noqa: T201
     with serve_in_thread() as sandbox:
