@@ -1,0 +1,326 @@
+"""`payrun run` scenarios over real loopback HTTP against the sandbox bank."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from payrun.cli import main
+from payrun.sandbox import RunningSandbox, default_seed, serve_in_thread
+
+EMPLOYEES = [  # in the sandbox's directory of true names; the first two are existing payees
+    ("Oliver Smith", "309089", "00705473"),
+    ("Amelia Jones", "601613", "37704964"),
+    ("Mia Davies", "110001", "22039287"),
+    ("Jack Patel", "609242", "48863219"),
+]
+SOURCE = "040004 30000001"
+
+StartBank = Callable[..., RunningSandbox]
+
+
+@pytest.fixture
+def start_bank(monkeypatch: pytest.MonkeyPatch) -> Iterator[StartBank]:
+    """Start a fresh sandbox bank (a real uvicorn server) and point PAYRUN_* at it."""
+    with ExitStack() as stack:
+
+        def start(seed: dict[str, Any] | None = None, **options: Any) -> RunningSandbox:
+            options.setdefault("deliver_after_ms", 20)
+            running = stack.enter_context(serve_in_thread(seed=seed, **options))
+            monkeypatch.setenv("PAYRUN_BASE_URL", running.base_url)
+            monkeypatch.setenv("PAYRUN_API_KEY", running.api_key)
+            return running
+
+        yield start
+
+
+def write_batch(path: Path, rows: list[tuple[str, str, str]], *, amount: str = "100.00",
+                reference: str = "NOV PAY", source: str = SOURCE) -> Path:
+    """Write a batch CSV paying each (name, sort code, account number) once."""
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["payee_name", "sort_code", "account_number", "amount", "reference",
+                         "source_account"])
+        for name, sort_code, number in rows:
+            writer.writerow([name, sort_code, number, amount, reference, source])
+    return path
+
+
+def stats(bank: RunningSandbox) -> dict[str, Any]:
+    """The sandbox's inspection document."""
+    result: dict[str, Any] = httpx.get(f"{bank.base_url}/__sandbox/stats").json()
+    return result
+
+
+def payment_groups(bank: RunningSandbox) -> list[dict[str, Any]]:
+    """Payments at the bank grouped per creditor, amount and reference."""
+    groups: list[dict[str, Any]] = stats(bank)["payments"]
+    return groups
+
+
+def report(ledger: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    """The ledger's rows through `payrun report --format json`."""
+    capsys.readouterr()
+    assert main(["report", str(ledger), "--format", "json"]) == 0
+    rows: list[dict[str, Any]] = json.loads(capsys.readouterr().out)
+    return rows
+
+
+def test_run_pays_every_row_once_and_rerun_pays_nothing(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run submits every row; the same command again exits 0 and sends no new payment."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    assert main(["run", str(batch)]) == 0
+    rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
+    assert [r["status"] for r in rows] == ["submitted"] * 4
+    assert all(r["payment_url"] and r["submission_url"] for r in rows)
+    assert main(["run", str(batch)]) == 0
+    groups = payment_groups(bank)
+    assert len(groups) == 4
+    assert all(g["payments"] == 1 and g["submissions"] == 1 for g in groups)
+
+
+def test_dry_run_creates_nothing(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dry run reads only: no payee, CoP request or payment is created, and no ledger."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    payees_before = len(bank.state.payees)
+    assert main(["run", str(batch), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would pay 4 rows" in out and "2 new payees to check and create" in out
+    assert payment_groups(bank) == []
+    assert len(bank.state.payees) == payees_before
+    assert not (tmp_path / "pay.csv.ledger.sqlite").exists()
+
+
+def test_dry_run_reports_unpayable_rows(start_bank: StartBank, tmp_path: Path) -> None:
+    """A dry run exits 1 when a row would not be paid (balance short)."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES, amount="999999.00")
+    assert main(["run", str(batch), "--dry-run"]) == 1
+
+
+def test_control_totals_refuse_before_any_request(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Control totals that differ exit 2 and no request reaches the bank."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    assert main(["run", str(batch), "--expect-count", "5"]) == 2
+    assert "control totals differ" in capsys.readouterr().err
+    assert main(["run", str(batch), "--expect-total", "400.01"]) == 2
+    assert stats(bank)["requests"] == 0
+    assert main(["run", str(batch), "--expect-count", "4", "--expect-total", "400.00"]) == 0
+
+
+def test_deactivated_payee_fails_the_row(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row matching only a deactivated payee fails, saying reactivation is impossible."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", [("Dormant Supplies Ltd", "401276", "11110000"),
+                                               EMPLOYEES[0]])
+    assert main(["run", str(batch)]) == 1
+    rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
+    assert rows[0]["status"] == "failed"
+    assert "cannot be reactivated" in rows[0]["error"]
+    assert rows[1]["status"] == "submitted"
+
+
+def test_frozen_account_fails_its_rows_before_anything_is_created(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rows of a frozen account fail with the reason; nothing is created for them."""
+    seed = default_seed()
+    seed["accounts"][1]["restrictions"] = [
+        {"restriction-type": "freeze", "restriction-reason-code": "fraud-3rd-party",
+         "restriction-legal-status": "not-applicable"}]
+    bank = start_bank(seed=seed)
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:2], source="040004 30000002")
+    assert main(["run", str(batch)]) == 1
+    rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
+    assert {r["status"] for r in rows} == {"failed"}
+    assert "frozen" in rows[0]["error"]
+    assert payment_groups(bank) == []
+
+
+def test_insufficient_funds_fails_rows_before_anything_is_created(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An account whose available balance cannot cover its rows pays none of them."""
+    bank = start_bank()
+    account = next(iter(bank.state.accounts))
+    httpx.post(f"{bank.base_url}/__sandbox/accounts/{account.rsplit('/', 1)[-1]}/balance",
+               json={"value": "250.00"}).raise_for_status()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    assert main(["run", str(batch)]) == 1
+    rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
+    assert {r["status"] for r in rows} == {"failed"}
+    assert "available balance" in rows[0]["error"] and "250.00" in rows[0]["error"]
+    assert payment_groups(bank) == []
+
+
+def test_cop_close_match_is_held_then_paid_when_accepted(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A close match holds the row with the bank's name; --accept-close-match pays it."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", [("Mia Davis", "110001", "22039287")])
+    assert main(["run", str(batch)]) == 1
+    rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
+    assert rows[0]["status"] == "held" and "Mia Davies" in rows[0]["error"]
+    assert payment_groups(bank) == []
+    assert main(["run", str(batch), "--accept-close-match"]) == 0
+    assert [g["payments"] for g in payment_groups(bank)] == [1]
+
+
+def test_cop_no_match_holds_the_row(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A name that does not match the account holder is held, even with close matches allowed."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", [("Someone Else", "110001", "22039287")])
+    assert main(["run", str(batch), "--accept-close-match"]) == 1
+    rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
+    assert rows[0]["status"] == "held" and "no-match" in rows[0]["error"]
+
+
+def test_bad_api_key_exits_2_without_showing_it(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A refused API key exits 2 with a clear line, and the key appears nowhere."""
+    start_bank()
+    monkeypatch.setenv("PAYRUN_API_KEY", "sandbox-WRONG-secret-123")
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    assert main(["run", str(batch), "--log-format", "json"]) == 2
+    captured = capsys.readouterr()
+    assert "API key" in captured.err
+    assert "WRONG-secret" not in captured.err + captured.out
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    assert not ledger.exists() or b"WRONG-secret" not in ledger.read_bytes()
+
+
+def test_secret_never_written(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The API key is not in the output, the logs, the ledger or the report."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    out_report = tmp_path / "report.json"
+    assert main(["run", str(batch), "--report", str(out_report), "--log-format", "json"]) == 0
+    captured = capsys.readouterr()
+    secret = bank.api_key
+    assert secret not in captured.out + captured.err
+    for suffix in ("", "-wal"):
+        path = tmp_path / f"pay.csv.ledger.sqlite{suffix}"
+        if path.exists():
+            assert secret.encode() not in path.read_bytes()
+    assert secret not in out_report.read_text()
+    assert len(json.loads(out_report.read_text())) == 4
+
+
+def test_create_only_creates_without_submitting(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--create-only leaves every row created, with no submission at the bank."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    assert main(["run", str(batch), "--create-only"]) == 0
+    rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
+    assert {r["status"] for r in rows} == {"created"}
+    assert all(g["payments"] == 1 and g["submissions"] == 0 for g in payment_groups(bank))
+
+
+def test_wait_follows_submissions_to_delivered(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--wait ends with every row delivered."""
+    start_bank(deliver_after_ms=100)
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    assert main(["run", str(batch), "--wait"]) == 0
+    rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
+    assert {r["status"] for r in rows} == {"delivered"}
+
+
+def test_repeat_guard_holds_a_rerun_with_a_fresh_ledger(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same file run again with a new ledger is held as a possible repeat."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:2])
+    assert main(["run", str(batch)]) == 0
+    assert main(["run", str(batch), "--ledger", str(tmp_path / "second.sqlite")]) == 1
+    rows = report(tmp_path / "second.sqlite", capsys)
+    assert {r["status"] for r in rows} == {"held"}
+    assert "possible repeat" in rows[0]["error"]
+    assert all(g["payments"] == 1 for g in payment_groups(bank))
+    assert main(["run", str(batch), "--ledger", str(tmp_path / "second.sqlite"),
+                 "--allow-repeat"]) == 0
+    assert all(g["payments"] == 2 for g in payment_groups(bank))
+
+
+def test_ledger_of_another_bank_is_refused(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ledger used with one bank is refused against another, with the way out."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    assert main(["run", str(batch)]) == 0
+    start_bank()  # a second bank: a different base URL
+    assert main(["run", str(batch)]) == 2
+    assert "--ledger" in capsys.readouterr().err
+
+
+def test_invalid_rows_are_reported_not_paid(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Invalid rows end invalid (exit 1) while the valid rows are paid."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", [*EMPLOYEES[:2], ("Bad Sort", "1234", "12345678")])
+    assert main(["run", str(batch)]) == 1
+    rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
+    assert [r["status"] for r in rows] == ["submitted", "submitted", "invalid"]
+    assert "sort code" in rows[2]["error"]
+    assert len(payment_groups(bank)) == 2
+
+
+def test_plain_http_to_a_remote_host_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """http:// is refused unless the host is loopback (the key would travel in clear)."""
+    monkeypatch.setenv("PAYRUN_BASE_URL", "http://bank.example.com")
+    monkeypatch.setenv("PAYRUN_API_KEY", "k")
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    assert main(["run", str(batch)]) == 2
+    assert "https" in capsys.readouterr().err
+
+
+def test_limits_over_the_caps_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--max-in-flight above 50 and --per-account-submits above 3 are usage errors."""
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    assert main(["run", str(batch), "--sandbox", "--max-in-flight", "51"]) == 2
+    assert main(["run", str(batch), "--sandbox", "--per-account-submits", "4"]) == 2
+    assert "between 1 and 3" in capsys.readouterr().err
+
+
+def test_sandbox_mode_runs_the_sample(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`payrun run samples/payroll.csv --sandbox` pays the sample and says where the ledger is."""
+    sample = Path(__file__).parents[1] / "samples" / "payroll.csv"
+    ledger = tmp_path / "l.sqlite"
+    assert main(["run", str(sample), "--sandbox", "--ledger", str(ledger),
+                 "--report", str(tmp_path / "r.csv")]) == 0
+    out = capsys.readouterr().out
+    assert f"ledger: {ledger}" in out
+    assert (tmp_path / "r.csv").read_text(encoding="utf-8-sig").startswith("row,row_id,payee_name")
