@@ -28,7 +28,7 @@ CLOSE_RATIO = 0.8
 """The ``difflib.SequenceMatcher`` ratio above which two normalised names are close."""
 _MIN_SHARED_WORDS = 2
 _WORDS = re.compile(r"[a-z0-9]+")
-_SYNONYMS = {"limited": "ltd", "and": "and", "co": "company", "company": "company"}
+_SYNONYMS = {"limited": "ltd", "co": "company"}
 
 SIMULATION_TYPES: dict[str, tuple[str, str, str | None]] = {
     "full-match": ("verified", "match", None),
@@ -55,8 +55,8 @@ SIMULATION_TYPES: dict[str, tuple[str, str, str | None]] = {
 
 
 def normalise_name(name: str) -> list[str]:
-    """Split a name into comparable words: lower case, ``&`` = and, Limited = Ltd."""
-    words = _WORDS.findall(name.casefold().replace("&", " and ").replace("'", ""))
+    """Split a name into comparable words: lower case, no dots or apostrophes, ``&`` = and."""
+    words = _WORDS.findall(re.sub(r"['.]", "", name.casefold()).replace("&", " and "))
     return [_SYNONYMS.get(word, word) for word in words]
 
 
