@@ -115,10 +115,9 @@ def read_batch(
     try:
         header = map_header(_header_cells(records, path), path=path)
         if kind == "csv":
-            raw = _csv_rows(records, header)
+            rows = _csv_rows(records, header, _RowLimit(max_rows, path))
         else:
-            raw = _xlsx_rows(records, header, workbook)
-        rows = _bounded(raw, max_rows, path)
+            rows = _xlsx_rows(records, header, workbook, _RowLimit(max_rows, path))
         first = next(rows, None)
     except BaseException:
         records.close()  # type: ignore[attr-defined]
@@ -139,44 +138,60 @@ def _header_cells(records: Iterator[tuple[int, list[Any]]], path: Path) -> list[
     raise BatchFileError(msg, path=path)
 
 
-def _bounded(rows: Iterator[RawRow], max_rows: int, path: Path) -> Iterator[RawRow]:
-    for count, row in enumerate(rows, start=1):
-        if count > max_rows:
-            msg = (
-                f"{path.name} has more than {max_rows:,} payment rows; split it"
-                " (or raise --max-rows)"
-            )
-            raise BatchFileError(msg, path=path)
-        yield row
+class _RowLimit:
+    """Counts data rows and raises once there are more than ``--max-rows``."""
+
+    __slots__ = ("_path", "count", "limit")
+
+    def __init__(self, limit: int, path: Path) -> None:
+        self.limit, self.count, self._path = limit, 0, path
+
+    def exceeded(self) -> BatchFileError:
+        """The error for a file with too many rows."""
+        msg = (
+            f"{self._path.name} has more than {self.limit:,} payment rows; split it"
+            " (or raise --max-rows)"
+        )
+        return BatchFileError(msg, path=self._path)
 
 
-def _csv_rows(records: Iterator[tuple[int, list[str]]], header: HeaderMap) -> Iterator[RawRow]:
+def _csv_rows(
+    records: Iterator[tuple[int, list[str]]], header: HeaderMap, limit: _RowLimit
+) -> Iterator[RawRow]:
     names = tuple(name for name, _ in header.positions)
     pick = itemgetter(*(index for _, index in header.positions))
     width = len(header.headers)
     pad = [""] * width
     extra: Mapping[str, Damage] = MappingProxyType({ROW: Damage.EXTRA_VALUES})
+    count, most = 0, limit.limit
     for number, fields in records:
         if not any(fields):
             continue  # a blank line: spreadsheets show it as an empty row
+        count += 1
+        if count > most:
+            raise limit.exceeded()
         size = len(fields)
         if size == width:
-            yield RawRow(number, dict(zip(names, pick(fields), strict=True)))
+            yield RawRow(number, dict(zip(names, pick(fields), strict=False)))
         elif size < width:
-            yield RawRow(number, dict(zip(names, pick(fields + pad), strict=True)))
+            yield RawRow(number, dict(zip(names, pick(fields + pad), strict=False)))
         elif any(field.strip() for field in fields[width:]):
-            yield RawRow(number, dict(zip(names, pick(fields), strict=True)), extra)
+            yield RawRow(number, dict(zip(names, pick(fields), strict=False)), extra)
         else:
-            yield RawRow(number, dict(zip(names, pick(fields), strict=True)))
+            yield RawRow(number, dict(zip(names, pick(fields), strict=False)))
 
 
 def _xlsx_rows(
-    records: Iterator[tuple[int, list[Cell]]], header: HeaderMap, book: XlsxSource
+    records: Iterator[tuple[int, list[Cell]]], header: HeaderMap, book: XlsxSource,
+    limit: _RowLimit,
 ) -> Iterator[RawRow]:
     offset = book.first_column
     for number, cells in records:
         if all(cell == "" for cell in cells):
             continue
+        limit.count += 1
+        if limit.count > limit.limit:
+            raise limit.exceeded()
         formulas = book.formulas.get(number, ())
         values: dict[str, str] = {}
         damage: dict[str, Damage] = {}

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 from payrun.config import ValidationOptions
-from payrun.domain import PaymentInstruction, RowProblem, RowVerdict
+from payrun.domain import RowProblem, RowVerdict
 from payrun.intake import COLUMNS, Batch, ColumnSpec, RawRow
+from payrun.validation._build import build_instruction
 from payrun.validation._damage import damage_problems
 from payrun.validation._rules import (
     Problems,
@@ -46,9 +47,9 @@ _NO_SOURCE = "no source account: fill in the source_account column or pass --sou
 def validate_batch(batch: Batch, options: ValidationOptions) -> BatchSummary:
     """Validate every row of ``batch`` and return the summary (consumes ``batch.rows``)."""
     summary = BatchSummary(_header_warnings(batch))
-    add = summary.add
-    for verdict in validate_rows(batch, options):
-        add(verdict)
+    add, check = summary.add, _RowChecker(batch.columns, options).check
+    for raw in batch.rows:  # validate_rows inlined: one generator fewer per row
+        add(check(raw))
     return summary
 
 
@@ -109,15 +110,8 @@ class _RowChecker:
             or self._is_repeat(raw.row, (sort_code, account, amount, reference), problems)
         ):
             return RowVerdict(raw.row, None, values, (*problems.errors,), (*problems.warnings,))
-        instruction = PaymentInstruction(
-            row=raw.row,
-            payee_name=name,
-            sort_code=sort_code,
-            account_number=account,
-            amount=amount,
-            reference=reference,
-            source_account=source,
-            row_id=row_id,
+        instruction = build_instruction(
+            raw.row, name, sort_code, account, amount, reference, source, row_id
         )
         return RowVerdict(raw.row, instruction, values, (), (*problems.warnings,))
 

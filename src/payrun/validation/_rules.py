@@ -33,12 +33,16 @@ MAX_REFERENCE_LENGTH = 35
 SHOWN_REFERENCE_LENGTH = 18
 """Faster Payments shows the payee only the first 18 characters of a reference."""
 _ACCOUNT_DIGITS = 8
+_SORT_CODE_DIGITS = 6
 _PENCE_PLACES = 2
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _OUTSIDE_CHARSET = re.compile(r"[^A-Za-z0-9 .,&/\-'()+?:]")
 _FORMULA_START = ("=", "+", "@")
+_PLAIN = re.compile(r"[A-Za-z0-9.,&/\-'()?: ][A-Za-z0-9 .,&/\-'()+?:]*")
+"""Text in the UK payment character set that does not start like a formula: no checks due."""
 _SORT_CODE = re.compile(r"([0-9]{2})[- ]?([0-9]{2})[- ]?([0-9]{2})")
 _SCIENTIFIC = re.compile(r"[+-]?£?[0-9]*\.?[0-9]+[eE][+-]?[0-9]+")
+_PLAIN_AMOUNT = re.compile(r"[0-9]{1,15}\.[0-9]{2}")
 _AMOUNT = re.compile(r"£?\s*((?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?|\.[0-9]+)")
 _ACCOUNT_PATH = re.compile(r"(?:https?://[^/\s]+)?(/v0/bank/accounts/[A-Za-z0-9._~-]+)/?")
 _SORT_ACCOUNT = re.compile(r"([0-9]{2})[- ]?([0-9]{2})[- ]?([0-9]{2})[\s/:-]*([0-9]{8})")
@@ -68,6 +72,8 @@ class Problems:
 def check_payee_name(text: str, problems: Problems) -> str | None:
     """Payee name: 1..140 characters, no control characters, not a formula."""
     name = text.strip()
+    if _PLAIN.fullmatch(name) and len(name) <= MAX_NAME_LENGTH:
+        return name  # the common case: nothing to report
     if not name:
         problems.error("payee_name", "payee name is empty: fill in the account holder's name")
         return None
@@ -84,6 +90,8 @@ def check_payee_name(text: str, problems: Problems) -> str | None:
 def check_reference(text: str, problems: Problems) -> tuple[bool, str | None]:
     """Reference: blank (a warning) or 1..35 characters; returns (ok, reference or None)."""
     reference = text.strip()
+    if len(reference) <= SHOWN_REFERENCE_LENGTH and _PLAIN.fullmatch(reference):
+        return True, reference  # the common case: nothing to report
     if not reference:
         problems.warn(
             "reference", 'reference is blank: the bank will send "Sent from <account owner>"'
@@ -109,6 +117,8 @@ def check_reference(text: str, problems: Problems) -> tuple[bool, str | None]:
 
 def check_sort_code(text: str, problems: Problems) -> str | None:
     """Sort code: 6 digits, optionally as 12-34-56 or 12 34 56."""
+    if len(text) == _SORT_CODE_DIGITS and text.isdigit() and text.isascii():
+        return text
     match = _SORT_CODE.fullmatch(text.strip())
     if match is not None:
         return match[1] + match[2] + match[3]
@@ -144,16 +154,24 @@ def check_account_number(text: str, problems: Problems) -> str | None:
 
 def check_amount(text: str, max_amount: Decimal, problems: Problems) -> Decimal | None:
     """Amount: GBP, > 0, at most 2 decimal places, not above ``max_amount``."""
+    if _PLAIN_AMOUNT.fullmatch(text):
+        amount = Decimal(text)
+        if 0 < amount <= max_amount:
+            return amount  # the common case: 1234.50 as written by payroll software
     shown = text.strip()
     match = _AMOUNT.fullmatch(shown)
     if match is None:
         problems.error("amount", _amount_format_message(shown))
         return None
+    number = match[1].replace(",", "")
     try:
-        amount = Decimal(match[1].replace(",", ""))
+        amount = Decimal(number)
     except InvalidOperation:  # pragma: no cover - the pattern admits only plain decimals
         problems.error("amount", _amount_format_message(shown))
         return None
+    pence = number.partition(".")[2]
+    if len(pence) == _PENCE_PLACES and 0 < amount <= max_amount:
+        return amount  # the common case: already in pence, nothing to report
     if not amount:
         problems.error("amount", "amount is zero: fill in the amount or remove the row")
     elif amount > max_amount:
@@ -162,7 +180,7 @@ def check_amount(text: str, max_amount: Decimal, problems: Problems) -> Decimal 
             f"amount {shown} is over the £{max_amount:,.2f} limit per payment: split the"
             " payment (or raise --max-amount)",
         )
-    elif len(match[1].partition(".")[2].rstrip("0")) > _PENCE_PLACES:
+    elif len(pence.rstrip("0")) > _PENCE_PLACES:
         problems.error("amount", f"amount {shown} has more than 2 decimal places: round to pence")
     else:
         return amount.quantize(CENTS)

@@ -1,0 +1,150 @@
+"""Benchmark: `payrun validate` end to end on 100k-row CSV, 100k-row .xlsx, 1M-row CSV.
+
+Generates the files in a temporary directory, then validates each in a fresh Python
+process (so peak memory is that run's alone) and prints wall time of the validate call,
+the whole process time, and peak RSS. Goals (issue 2): 100k CSV < 1 s, 100k .xlsx < 1.5 s,
+1M CSV < 8 s with peak memory < 150 MB.
+
+    python benchmarks/bench_intake.py [--quick]
+The machine is shared and noisy: the CPU time of the validate call is printed beside its
+wall time, and the 1-minute load average before each case, so runs can be compared.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["main"]
+
+HEADER = [
+    "row_id",
+    "payee_name",
+    "sort_code",
+    "account_number",
+    "amount",
+    "reference",
+    "source_account",
+]
+NAMES = [
+    "Oliver Smith",
+    "Amelia Jones",
+    "George Taylor",
+    "Isla Brown",
+    "Harry Williams",
+    "Ava Wilson",
+    "Noah Johnson",
+    "Mia Davies",
+    "Thomas O'Brien",
+    "Daisy Patel-Shah",
+]
+
+_CHILD = """
+import io, json, resource, sys, time, contextlib
+start = time.perf_counter()
+from payrun.cli import main
+imported = time.perf_counter()
+out = io.StringIO()
+cpu = time.process_time()
+with contextlib.redirect_stdout(out):
+    code = main(["validate", sys.argv[1], "--format", "json"])
+done = time.perf_counter()
+cpu = time.process_time() - cpu
+doc = json.loads(out.getvalue())
+print(json.dumps({"code": code, "rows": doc["rows"], "valid": doc["valid"],
+                  "validate_s": done - imported, "cpu_s": cpu, "import_s": imported - start,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _rows(count: int) -> Iterator[list[str]]:
+    rng = random.Random(count)
+    for i in range(count):
+        yield [
+            f"E{i:07d}-2026-11",
+            NAMES[i % len(NAMES)],
+            f"{rng.randrange(1_000_000):06d}",
+            f"{i:08d}",
+            f"{rng.randrange(100, 450_000) / 100:.2f}",
+            "SALARY NOV 2026",
+            "040004 30000001",
+        ]
+
+
+def write_csv(path: Path, count: int) -> Path:
+    """Write a valid CSV batch of ``count`` rows."""
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(HEADER)
+        writer.writerows(_rows(count))
+    return path
+
+
+def write_xlsx(path: Path, count: int) -> Path:
+    """Write a valid .xlsx batch of ``count`` rows (text cells, amount as a number)."""
+    from openpyxl import Workbook  # type: ignore[import-untyped]
+
+    book = Workbook(write_only=True)
+    sheet = book.create_sheet("payments")
+    sheet.append(HEADER)
+    for row in _rows(count):
+        sheet.append([*row[:4], float(row[4]), *row[5:]])
+    book.save(path)
+    return path
+
+
+def measure(path: Path) -> dict[str, float]:
+    """Validate ``path`` in a fresh process; return its timings and peak RSS."""
+    started = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, check=True
+    )
+    measured: dict[str, float] = json.loads(result.stdout)
+    measured["process_s"] = time.perf_counter() - started
+    return measured
+
+
+def _line(label: str, result: dict[str, float], goals: tuple[float, float | None]) -> str:
+    goal_s, goal_mb = goals
+    ok = result["validate_s"] < goal_s and (goal_mb is None or result["peak_rss_mb"] < goal_mb)
+    memory = f" (goal < {goal_mb:.0f} MB)" if goal_mb else ""
+    return (
+        f"{label:>9}: {result['rows']:>9,.0f} rows: validate {result['validate_s']:.2f} s"
+        f" (goal < {goal_s} s), CPU {result['cpu_s']:.2f} s, whole process"
+        f" {result['process_s']:.2f} s, peak RSS {result['peak_rss_mb']:.0f} MB{memory}:"
+        f" {'ok' if ok else 'MISSED'}"
+    )
+
+
+def main() -> int:
+    """Generate the files, validate each, print one line per case; exit 1 if a goal is missed."""
+    cases = [
+        ("100k CSV", "csv", 100_000, (1.0, None)),
+        ("100k xlsx", "xlsx", 100_000, (1.5, None)),
+        ("1M CSV", "csv", 1_000_000, (8.0, 150.0)),
+    ]
+    if "--quick" in sys.argv:
+        cases = cases[:1]
+    missed = 0
+    with tempfile.TemporaryDirectory(prefix="payrun-bench-") as temp:
+        for label, fmt, count, goals in cases:
+            path = Path(temp) / f"batch-{count}.{fmt}"
+            (write_csv if fmt == "csv" else write_xlsx)(path, count)
+            load = os.getloadavg()[0]
+            result = measure(path)
+            line = _line(label, result, goals)
+            missed += line.endswith("MISSED") or result["valid"] != count
+            print(f"{line} [{path.stat().st_size / 1e6:.1f} MB file, load {load:.1f}]", flush=True)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
