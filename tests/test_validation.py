@@ -314,3 +314,30 @@ def test_columns_spec_is_the_contract() -> None:
         "currency",
     ]
     assert [c.name for c in COLUMNS if c.required] == COLS[:4]
+
+
+def test_digest_table_moves_to_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the dict limit, keys move to the compact arrays and are still found."""
+    monkeypatch.setattr("payrun.validation._seen._DICT_LIMIT", 100)
+    table = DigestTable()
+    for row in range(1, 1001):
+        assert table.first_row(hash(("key", row)), row) == 0
+    assert len(table) == 1000
+    assert all(table.first_row(hash(("key", row)), 5000) == row for row in range(1, 1001))
+
+
+def test_fast_instruction_build_matches_pydantic() -> None:
+    """The fast build makes instructions equal to pydantic's validating constructor."""
+    from payrun.domain import PaymentInstruction
+    from payrun.validation._build import FAST_BUILD, build_instruction
+
+    fields = (9, "Ada", "123456", "12345678", Decimal("2.50"), "R", "/v0/bank/accounts/ba.x", None)
+    built = build_instruction(*fields)
+    names = ("row", "payee_name", "sort_code", "account_number", "amount", "reference")
+    made = PaymentInstruction(
+        **dict(zip(names, fields, strict=False)), source_account=fields[6], row_id=None
+    )
+    assert FAST_BUILD
+    assert built == made and built.model_dump() == made.model_dump()
+    with pytest.raises(ValueError, match="frozen"):
+        built.row = 3  # type: ignore[misc]
