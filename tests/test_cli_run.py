@@ -41,13 +41,20 @@ def start_bank(monkeypatch: pytest.MonkeyPatch) -> Iterator[StartBank]:
         yield start
 
 
-def write_batch(path: Path, rows: list[tuple[str, str, str]], *, amount: str = "100.00",
-                reference: str = "NOV PAY", source: str = SOURCE) -> Path:
+def write_batch(
+    path: Path,
+    rows: list[tuple[str, str, str]],
+    *,
+    amount: str = "100.00",
+    reference: str = "NOV PAY",
+    source: str = SOURCE,
+) -> Path:
     """Write a batch CSV paying each (name, sort code, account number) once."""
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["payee_name", "sort_code", "account_number", "amount", "reference",
-                         "source_account"])
+        writer.writerow(
+            ["payee_name", "sort_code", "account_number", "amount", "reference", "source_account"]
+        )
         for name, sort_code, number in rows:
             writer.writerow([name, sort_code, number, amount, reference, source])
     return path
@@ -129,8 +136,9 @@ def test_deactivated_payee_fails_the_row(
 ) -> None:
     """A row matching only a deactivated payee fails, saying reactivation is impossible."""
     start_bank()
-    batch = write_batch(tmp_path / "pay.csv", [("Dormant Supplies Ltd", "401276", "11110000"),
-                                               EMPLOYEES[0]])
+    batch = write_batch(
+        tmp_path / "pay.csv", [("Dormant Supplies Ltd", "401276", "11110000"), EMPLOYEES[0]]
+    )
     assert main(["run", str(batch)]) == 1
     rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
     assert rows[0]["status"] == "failed"
@@ -144,8 +152,12 @@ def test_frozen_account_fails_its_rows_before_anything_is_created(
     """Rows of a frozen account fail with the reason; nothing is created for them."""
     seed = default_seed()
     seed["accounts"][1]["restrictions"] = [
-        {"restriction-type": "freeze", "restriction-reason-code": "fraud-3rd-party",
-         "restriction-legal-status": "not-applicable"}]
+        {
+            "restriction-type": "freeze",
+            "restriction-reason-code": "fraud-3rd-party",
+            "restriction-legal-status": "not-applicable",
+        }
+    ]
     bank = start_bank(seed=seed)
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:2], source="040004 30000002")
     assert main(["run", str(batch)]) == 1
@@ -161,8 +173,10 @@ def test_insufficient_funds_fails_rows_before_anything_is_created(
     """An account whose available balance cannot cover its rows pays none of them."""
     bank = start_bank()
     account = next(iter(bank.state.accounts))
-    httpx.post(f"{bank.base_url}/__sandbox/accounts/{account.rsplit('/', 1)[-1]}/balance",
-               json={"value": "250.00"}).raise_for_status()
+    httpx.post(
+        f"{bank.base_url}/__sandbox/accounts/{account.rsplit('/', 1)[-1]}/balance",
+        json={"value": "250.00"},
+    ).raise_for_status()
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
     assert main(["run", str(batch)]) == 1
     rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
@@ -197,7 +211,9 @@ def test_cop_no_match_holds_the_row(
 
 
 def test_bad_api_key_exits_2_without_showing_it(
-    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A refused API key exits 2 with a clear line, and the key appears nowhere."""
@@ -266,8 +282,10 @@ def test_repeat_guard_holds_a_rerun_with_a_fresh_ledger(
     assert {r["status"] for r in rows} == {"held"}
     assert "possible repeat" in rows[0]["error"]
     assert all(g["payments"] == 1 for g in payment_groups(bank))
-    assert main(["run", str(batch), "--ledger", str(tmp_path / "second.sqlite"),
-                 "--allow-repeat"]) == 0
+    assert (
+        main(["run", str(batch), "--ledger", str(tmp_path / "second.sqlite"), "--allow-repeat"])
+        == 0
+    )
     assert all(g["payments"] == 2 for g in payment_groups(bank))
 
 
@@ -307,7 +325,9 @@ def test_plain_http_to_a_remote_host_is_refused(
     assert "https" in capsys.readouterr().err
 
 
-def test_limits_over_the_caps_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_limits_over_the_caps_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """--max-in-flight above 50 and --per-account-submits above 3 are usage errors."""
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
     assert main(["run", str(batch), "--sandbox", "--max-in-flight", "51"]) == 2
@@ -319,8 +339,20 @@ def test_sandbox_mode_runs_the_sample(tmp_path: Path, capsys: pytest.CaptureFixt
     """`payrun run samples/payroll.csv --sandbox` pays the sample and says where the ledger is."""
     sample = Path(__file__).parents[1] / "samples" / "payroll.csv"
     ledger = tmp_path / "l.sqlite"
-    assert main(["run", str(sample), "--sandbox", "--ledger", str(ledger),
-                 "--report", str(tmp_path / "r.csv")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(sample),
+                "--sandbox",
+                "--ledger",
+                str(ledger),
+                "--report",
+                str(tmp_path / "r.csv"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert f"ledger: {ledger}" in out
     assert (tmp_path / "r.csv").read_text(encoding="utf-8-sig").startswith("row,row_id,payee_name")

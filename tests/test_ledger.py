@@ -18,18 +18,28 @@ from payrun.ledger import BatchInfo, Ledger, default_ledger_path
 
 def _verdict(row: int, *, valid: bool = True) -> RowVerdict:
     if not valid:
-        return RowVerdict(row=row, instruction=None,
-                          raw={"payee_name": "Bad", "amount": "abc", "sort_code": "1"},
-                          errors=(RowProblem(row, "amount", "amount is not a number"),))
-    item = PaymentInstruction(row=row, payee_name=f"Payee {row}", sort_code="200000",
-                              account_number=f"{row:08d}", amount=Decimal("10.50"),
-                              reference="REF", source_account="040004 30000001")
+        return RowVerdict(
+            row=row,
+            instruction=None,
+            raw={"payee_name": "Bad", "amount": "abc", "sort_code": "1"},
+            errors=(RowProblem(row, "amount", "amount is not a number"),),
+        )
+    item = PaymentInstruction(
+        row=row,
+        payee_name=f"Payee {row}",
+        sort_code="200000",
+        account_number=f"{row:08d}",
+        amount=Decimal("10.50"),
+        reference="REF",
+        source_account="040004 30000001",
+    )
     return RowVerdict(row=row, instruction=item, raw={})
 
 
 def _info() -> BatchInfo:
-    return BatchInfo(file_path="/x.csv", file_sha256="ab" * 32, valid_count=2,
-                     valid_total=Decimal("21.00"))
+    return BatchInfo(
+        file_path="/x.csv", file_sha256="ab" * 32, valid_count=2, valid_total=Decimal("21.00")
+    )
 
 
 @pytest.fixture
@@ -84,8 +94,9 @@ def test_second_writer_is_refused_with_pid(ledger: Ledger) -> None:
         "try:\n    Ledger.open(Path(sys.argv[1]))\n"
         "except LedgerLockedError as e:\n    print(e.pid, e); sys.exit(7)\n"
     )
-    result = subprocess.run([sys.executable, "-c", code, str(ledger.path)],
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(ledger.path)], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 7
     assert result.stdout.startswith(str(os.getpid()))
     assert "in use by process" in result.stdout

@@ -43,29 +43,51 @@ class _Payee:
     status: str = "active"
 
 
-def _row(number: int, *, amount: str = "100.00", reference: str | None = "PAY",
-         intent: datetime | None = T0) -> LedgerRow:
-    return LedgerRow(row=number, row_id=None, payee_name="Ada", sort_code="200000",
-                     account_number="11112222", amount=Decimal(amount), reference=reference,
-                     source_account="040004 30000001", status=RowStatus.CREATING,
-                     intent_at=intent)
+def _row(
+    number: int,
+    *,
+    amount: str = "100.00",
+    reference: str | None = "PAY",
+    intent: datetime | None = T0,
+) -> LedgerRow:
+    return LedgerRow(
+        row=number,
+        row_id=None,
+        payee_name="Ada",
+        sort_code="200000",
+        account_number="11112222",
+        amount=Decimal(amount),
+        reference=reference,
+        source_account="040004 30000001",
+        status=RowStatus.CREATING,
+        intent_at=intent,
+    )
 
 
-def _pay(url: str, *, amount: str = "100.00", reference: str | None = "PAY",
-         at: datetime = T0 + timedelta(seconds=1), **kw: object) -> _Payment:
+def _pay(
+    url: str,
+    *,
+    amount: str = "100.00",
+    reference: str | None = "PAY",
+    at: datetime = T0 + timedelta(seconds=1),
+    **kw: object,
+) -> _Payment:
     return _Payment(url=url, amount=Decimal(amount), reference=reference, created_at=at, **kw)  # type: ignore[arg-type]
 
 
 def test_one_match_is_recorded() -> None:
     """A row left creating with exactly one matching payment takes that payment."""
-    result = match_half_created([_row(2)], [_pay("/p/1")], known_payment_urls=set(), payee_details={})
+    result = match_half_created(
+        [_row(2)], [_pay("/p/1")], known_payment_urls=set(), payee_details={}
+    )
     assert result.matched == {2: "/p/1"} and not result.not_made and not result.ambiguous
 
 
 def test_no_match_means_create_again() -> None:
     """No matching payment: the create never happened, so the row may be created again."""
-    result = match_half_created([_row(2)], [_pay("/p/1", amount="99.00")],
-                                known_payment_urls=set(), payee_details={})
+    result = match_half_created(
+        [_row(2)], [_pay("/p/1", amount="99.00")], known_payment_urls=set(), payee_details={}
+    )
     assert result.not_made == [2] and not result.matched
 
 
@@ -78,15 +100,17 @@ def test_payment_before_intent_is_ignored() -> None:
 
 def test_known_payments_are_not_matched_again() -> None:
     """A payment already recorded for another row is never reused."""
-    result = match_half_created([_row(2)], [_pay("/p/1")], known_payment_urls={"/p/1"},
-                                payee_details={})
+    result = match_half_created(
+        [_row(2)], [_pay("/p/1")], known_payment_urls={"/p/1"}, payee_details={}
+    )
     assert result.not_made == [2]
 
 
 def test_several_matches_need_attention() -> None:
     """Two matching payments for one row: nothing is guessed."""
-    result = match_half_created([_row(2)], [_pay("/p/1"), _pay("/p/2")],
-                                known_payment_urls=set(), payee_details={})
+    result = match_half_created(
+        [_row(2)], [_pay("/p/1"), _pay("/p/2")], known_payment_urls=set(), payee_details={}
+    )
     assert result.ambiguous == [2] and not result.matched
 
 
@@ -99,18 +123,29 @@ def test_identical_rows_share_matches_in_order() -> None:
 
 def test_payee_creditor_matched_through_payee_details() -> None:
     """A payee-shaped creditor is matched by the payee's sort code and account number."""
-    payment = _pay("/p/1", creditor_payee_url="/v0/payees/pe.1", creditor_sort_code=None,
-                   creditor_account_number=None)
-    result = match_half_created([_row(2)], [payment], known_payment_urls=set(),
-                                payee_details={"/v0/payees/pe.1": ("200000", "11112222")})
+    payment = _pay(
+        "/p/1",
+        creditor_payee_url="/v0/payees/pe.1",
+        creditor_sort_code=None,
+        creditor_account_number=None,
+    )
+    result = match_half_created(
+        [_row(2)],
+        [payment],
+        known_payment_urls=set(),
+        payee_details={"/v0/payees/pe.1": ("200000", "11112222")},
+    )
     assert result.matched == {2: "/p/1"}
 
 
 def test_blank_reference_matches_bank_default() -> None:
     """A row with no reference matches the bank's 'Sent from ...' default."""
-    result = match_half_created([_row(2, reference=None)],
-                                [_pay("/p/1", reference="Sent from Acme Payroll Ltd")],
-                                known_payment_urls=set(), payee_details={})
+    result = match_half_created(
+        [_row(2, reference=None)],
+        [_pay("/p/1", reference="Sent from Acme Payroll Ltd")],
+        known_payment_urls=set(),
+        payee_details={},
+    )
     assert result.matched == {2: "/p/1"}
 
 
@@ -129,10 +164,12 @@ def test_repeat_guard_ignores_own_and_rejected_payments() -> None:
 
 def test_payee_index_reuses_active_and_spots_deactivated() -> None:
     """Active payees are found ignoring case and spacing; deactivated-only is reported."""
-    index = PayeeIndex.build([
-        _Payee("/pe/1", "Ada  Lovelace", "200000", "11112222"),
-        _Payee("/pe/2", "Grace Hopper", "200000", "33334444", status="deactivated"),
-    ])
+    index = PayeeIndex.build(
+        [
+            _Payee("/pe/1", "Ada  Lovelace", "200000", "11112222"),
+            _Payee("/pe/2", "Grace Hopper", "200000", "33334444", status="deactivated"),
+        ]
+    )
     assert index.lookup("ada lovelace", "200000", "11112222") == "/pe/1"
     assert index.lookup("Grace Hopper", "200000", "33334444") is None
     assert index.is_deactivated("Grace Hopper", "200000", "33334444")
@@ -148,10 +185,15 @@ def test_control_totals() -> None:
         check_control_totals(3, Decimal("10.00"), expect_count=None, expect_total=Decimal("11"))
 
 
-@pytest.mark.parametrize(("name", "kind"), [("Kestrel IT Solutions Ltd", "business"),
-                                            ("Summit Legal LLP", "business"),
-                                            ("Fenwick & Hale", "business"),
-                                            ("Oliver Smith", "personal")])
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("Kestrel IT Solutions Ltd", "business"),
+        ("Summit Legal LLP", "business"),
+        ("Fenwick & Hale", "business"),
+        ("Oliver Smith", "personal"),
+    ],
+)
 def test_account_classification(name: str, kind: str) -> None:
     """Business names are recognised for Confirmation of Payee."""
     assert account_classification(name) == kind

@@ -47,8 +47,14 @@ class RowStatus(StrEnum):
 
 
 FINAL_STATUSES = frozenset(
-    {RowStatus.DELIVERED, RowStatus.FAILED, RowStatus.RETURNED, RowStatus.REJECTED,
-     RowStatus.INVALID, RowStatus.HELD}
+    {
+        RowStatus.DELIVERED,
+        RowStatus.FAILED,
+        RowStatus.RETURNED,
+        RowStatus.REJECTED,
+        RowStatus.INVALID,
+        RowStatus.HELD,
+    }
 )
 """States a run never moves a row out of."""
 
@@ -80,7 +86,12 @@ class PaymentInstruction(BaseModel):
     @property
     def payment_key(self) -> tuple[str, str, str, str]:
         """Sort code, account number, amount and reference: what makes a payment a repeat."""
-        return (self.sort_code, self.account_number, format_money(self.amount), self.reference or "")
+        return (
+            self.sort_code,
+            self.account_number,
+            format_money(self.amount),
+            self.reference or "",
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ branches to exit codes in one table (``payrun.cli``)::
     │   ├── RateLimitedError       429: refused before processing, safe to retry
     │   ├── BankUnavailableError   not sent or refused before sending: safe to retry
     │   ├── OutcomeUnknownError    sent, but the answer was lost (timeout, reset, 5xx)
-    │   └── BankRejectedError      4xx refusal; .code holds the bank's code (e.g. insufficient-funds)
+    │   └── BankRejectedError      4xx refusal; .code is the bank's (e.g. insufficient-funds)
     ├── LedgerError                exit 2: the ledger cannot be used for this run
     │   ├── LedgerMismatchError    the ledger belongs to another file, bank or organization
     │   └── LedgerLockedError      another process is running this ledger (.pid)

@@ -104,13 +104,17 @@ class _Engine:
         """Sort rows into per-account lanes."""
         accounts = {r.account_url for r in to_create} | {r.account_url for r in to_submit}
         accounts.discard(None)
-        lead = math.inf if self._create_only else (
-            2 * self._submits + math.ceil(self._create_workers / max(1, len(accounts))))
+        lead = (
+            math.inf
+            if self._create_only
+            else (2 * self._submits + math.ceil(self._create_workers / max(1, len(accounts))))
+        )
         for account in sorted(a for a in accounts if a):
             lane = _Lane(account_url=account, credit=lead)
             if not self._create_only:
                 lane.send, lane.receive = anyio.create_memory_object_stream[tuple[int, bool]](
-                    max_buffer_size=math.inf)
+                    max_buffer_size=math.inf
+                )
             self._lanes[account] = lane
         for row in to_create:
             self._lanes[row.account_url or ""].to_create.append(row.row)
@@ -144,7 +148,8 @@ class _Engine:
 
     async def _watch_stop(self) -> None:
         """Wake idle workers once a stop is requested; end when the workers are done."""
-        while not self._stop.is_set() and not self._all_done():
+        # The stop flag is set from a signal task: poll it rather than share an Event.
+        while not self._stop.is_set() and not self._all_done():  # noqa: ASYNC110
             await anyio.sleep(0.02)
         if self._stop.is_set():
             self._stop_all()
@@ -221,7 +226,8 @@ class _Engine:
         assert row.account_url is not None and row.payee_url is not None
         try:
             payment = await self._client.create_payment(
-                row.account_url, payee_url=row.payee_url, amount=row.amount, reference=row.reference)
+                row.account_url, payee_url=row.payee_url, amount=row.amount, reference=row.reference
+            )
         except BankError as exc:
             self._after_failure(number, exc, before=RowStatus.PENDING, action="create")
             return False
@@ -237,10 +243,14 @@ class _Engine:
         except BankError as exc:
             self._after_failure(number, exc, before=RowStatus.CREATED, action="submit")
             return
-        self._book.set(number, status=RowStatus.SUBMITTED, submission_url=submission.url, error=None)
+        self._book.set(
+            number, status=RowStatus.SUBMITTED, submission_url=submission.url, error=None
+        )
         self.result.submitted += 1
 
-    def _after_failure(self, number: int, exc: BankError, *, before: RowStatus, action: str) -> None:
+    def _after_failure(
+        self, number: int, exc: BankError, *, before: RowStatus, action: str
+    ) -> None:
         """Record a failed call: refused, never processed, or outcome unknown."""
         if isinstance(exc, AuthError):
             self._book.set(number, status=before, error=str(exc))
@@ -280,8 +290,12 @@ async def execute_rows(
 ) -> ExecutionResult:
     """Create ``to_create`` rows (then submit them) and submit ``to_submit`` rows."""
     engine = _Engine(
-        client, book, per_account_submits=per_account_submits, create_workers=create_workers,
-        create_only=create_only, stop=stop,
+        client,
+        book,
+        per_account_submits=per_account_submits,
+        create_workers=create_workers,
+        create_only=create_only,
+        stop=stop,
     )
     engine.plan(to_create, to_submit)
     return await engine.run()

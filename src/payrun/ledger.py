@@ -64,8 +64,16 @@ CREATE INDEX IF NOT EXISTS rows_status ON rows (status);
 """
 
 _UPDATABLE = frozenset(
-    {"status", "account_url", "payee_url", "payment_url", "submission_url", "intent_at",
-     "attempts", "error"}
+    {
+        "status",
+        "account_url",
+        "payee_url",
+        "payment_url",
+        "submission_url",
+        "intent_at",
+        "attempts",
+        "error",
+    }
 )
 
 
@@ -122,7 +130,12 @@ class LedgerRow:
     @property
     def payment_key(self) -> tuple[str, str, str, str]:
         """Sort code, account number, amount and reference: what the bank can match on."""
-        return (self.sort_code, self.account_number, format_money(self.amount), self.reference or "")
+        return (
+            self.sort_code,
+            self.account_number,
+            format_money(self.amount),
+            self.reference or "",
+        )
 
 
 _ROW_COLUMNS = tuple(f.name for f in fields(LedgerRow) if f.name != "amount_text")
@@ -201,9 +214,17 @@ class Ledger:
                 "INSERT INTO batch (id, file_path, file_sha256, base_url, organization_url,"
                 " expect_count, expect_total, valid_count, valid_total, created_at)"
                 " VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (info.file_path, info.file_sha256, info.base_url, info.organization_url,
-                 info.expect_count, _money_or_none(info.expect_total), info.valid_count,
-                 format_money(info.valid_total), now),
+                (
+                    info.file_path,
+                    info.file_sha256,
+                    info.base_url,
+                    info.organization_url,
+                    info.expect_count,
+                    _money_or_none(info.expect_total),
+                    info.valid_count,
+                    format_money(info.valid_total),
+                    now,
+                ),
             )
             self._executemany(
                 "INSERT INTO rows (row, row_id, payee_name, sort_code, account_number, amount,"
@@ -215,8 +236,10 @@ class Ledger:
     def set_valid_totals(self, count: int, total: Decimal) -> None:
         """Record the count and total of the batch's valid rows."""
         with self.atomic():
-            self._execute("UPDATE batch SET valid_count = ?, valid_total = ? WHERE id = 1",
-                          (count, format_money(total)))
+            self._execute(
+                "UPDATE batch SET valid_count = ?, valid_total = ? WHERE id = 1",
+                (count, format_money(total)),
+            )
 
     def set_batch(self, **values: Any) -> None:
         """Update batch fields: base_url, organization_url, started_at, ended_at."""
@@ -238,7 +261,8 @@ class Ledger:
             wanted = [str(status) for status in statuses]
             marks = ", ".join("?" for _ in wanted)
             cursor = self._execute(
-                f"SELECT * FROM rows WHERE status IN ({marks}) ORDER BY row", wanted  # noqa: S608
+                f"SELECT * FROM rows WHERE status IN ({marks}) ORDER BY row",
+                wanted,  # noqa: S608
             )
         return [_row_from_record(record) for record in cursor]
 
@@ -279,7 +303,10 @@ class Ledger:
 
 
 def _ledger_error(path: Path, exc: sqlite3.Error) -> LedgerError:
-    msg = f"cannot use the ledger {path}: {exc}; check the file is a payrun ledger and the disk has space"
+    msg = (
+        f"cannot use the ledger {path}: {exc};"
+        " check the file is a payrun ledger and the disk has space"
+    )
     return LedgerError(msg)
 
 
@@ -307,7 +334,10 @@ def _create_private(path: Path) -> None:
         os.close(fd)
         os.chmod(path, 0o600)
     except OSError as exc:
-        msg = f"cannot create the ledger {path}: {exc.strerror}; check the folder exists and is writable"
+        msg = (
+            f"cannot create the ledger {path}: {exc.strerror};"
+            " check the folder exists and is writable"
+        )
         raise LedgerError(msg) from None
 
 
@@ -377,15 +407,34 @@ def _parse_time(text: str | None) -> datetime | None:
 def _row_values(verdict: RowVerdict, now: str) -> tuple[Any, ...]:
     item = verdict.instruction
     if item is not None:
-        return (item.row, item.row_id, item.payee_name, item.sort_code, item.account_number,
-                format_money(item.amount), item.reference, item.source_account,
-                str(RowStatus.PENDING), None, now)
+        return (
+            item.row,
+            item.row_id,
+            item.payee_name,
+            item.sort_code,
+            item.account_number,
+            format_money(item.amount),
+            item.reference,
+            item.source_account,
+            str(RowStatus.PENDING),
+            None,
+            now,
+        )
     raw = verdict.raw
     error = "; ".join(problem.message for problem in verdict.errors) or "invalid row"
-    return (verdict.row, raw.get("row_id") or None, raw.get("payee_name", ""),
-            raw.get("sort_code", ""), raw.get("account_number", ""), raw.get("amount", ""),
-            raw.get("reference") or None, raw.get("source_account", ""),
-            str(RowStatus.INVALID), error, now)
+    return (
+        verdict.row,
+        raw.get("row_id") or None,
+        raw.get("payee_name", ""),
+        raw.get("sort_code", ""),
+        raw.get("account_number", ""),
+        raw.get("amount", ""),
+        raw.get("reference") or None,
+        raw.get("source_account", ""),
+        str(RowStatus.INVALID),
+        error,
+        now,
+    )
 
 
 def _row_from_record(record: sqlite3.Row) -> LedgerRow:
@@ -396,8 +445,11 @@ def _row_from_record(record: sqlite3.Row) -> LedgerRow:
     except ArithmeticError:  # an invalid row keeps its original text
         amount = Decimal(0)
     return LedgerRow(
-        **{name: values[name] for name in _ROW_COLUMNS
-           if name not in {"amount", "status", "intent_at", "updated_at"}},
+        **{
+            name: values[name]
+            for name in _ROW_COLUMNS
+            if name not in {"amount", "status", "intent_at", "updated_at"}
+        },
         amount=amount,
         amount_text=amount_text,
         status=RowStatus(values["status"]),

@@ -15,12 +15,24 @@ from payrun.domain import RowStatus, format_money
 from payrun.ledger import Ledger, LedgerRow
 
 __all__ = [
-    "REPORT_COLUMNS", "Totals", "read_ledger_rows", "report_records", "report_status", "report_table",
+    "REPORT_COLUMNS",
+    "Totals",
+    "read_ledger_rows",
+    "report_records",
+    "report_status",
+    "report_table",
 ]
 
 REPORT_COLUMNS = (
-    "row", "row_id", "payee_name", "amount", "reference", "status", "payment_url",
-    "submission_url", "error",
+    "row",
+    "row_id",
+    "payee_name",
+    "amount",
+    "reference",
+    "status",
+    "payment_url",
+    "submission_url",
+    "error",
 )
 
 _REPORTED = {
@@ -47,7 +59,8 @@ def report_records(rows: Iterable[LedgerRow]) -> list[dict[str, object]]:
             "row": row.row,
             "row_id": row.row_id or "",
             "payee_name": row.payee_name,
-            "amount": format_money(row.amount) if row.status is not RowStatus.INVALID
+            "amount": format_money(row.amount)
+            if row.status is not RowStatus.INVALID
             else row.amount_text,
             "reference": row.reference or "",
             "status": report_status(row.status),

@@ -8,8 +8,8 @@ file, bank or organization; locked), ``BankError`` (bank unreachable, API key re
 
 from __future__ import annotations
 
-import signal
 import hashlib
+import signal
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -34,14 +34,24 @@ from payrun.tracking import follow_submissions
 from payrun.validation import validate_rows
 
 __all__ = [
-    "RunObserver", "RunOutcome", "StopSignal", "file_sha256", "run_batch", "run_exit_code",
+    "RunObserver",
+    "RunOutcome",
+    "StopSignal",
+    "file_sha256",
+    "run_batch",
+    "run_exit_code",
 ]
 
 _MAX_ROUNDS = 6
 _STOP_GRACE_SECONDS = 30.0
 _UNPAID = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.SUBMITTING)
-_NOT_PAID = (RowStatus.INVALID, RowStatus.HELD, RowStatus.FAILED, RowStatus.RETURNED,
-             RowStatus.REJECTED)
+_NOT_PAID = (
+    RowStatus.INVALID,
+    RowStatus.HELD,
+    RowStatus.FAILED,
+    RowStatus.RETURNED,
+    RowStatus.REJECTED,
+)
 
 
 class RunObserver(Protocol):
@@ -132,8 +142,12 @@ async def run_batch(
     try:
         book = RowBook(ledger.rows(), ledger=ledger, on_change=watcher.row_changed)
         outcome = await _with_client(
-            settings, options,
-            lambda c: _guarded(stop, lambda: _pay(c, ledger, book, settings, options, watcher, stop)))
+            settings,
+            options,
+            lambda c: _guarded(
+                stop, lambda: _pay(c, ledger, book, settings, options, watcher, stop)
+            ),
+        )
         ledger.set_batch(ended_at=utc_now())
     finally:
         ledger.close()
@@ -202,8 +216,12 @@ def _open_ledger(
             _record_new_batch(ledger, batch_path, validation, options)
         else:
             _check_same_file(info, batch_path, ledger_path, validation)
-            check_control_totals(info.valid_count, info.valid_total,
-                                 expect_count=options.expect_count, expect_total=options.expect_total)
+            check_control_totals(
+                info.valid_count,
+                info.valid_total,
+                expect_count=options.expect_count,
+                expect_total=options.expect_total,
+            )
     except BaseException:
         ledger.close()
         if is_new:
@@ -220,13 +238,22 @@ def _record_new_batch(
         counter = _ValidCounter()
         with ledger.atomic():
             ledger.start(
-                BatchInfo(file_path=str(batch_path.resolve()), file_sha256=batch.sha256,
-                          valid_count=0, valid_total=Decimal(0),
-                          expect_count=options.expect_count, expect_total=options.expect_total),
+                BatchInfo(
+                    file_path=str(batch_path.resolve()),
+                    file_sha256=batch.sha256,
+                    valid_count=0,
+                    valid_total=Decimal(0),
+                    expect_count=options.expect_count,
+                    expect_total=options.expect_total,
+                ),
                 counter.count(validate_rows(batch, validation)),
             )
-            check_control_totals(counter.valid, counter.total,
-                                 expect_count=options.expect_count, expect_total=options.expect_total)
+            check_control_totals(
+                counter.valid,
+                counter.total,
+                expect_count=options.expect_count,
+                expect_total=options.expect_total,
+            )
             ledger.set_valid_totals(counter.valid, counter.total)
 
 
@@ -271,8 +298,10 @@ def _check_same_file(
 def _check_same_bank(ledger: Ledger, settings: Settings, org: Organization) -> None:
     info = ledger.batch()
     assert info is not None
-    for what, recorded, now in (("bank", info.base_url, settings.base_url),
-                                ("organization", info.organization_url, org.url)):
+    for what, recorded, now in (
+        ("bank", info.base_url, settings.base_url),
+        ("organization", info.organization_url, org.url),
+    ):
         if recorded is not None and recorded != now:
             msg = (
                 f"the ledger {ledger.path} was used with {what} {recorded}, not {now}; run it"
@@ -295,8 +324,12 @@ def _dry_run_book(
     with read_batch(batch_path, sheet=validation.sheet, max_rows=validation.max_rows) as batch:
         rows = [_row_of(verdict) for verdict in validate_rows(batch, validation)]
     valid = [r for r in rows if r.status is RowStatus.PENDING]
-    check_control_totals(len(valid), sum((r.amount for r in valid), Decimal(0)),
-                         expect_count=options.expect_count, expect_total=options.expect_total)
+    check_control_totals(
+        len(valid),
+        sum((r.amount for r in valid), Decimal(0)),
+        expect_count=options.expect_count,
+        expect_total=options.expect_total,
+    )
     return RowBook(rows)
 
 
@@ -305,22 +338,45 @@ def _row_of(verdict: RowVerdict) -> LedgerRow:
     if item is None:
         raw = verdict.raw
         return LedgerRow(
-            row=verdict.row, row_id=raw.get("row_id") or None, payee_name=raw.get("payee_name", ""),
-            sort_code=raw.get("sort_code", ""), account_number=raw.get("account_number", ""),
-            amount=Decimal(0), amount_text=raw.get("amount", ""), reference=raw.get("reference"),
-            source_account=raw.get("source_account", ""), status=RowStatus.INVALID,
-            error="; ".join(p.message for p in verdict.errors))
+            row=verdict.row,
+            row_id=raw.get("row_id") or None,
+            payee_name=raw.get("payee_name", ""),
+            sort_code=raw.get("sort_code", ""),
+            account_number=raw.get("account_number", ""),
+            amount=Decimal(0),
+            amount_text=raw.get("amount", ""),
+            reference=raw.get("reference"),
+            source_account=raw.get("source_account", ""),
+            status=RowStatus.INVALID,
+            error="; ".join(p.message for p in verdict.errors),
+        )
     return LedgerRow(
-        row=item.row, row_id=item.row_id, payee_name=item.payee_name, sort_code=item.sort_code,
-        account_number=item.account_number, amount=item.amount, amount_text=str(item.amount),
-        reference=item.reference, source_account=item.source_account, status=RowStatus.PENDING)
+        row=item.row,
+        row_id=item.row_id,
+        payee_name=item.payee_name,
+        sort_code=item.sort_code,
+        account_number=item.account_number,
+        amount=item.amount,
+        amount_text=str(item.amount),
+        reference=item.reference,
+        source_account=item.source_account,
+        status=RowStatus.PENDING,
+    )
 
 
-def _preflight(client: BankClient, org: Organization, book: RowBook, options: RunOptions) -> Preflight:
+def _preflight(
+    client: BankClient, org: Organization, book: RowBook, options: RunOptions
+) -> Preflight:
     return Preflight(
-        client, org, book, confirm_payees=options.confirm_payees,
-        accept_close_match=options.accept_close_match, allow_repeat=options.allow_repeat,
-        duplicate_window=timedelta(days=options.duplicate_window_days), dry_run=options.dry_run)
+        client,
+        org,
+        book,
+        confirm_payees=options.confirm_payees,
+        accept_close_match=options.accept_close_match,
+        allow_repeat=options.allow_repeat,
+        duplicate_window=timedelta(days=options.duplicate_window_days),
+        dry_run=options.dry_run,
+    )
 
 
 async def _dry_run(client: BankClient, book: RowBook, options: RunOptions) -> RunOutcome:
@@ -334,8 +390,14 @@ async def _dry_run(client: BankClient, book: RowBook, options: RunOptions) -> Ru
     await checks.prepare_payees()
     rows = book.all()
     return RunOutcome(
-        rows=rows, plans=list(checks.plans.values()), ledger_path=None, dry_run=True,
-        exit_code=run_exit_code(rows, create_only=False, wait=False, dry_run=True, interrupted=False))
+        rows=rows,
+        plans=list(checks.plans.values()),
+        ledger_path=None,
+        dry_run=True,
+        exit_code=run_exit_code(
+            rows, create_only=False, wait=False, dry_run=True, interrupted=False
+        ),
+    )
 
 
 def _reopen_unfinished(book: RowBook) -> None:
@@ -365,8 +427,13 @@ async def _pay(
     await checks.check_accounts()
     await checks.load_payees()
     await checks.load_payments()
-    attention = await reconcile_rows(client, book, accounts=checks.accounts,
-                                     payee_details=checks.payee_details, payments=checks.payments)
+    attention = await reconcile_rows(
+        client,
+        book,
+        accounts=checks.accounts,
+        payee_details=checks.payee_details,
+        payments=checks.payments,
+    )
     checks.guard_repeats()
     checks.check_balances()
     await checks.prepare_payees()
@@ -375,14 +442,24 @@ async def _pay(
     attention = await _execute_rounds(client, book, checks, options, stop, attention)
     if options.wait and not stop.is_set() and book.in_status(RowStatus.SUBMITTED):
         watcher.note("waiting for the bank to deliver the submitted payments")
-        await follow_submissions(client, org, book, since=started, timeout=options.wait_timeout,
-                                 stop=stop)
+        await follow_submissions(
+            client, org, book, since=started, wait_seconds=options.wait_timeout, stop=stop
+        )
     rows = book.all()
     return RunOutcome(
-        rows=rows, plans=list(checks.plans.values()), ledger_path=ledger.path,
-        interrupted=stop.is_set(), attention=attention,
-        exit_code=run_exit_code(rows, create_only=options.create_only, wait=options.wait,
-                                dry_run=False, interrupted=stop.is_set()))
+        rows=rows,
+        plans=list(checks.plans.values()),
+        ledger_path=ledger.path,
+        interrupted=stop.is_set(),
+        attention=attention,
+        exit_code=run_exit_code(
+            rows,
+            create_only=options.create_only,
+            wait=options.wait,
+            dry_run=False,
+            interrupted=stop.is_set(),
+        ),
+    )
 
 
 async def _execute_rounds(
@@ -395,25 +472,38 @@ async def _execute_rounds(
 ) -> list[int]:
     """Execute, reconcile what came back unknown, and go again while progress is possible."""
     for round_number in range(_MAX_ROUNDS):
-        to_create = [r for r in book.in_status(RowStatus.PENDING)
-                     if r.payee_url and r.account_url in checks.accounts]
-        to_submit = [] if options.create_only else [
-            r for r in book.in_status(RowStatus.CREATED) if r.account_url in checks.accounts]
+        to_create = [
+            r
+            for r in book.in_status(RowStatus.PENDING)
+            if r.payee_url and r.account_url in checks.accounts
+        ]
+        to_submit = (
+            []
+            if options.create_only
+            else [r for r in book.in_status(RowStatus.CREATED) if r.account_url in checks.accounts]
+        )
         if stop.is_set() or not (to_create or to_submit):
             break
         if round_number:
-            await anyio.sleep(min(2.0 ** round_number, 10.0) / 4)
+            await anyio.sleep(min(2.0**round_number, 10.0) / 4)
         result = await execute_rows(
-            client, book, to_create=to_create, to_submit=to_submit,
+            client,
+            book,
+            to_create=to_create,
+            to_submit=to_submit,
             per_account_submits=options.per_account_submits,
-            create_workers=options.max_in_flight, create_only=options.create_only, stop=stop)
+            create_workers=options.max_in_flight,
+            create_only=options.create_only,
+            stop=stop,
+        )
         if result.fatal is not None:
             raise result.fatal
         if stop.is_set():
             break
         if book.in_status(RowStatus.CREATING, RowStatus.SUBMITTING):
-            attention = await reconcile_rows(client, book, accounts=checks.accounts,
-                                             payee_details=checks.payee_details)
+            attention = await reconcile_rows(
+                client, book, accounts=checks.accounts, payee_details=checks.payee_details
+            )
     return attention
 
 

@@ -167,7 +167,9 @@ def _reference_matches(row_reference: str | None, payment_reference: str | None)
     if row_reference:
         return payment_reference == row_reference
     # A blank reference makes the bank write "Sent from <owner>".
-    return not payment_reference or payment_reference.casefold().startswith(_DEFAULT_REFERENCE_PREFIX)
+    return not payment_reference or payment_reference.casefold().startswith(
+        _DEFAULT_REFERENCE_PREFIX
+    )
 
 
 def _payment_matches(
@@ -217,19 +219,24 @@ def match_half_created(
     not_made: list[int] = []
     ambiguous: list[int] = []
     for group in groups.values():
-        earliest = min(r.intent_at for r in group if r.intent_at) if any(
-            r.intent_at for r in group) else None
+        earliest = (
+            min(r.intent_at for r in group if r.intent_at)
+            if any(r.intent_at for r in group)
+            else None
+        )
         since = earliest - CLOCK_SKEW if earliest else None
         candidates = [
-            p for p in free
-            if (since is None or p.created_at >= since) and _payment_matches(group[0], p, payee_details)
+            p
+            for p in free
+            if (since is None or p.created_at >= since)
+            and _payment_matches(group[0], p, payee_details)
         ]
         if len(candidates) > len(group):
             ambiguous.extend(r.row for r in group)
             continue
         for row, payment in zip(group, candidates, strict=False):
             matched[row.row] = payment.url
-        not_made.extend(r.row for r in group[len(candidates):])
+        not_made.extend(r.row for r in group[len(candidates) :])
     return Reconciliation(matched=matched, not_made=sorted(not_made), ambiguous=sorted(ambiguous))
 
 
@@ -250,7 +257,9 @@ def find_repeats(
             by_key[(*details, format_money(payment.amount))].append(payment)
     repeats: dict[int, PaymentLike] = {}
     for row in rows:
-        for payment in by_key.get((row.sort_code, row.account_number, format_money(row.amount)), []):
+        for payment in by_key.get(
+            (row.sort_code, row.account_number, format_money(row.amount)), []
+        ):
             if _reference_matches(row.reference, payment.reference):
                 repeats[row.row] = payment
                 break

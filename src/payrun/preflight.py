@@ -84,8 +84,10 @@ class Preflight:
     async def check_accounts(self) -> None:
         """Resolve each source account; fail the unpaid rows of accounts that cannot pay."""
         rows = self.book.in_status(*_OPEN)
-        self.plans = {source: AccountPlan(source=source)
-                      for source in sorted({r.source_account for r in rows})}
+        self.plans = {
+            source: AccountPlan(source=source)
+            for source in sorted({r.source_account for r in rows})
+        }
         await _run_pool(list(self.plans.values()), self._check_plan)
         for row in rows:
             plan = self.plans[row.source_account]
@@ -106,7 +108,8 @@ class Preflight:
             else:
                 sort_code, _, number = source.partition(" ")
                 account = await self.client.find_account(
-                    self.org, sort_code=sort_code, account_number=number)
+                    self.org, sort_code=sort_code, account_number=number
+                )
         except AuthError:
             raise
         except BankError as exc:
@@ -153,7 +156,8 @@ class Preflight:
         async def load(item: tuple[BankAccount, datetime]) -> None:
             account, since = item
             self.payments[account.url] = await fetch_recent_payments(
-                self.client, account, since=since)
+                self.client, account, since=since
+            )
 
         await _run_pool(wanted, load)
 
@@ -170,10 +174,15 @@ class Preflight:
                 rows, payments, known_payment_urls=known, payee_details=details
             ).items():
                 when = payment.created_at.strftime("%Y-%m-%d %H:%M")
-                self.book.set(number, status=RowStatus.HELD, error=(
-                    f"possible repeat: the bank already has the same payment made {when} UTC"
-                    f" ({payment.url}) outside this ledger; if it really must be paid again,"
-                    " run again with --allow-repeat"))
+                self.book.set(
+                    number,
+                    status=RowStatus.HELD,
+                    error=(
+                        f"possible repeat: the bank already has the same payment made {when} UTC"
+                        f" ({payment.url}) outside this ledger; if it really must be paid again,"
+                        " run again with --allow-repeat"
+                    ),
+                )
 
     def check_balances(self) -> None:
         """Fail an account's unpaid rows when its available balance cannot cover them."""
@@ -184,8 +193,10 @@ class Preflight:
             if rows and need > account.available_balance:
                 reason = (
                     f"the available balance of {account.display_name} is"
-                    f" £{format_money(account.available_balance)}, short of the £{format_money(need)}"
-                    " its rows need; fund the account, then run again")
+                    f" £{format_money(account.available_balance)},"
+                    f" short of the £{format_money(need)}"
+                    " its rows need; fund the account, then run again"
+                )
                 plan = self._plan_for(account.url)
                 if plan is not None:
                     plan.problem = reason
@@ -193,8 +204,14 @@ class Preflight:
                     self._fail(row, reason)
 
     def _plan_for(self, account_url: str) -> AccountPlan | None:
-        return next((p for p in self.plans.values()
-                     if p.account is not None and p.account.url == account_url), None)
+        return next(
+            (
+                p
+                for p in self.plans.values()
+                if p.account is not None and p.account.url == account_url
+            ),
+            None,
+        )
 
     async def prepare_payees(self) -> None:
         """Give every pending row an active payee: reuse, or check and create one."""
@@ -211,10 +228,14 @@ class Preflight:
                 if plan is not None:
                     plan.payees_existing += 1
             elif index.is_deactivated(row.payee_name, row.sort_code, row.account_number):
-                self._fail(row, (
-                    f"the payee {row.payee_name} ({row.sort_code} {row.account_number}) is"
-                    " deactivated at the bank, and a deactivated payee cannot be reactivated;"
-                    " confirm the details with the payee, then add them again in the bank's app"))
+                self._fail(
+                    row,
+                    (
+                        f"the payee {row.payee_name} ({row.sort_code} {row.account_number}) is"
+                        " deactivated at the bank, and a deactivated payee cannot be reactivated;"
+                        " confirm the details with the payee, then add them again in the bank's app"
+                    ),
+                )
             else:
                 groups[(owner, row.payee_name, row.sort_code, row.account_number)].append(row)
         for rows in groups.values():
@@ -231,15 +252,25 @@ class Preflight:
             cop_url = None
             if self.confirm_payees:
                 cop = await self.client.confirm_payee(
-                    self.org, name=name, sort_code=sort_code, account_number=number,
-                    classification=account_classification(name), requester_url=owner)
+                    self.org,
+                    name=name,
+                    sort_code=sort_code,
+                    account_number=number,
+                    classification=account_classification(name),
+                    requester_url=owner,
+                )
                 held = self._cop_verdict(cop.result, cop.reason, cop.suggested_name)
                 if held:
                     self.book.set_many(numbers, status=RowStatus.HELD, error=held)
                     return
                 cop_url = cop.url
             payee = await self.client.create_payee(
-                owner, name=name, sort_code=sort_code, account_number=number, cop_request_url=cop_url)
+                owner,
+                name=name,
+                sort_code=sort_code,
+                account_number=number,
+                cop_request_url=cop_url,
+            )
         except AuthError:
             raise
         except OutcomeUnknownError as exc:
@@ -259,11 +290,15 @@ class Preflight:
             if self.accept_close_match:
                 return None
             said = f"the account holder is {suggested!r}" if suggested else "the name is close"
-            return (f"Confirmation of Payee: close match, the bank says {said}; correct payee_name"
-                    " or run again with --accept-close-match")
+            return (
+                f"Confirmation of Payee: close match, the bank says {said}; correct payee_name"
+                " or run again with --accept-close-match"
+            )
         why = f" ({reason})" if reason else ""
-        return (f"Confirmation of Payee: {result}{why}: the name does not match the account"
-                " holder; check the details with the payee")
+        return (
+            f"Confirmation of Payee: {result}{why}: the name does not match the account"
+            " holder; check the details with the payee"
+        )
 
 
 async def _run_pool(items: Iterable[_T], work: Callable[[_T], Awaitable[None]]) -> None:

@@ -43,7 +43,8 @@ async def reconcile_rows(
 ) -> list[int]:
     """Settle every ``creating`` and ``submitting`` row; return rows needing a person."""
     ambiguous = await _reconcile_creating(
-        client, book, accounts=accounts, payee_details=payee_details, payments=payments or {})
+        client, book, accounts=accounts, payee_details=payee_details, payments=payments or {}
+    )
     await _reconcile_submitting(client, book)
     return ambiguous
 
@@ -64,21 +65,29 @@ async def _reconcile_creating(
         account = accounts.get(account_url)
         if account is None:
             continue
-        since = min(r.intent_at for r in rows if r.intent_at) - CLOCK_SKEW if any(
-            r.intent_at for r in rows) else None
+        since = (
+            min(r.intent_at for r in rows if r.intent_at) - CLOCK_SKEW
+            if any(r.intent_at for r in rows)
+            else None
+        )
         seen = payments.get(account_url)
         if seen is None or (since is not None and seen and seen[0].created_at > since):
             seen = await fetch_recent_payments(client, account, since=since or _epoch())
         result = match_half_created(
-            rows, seen, known_payment_urls=book.known_payment_urls(), payee_details=payee_details)
+            rows, seen, known_payment_urls=book.known_payment_urls(), payee_details=payee_details
+        )
         for number, url in result.matched.items():
             book.set(number, status=RowStatus.CREATED, payment_url=url, error=None)
         book.set_many(result.not_made, status=RowStatus.PENDING, intent_at=None, error=None)
         for number in result.ambiguous:
-            book.set(number, error=(
-                "several bank payments match this row and the ledger cannot tell which one it"
-                " made; check the account's payments in the bank's app, reject any extra"
-                " (unsubmitted) one, then run again"))
+            book.set(
+                number,
+                error=(
+                    "several bank payments match this row and the ledger cannot tell which one it"
+                    " made; check the account's payments in the bank's app, reject any extra"
+                    " (unsubmitted) one, then run again"
+                ),
+            )
         ambiguous.extend(result.ambiguous)
     return ambiguous
 

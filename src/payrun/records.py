@@ -80,7 +80,9 @@ class RowBook:
     def mark_intent(self, row: int, status: RowStatus, *, at: datetime | None = None) -> LedgerRow:
         """Commit an intent (creating or submitting) with its time before the call is made."""
         current = self._rows[row]
-        return self.set(row, status=status, intent_at=at or utc_now(), attempts=current.attempts + 1)
+        return self.set(
+            row, status=status, intent_at=at or utc_now(), attempts=current.attempts + 1
+        )
 
     def _apply(self, row: int, values: dict[str, Any]) -> LedgerRow:
         before = self._rows[row]

@@ -30,7 +30,9 @@ _POLL_WORKERS = 20
 
 
 class _Tracker:
-    def __init__(self, client: BankClient, org: Organization, book: RowBook, since: datetime) -> None:
+    def __init__(
+        self, client: BankClient, org: Organization, book: RowBook, since: datetime
+    ) -> None:
         self.client = client
         self.org = org
         self.book = book
@@ -38,7 +40,8 @@ class _Tracker:
         self.seen: set[str] = set()
         self.waiting = {
             row.submission_url: row.row
-            for row in book.in_status(RowStatus.SUBMITTED) if row.submission_url
+            for row in book.in_status(RowStatus.SUBMITTED)
+            if row.submission_url
         }
 
     def settle(self, submission_url: str, status: str, reason: str | None = None) -> None:
@@ -47,8 +50,11 @@ class _Tracker:
         if final is None or number is None:
             return
         del self.waiting[submission_url]
-        error = None if final is RowStatus.DELIVERED else f"the bank reports the payment {status}" + (
-            f": {reason}" if reason else "")
+        error = (
+            None
+            if final is RowStatus.DELIVERED
+            else f"the bank reports the payment {status}" + (f": {reason}" if reason else "")
+        )
         self.book.set(number, status=final, error=error)
 
     async def read_events(self) -> bool:
@@ -99,13 +105,13 @@ async def follow_submissions(
     book: RowBook,
     *,
     since: datetime,
-    timeout: float,
+    wait_seconds: float,
     interval: float = 1.0,
     stop: object | None = None,
 ) -> int:
-    """Wait until every submitted row is final or ``timeout`` passes; return rows still open."""
+    """Wait until every submitted row is final or ``wait_seconds`` pass; return rows still open."""
     tracker = _Tracker(client, org, book, since)
-    with anyio.move_on_after(timeout):
+    with anyio.move_on_after(wait_seconds):
         rounds = 0
         while tracker.waiting and not getattr(stop, "is_set", lambda: False)():
             events_ok = await tracker.read_events()

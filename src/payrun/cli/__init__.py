@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     """Build the ``payrun`` parser with every subcommand registered."""
     parser = argparse.ArgumentParser(
         prog="payrun",
-        description="Validate and pay a batch file of UK payments through the bank API, exactly once.",
+        description="Validate and pay a batch file of UK payments through the bank API,"
+        " exactly once.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in _COMMANDS:

@@ -38,10 +38,17 @@ class BarObserver:
     def __init__(self, *, create_only: bool) -> None:
         self._done_states = _DONE | ({RowStatus.CREATED} if create_only else set())
         self._progress = Progress(
-            TextColumn("paying"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]:>7} rows/s"), TextColumn("failed {task.fields[bad]}"),
-            TimeElapsedColumn(), TimeRemainingColumn(), transient=False,
-            console=Console(stderr=True), redirect_stdout=False, redirect_stderr=False,
+            TextColumn("paying"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]:>7} rows/s"),
+            TextColumn("failed {task.fields[bad]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            transient=False,
+            console=Console(stderr=True),
+            redirect_stdout=False,
+            redirect_stderr=False,
         )
         self._task = self._progress.add_task("paying", total=0, rate="", bad=0, start=False)
         self._bad = 0
@@ -62,8 +69,9 @@ class BarObserver:
             self._done += 1
             self._bad += after.status in _BAD
             elapsed = max(time.monotonic() - self._start, 1e-6)
-            self._progress.update(self._task, completed=self._done, bad=self._bad,
-                                  rate=f"{self._done / elapsed:,.0f}")
+            self._progress.update(
+                self._task, completed=self._done, bad=self._bad, rate=f"{self._done / elapsed:,.0f}"
+            )
 
     def note(self, message: str) -> None:
         """Print a line above the bar."""
@@ -88,8 +96,12 @@ class LineObserver:
 
     def _emit(self, event: str, message: str, **fields: object) -> None:
         if self._json:
-            record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": event,
-                      "message": message, **fields}
+            record = {
+                "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "event": event,
+                "message": message,
+                **fields,
+            }
             line = json.dumps(record, default=str)
         else:
             line = f"{time.strftime('%H:%M:%S')} {message}"
@@ -98,22 +110,35 @@ class LineObserver:
     def started(self, *, total: int, done: int) -> None:
         """Log the start of payments."""
         self._total, self._done, self._paying = total, done, True
-        self._emit("started", f"paying: {done} of {total} rows already finished",
-                   total=total, done=done)
+        self._emit(
+            "started", f"paying: {done} of {total} rows already finished", total=total, done=done
+        )
 
     def row_changed(self, before: LedgerRow, after: LedgerRow) -> None:
         """Log failed and held rows, and progress every few seconds."""
         if after.status in _BAD:
-            self._emit("row", f"row {after.row}: {after.status}: {after.error}",
-                       row=after.row, status=str(after.status), error=after.error)
-        if (self._paying and after.status in self._done_states
-                and before.status not in self._done_states):
+            self._emit(
+                "row",
+                f"row {after.row}: {after.status}: {after.error}",
+                row=after.row,
+                status=str(after.status),
+                error=after.error,
+            )
+        if (
+            self._paying
+            and after.status in self._done_states
+            and before.status not in self._done_states
+        ):
             self._done += 1
             now = time.monotonic()
             if now - self._last >= _LINE_EVERY_SECONDS or self._done == self._total:
                 self._last = now
-                self._emit("progress", f"{self._done} of {self._total} rows done",
-                           done=self._done, total=self._total)
+                self._emit(
+                    "progress",
+                    f"{self._done} of {self._total} rows done",
+                    done=self._done,
+                    total=self._total,
+                )
 
     def note(self, message: str) -> None:
         """Log a phase."""

@@ -21,12 +21,17 @@ _FORMATS = ("csv", "xlsx", "json")
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `report` subcommand."""
     parser = subparsers.add_parser(
-        "report", help="write one line per batch row from a run's ledger",
+        "report",
+        help="write one line per batch row from a run's ledger",
         description="Read a run's ledger (it works mid-run too) and write one line per row:"
-        " " + ", ".join(REPORT_COLUMNS) + ".")
+        " " + ", ".join(REPORT_COLUMNS) + ".",
+    )
     parser.add_argument("ledger", type=Path, metavar="LEDGER", help="the .ledger.sqlite file")
-    parser.add_argument("--format", choices=_FORMATS,
-                        help="csv, xlsx or json (default: from -o's extension, else csv)")
+    parser.add_argument(
+        "--format",
+        choices=_FORMATS,
+        help="csv, xlsx or json (default: from -o's extension, else csv)",
+    )
     parser.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
     parser.set_defaults(handler=execute)
 

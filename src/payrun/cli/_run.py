@@ -42,49 +42,106 @@ __all__ = ["execute", "register"]
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `run` subcommand."""
     parser = subparsers.add_parser(
-        "run", help="create and submit one payment per valid row, exactly once",
+        "run",
+        help="create and submit one payment per valid row, exactly once",
         description="Pay every valid row of BATCH through the bank API. Running the same"
-        " command again resumes: rows already paid are never paid again.")
+        " command again resumes: rows already paid are never paid again.",
+    )
     parser.add_argument("batch", type=Path, metavar="BATCH", help="the CSV or .xlsx batch file")
-    parser.add_argument("--source-account", help="account to pay from when the file has no"
-                        " source_account column: an account URL or 'SORTCODE ACCOUNTNUMBER'")
+    parser.add_argument(
+        "--source-account",
+        help="account to pay from when the file has no"
+        " source_account column: an account URL or 'SORTCODE ACCOUNTNUMBER'",
+    )
     parser.add_argument("--sheet", help="the .xlsx sheet to read (default: the first)")
-    parser.add_argument("--max-amount", type=_money, default=DEFAULT_MAX_AMOUNT,
-                        help="largest amount allowed per payment (default 1,000,000.00)")
+    parser.add_argument(
+        "--max-amount",
+        type=_money,
+        default=DEFAULT_MAX_AMOUNT,
+        help="largest amount allowed per payment (default 1,000,000.00)",
+    )
     parser.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS, help=argparse.SUPPRESS)
-    parser.add_argument("--allow-duplicates", action="store_true",
-                        help="allow the same payee, amount and reference twice in the file")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="check everything with the bank read-only; create nothing")
-    parser.add_argument("--ledger", type=Path, help="the result ledger (default BATCH.ledger.sqlite)")
+    parser.add_argument(
+        "--allow-duplicates",
+        action="store_true",
+        help="allow the same payee, amount and reference twice in the file",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check everything with the bank read-only; create nothing",
+    )
+    parser.add_argument(
+        "--ledger", type=Path, help="the result ledger (default BATCH.ledger.sqlite)"
+    )
     parser.add_argument("--report", type=Path, help="write a report: .csv, .xlsx or .json")
-    parser.add_argument("--sandbox", action="store_true",
-                        help="run against the embedded sandbox bank (no real money)")
+    parser.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="run against the embedded sandbox bank (no real money)",
+    )
     parser.add_argument("--base-url", help="bank API base address (default PAYRUN_BASE_URL)")
-    parser.add_argument("--api-key-file", type=Path,
-                        help="file holding the API key (default PAYRUN_API_KEY or PAYRUN_API_KEY_FILE)")
-    parser.add_argument("--max-in-flight", type=int, default=MAX_IN_FLIGHT_CAP,
-                        help=f"requests in flight for the organization (1..{MAX_IN_FLIGHT_CAP})")
-    parser.add_argument("--per-account-submits", type=int, default=PER_ACCOUNT_SUBMITS_CAP,
-                        help=f"concurrent submits per source account (1..{PER_ACCOUNT_SUBMITS_CAP})")
-    parser.add_argument("--wait", action="store_true",
-                        help="follow submissions until delivered, failed or returned")
-    parser.add_argument("--wait-timeout", type=float, default=DEFAULT_WAIT_TIMEOUT,
-                        help="seconds --wait keeps following (default 600)")
+    parser.add_argument(
+        "--api-key-file",
+        type=Path,
+        help="file holding the API key (default PAYRUN_API_KEY or PAYRUN_API_KEY_FILE)",
+    )
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=MAX_IN_FLIGHT_CAP,
+        help=f"requests in flight for the organization (1..{MAX_IN_FLIGHT_CAP})",
+    )
+    parser.add_argument(
+        "--per-account-submits",
+        type=int,
+        default=PER_ACCOUNT_SUBMITS_CAP,
+        help=f"concurrent submits per source account (1..{PER_ACCOUNT_SUBMITS_CAP})",
+    )
+    parser.add_argument(
+        "--wait", action="store_true", help="follow submissions until delivered, failed or returned"
+    )
+    parser.add_argument(
+        "--wait-timeout",
+        type=float,
+        default=DEFAULT_WAIT_TIMEOUT,
+        help="seconds --wait keeps following (default 600)",
+    )
     parser.add_argument("--expect-count", type=int, help="control total: number of valid rows")
     parser.add_argument("--expect-total", type=_money, help="control total: sum of valid rows")
-    parser.add_argument("--create-only", action="store_true",
-                        help="create the payments but submit none (approve them in the bank's app)")
-    parser.add_argument("--confirm-payees", action=argparse.BooleanOptionalAction, default=True,
-                        help="check new payees with Confirmation of Payee (default on)")
-    parser.add_argument("--accept-close-match", action="store_true",
-                        help="pay new payees that Confirmation of Payee calls a close match")
-    parser.add_argument("--duplicate-window", type=int, default=DEFAULT_DUPLICATE_WINDOW_DAYS,
-                        help="days of the accounts' payments checked for repeats (default 3)")
-    parser.add_argument("--allow-repeat", action="store_true",
-                        help="pay rows that match a recent payment made outside this ledger")
-    parser.add_argument("--log-format", choices=("text", "json"), default="text",
-                        help="text (a progress bar on a terminal) or json lines for schedulers")
+    parser.add_argument(
+        "--create-only",
+        action="store_true",
+        help="create the payments but submit none (approve them in the bank's app)",
+    )
+    parser.add_argument(
+        "--confirm-payees",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="check new payees with Confirmation of Payee (default on)",
+    )
+    parser.add_argument(
+        "--accept-close-match",
+        action="store_true",
+        help="pay new payees that Confirmation of Payee calls a close match",
+    )
+    parser.add_argument(
+        "--duplicate-window",
+        type=int,
+        default=DEFAULT_DUPLICATE_WINDOW_DAYS,
+        help="days of the accounts' payments checked for repeats (default 3)",
+    )
+    parser.add_argument(
+        "--allow-repeat",
+        action="store_true",
+        help="pay rows that match a recent payment made outside this ledger",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text (a progress bar on a terminal) or json lines for schedulers",
+    )
     parser.set_defaults(handler=execute)
 
 
@@ -103,14 +160,21 @@ def _money(text: str) -> Decimal:
 def execute(args: argparse.Namespace) -> int:
     """Run the batch and print what happened."""
     validation = ValidationOptions(
-        max_amount=args.max_amount, allow_duplicates=args.allow_duplicates,
-        source_account=args.source_account, max_rows=args.max_rows, sheet=args.sheet)
+        max_amount=args.max_amount,
+        allow_duplicates=args.allow_duplicates,
+        source_account=args.source_account,
+        max_rows=args.max_rows,
+        sheet=args.sheet,
+    )
     with _bank(args) as (settings, folder):
         options = _run_options(args, folder)
         observer = make_observer(log_format=args.log_format, create_only=args.create_only)
         try:
-            outcome = anyio.run(lambda: run_batch(
-                args.batch, settings, validation=validation, options=options, observer=observer))
+            outcome = anyio.run(
+                lambda: run_batch(
+                    args.batch, settings, validation=validation, options=options, observer=observer
+                )
+            )
         finally:
             observer.close()
     if outcome.dry_run:
@@ -130,12 +194,21 @@ def _run_options(args: argparse.Namespace, folder: Path | None) -> RunOptions:
         ledger = ledger or folder / f"{args.batch.name}.ledger.sqlite"
         report = report or folder / "report.csv"
     return RunOptions(
-        max_in_flight=args.max_in_flight, per_account_submits=args.per_account_submits,
-        dry_run=args.dry_run, create_only=args.create_only, wait=args.wait,
-        confirm_payees=args.confirm_payees, accept_close_match=args.accept_close_match,
-        expect_count=args.expect_count, expect_total=args.expect_total,
-        duplicate_window_days=args.duplicate_window, allow_repeat=args.allow_repeat,
-        ledger_path=ledger, report_path=report, wait_timeout=args.wait_timeout)
+        max_in_flight=args.max_in_flight,
+        per_account_submits=args.per_account_submits,
+        dry_run=args.dry_run,
+        create_only=args.create_only,
+        wait=args.wait,
+        confirm_payees=args.confirm_payees,
+        accept_close_match=args.accept_close_match,
+        expect_count=args.expect_count,
+        expect_total=args.expect_total,
+        duplicate_window_days=args.duplicate_window,
+        allow_repeat=args.allow_repeat,
+        ledger_path=ledger,
+        report_path=report,
+        wait_timeout=args.wait_timeout,
+    )
 
 
 @contextlib.contextmanager

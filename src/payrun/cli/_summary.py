@@ -69,15 +69,22 @@ def print_dry_run(outcome: RunOutcome) -> None:
         total = sum((r.amount for r in rows), Decimal(0))
         _say(f"from {plan.source}:")
         if plan.account is not None:
-            _say(f"  account: {plan.account.display_name} ({plan.account.url}),"
-                 f" available £{_money(plan.account.available_balance)}")
+            _say(
+                f"  account: {plan.account.display_name} ({plan.account.url}),"
+                f" available £{_money(plan.account.available_balance)}"
+            )
         _say(f"  would pay {len(rows)} rows, £{_money(total)}")
-        _say(f"  payees: {plan.payees_existing} rows to existing payees,"
-             f" {plan.payees_to_create} new payees to check and create")
+        _say(
+            f"  payees: {plan.payees_existing} rows to existing payees,"
+            f" {plan.payees_to_create} new payees to check and create"
+        )
         if plan.problem:
             _say(f"  problem: {plan.problem}")
     for row in outcome.rows:
         if row.status is not RowStatus.PENDING:
             _say(f"  row {row.row} ({row.payee_name}): {row.status}: {row.error}")
-    _say("everything would be paid" if outcome.exit_code == 0
-         else "some rows would not be paid: see above")
+    _say(
+        "everything would be paid"
+        if outcome.exit_code == 0
+        else "some rows would not be paid: see above"
+    )
