@@ -1,12 +1,48 @@
 """payrun: pay a whole batch file of UK payments through the bank's REST API, exactly once.
 
 The data flow, one module per stage: file -> rows (``intake``) -> validated payments
-(``validation``) -> plan (``planning``) -> execution against the bank (``execution``)
--> ledger (``ledger``) -> report (``reporting``). The re-exports below are the library API.
+(``validation``) -> plan (``planning``, ``preflight``) -> execution against the bank
+(``execution``, ``reconciliation``, ``tracking``) -> ledger (``ledger``) -> report
+(``reporting``, ``ledger_report``); ``pipeline`` runs them in order. The re-exports below
+are the library API; the ``payrun`` command (``payrun.cli``) is a thin shell over them.
 """
 
 from __future__ import annotations
 
+from payrun.config import RunOptions as RunOptions
+from payrun.config import Settings as Settings
+from payrun.config import ValidationOptions as ValidationOptions
+from payrun.config import load_settings as load_settings
+from payrun.domain import PaymentInstruction as PaymentInstruction
+from payrun.domain import RowProblem as RowProblem
+from payrun.domain import RowStatus as RowStatus
+from payrun.domain import RowVerdict as RowVerdict
 from payrun.errors import PayrunError as PayrunError
+from payrun.intake import read_batch as read_batch
+from payrun.ledger import Ledger as Ledger
+from payrun.ledger_report import read_ledger_rows as read_ledger_rows
+from payrun.pipeline import RunOutcome as RunOutcome
+from payrun.pipeline import run_batch as run_batch
+from payrun.reporting import write_table as write_table
+from payrun.validation import validate_batch as validate_batch
+from payrun.validation import validate_rows as validate_rows
 
-__all__ = ["PayrunError"]
+__all__ = [
+    "Ledger",
+    "PaymentInstruction",
+    "PayrunError",
+    "RowProblem",
+    "RowStatus",
+    "RowVerdict",
+    "RunOptions",
+    "RunOutcome",
+    "Settings",
+    "ValidationOptions",
+    "load_settings",
+    "read_batch",
+    "read_ledger_rows",
+    "run_batch",
+    "validate_batch",
+    "validate_rows",
+    "write_table",
+]

@@ -21,7 +21,7 @@ from payrun.errors import (
     UsageError,
 )
 
-__all__ = ["EXIT_CODES", "build_parser", "main"]
+__all__ = ["EXIT_CODES", "build_parser", "exit_code_for", "main"]
 
 EXIT_CODES: tuple[tuple[type[PayrunError], int], ...] = (
     (InterruptedRunError, 3),
@@ -63,10 +63,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.handler(args)
-    except PayrunError as exc:
-        print(f"payrun: error: {exc}", file=sys.stderr)  # noqa: T201 - the CLI's one error line
-        return exit_code_for(exc)
+    except BaseExceptionGroup as group:  # errors raised inside a task group
+        return _report_error(_first_payrun_error(group) or group)
     except KeyboardInterrupt:
-        print("payrun: interrupted; run the same command again to resume", file=sys.stderr)  # noqa: T201
+        _error_line("interrupted; run the same command again to resume")
         return 3
+    except Exception as exc:  # noqa: BLE001 - users get one line, never a traceback
+        return _report_error(exc)
     return code
+
+
+def _error_line(message: str) -> None:
+    print(f"payrun: error: {message}", file=sys.stderr)  # noqa: T201 - the CLI's one error line
+
+
+def _report_error(error: BaseException) -> int:
+    if isinstance(error, PayrunError):
+        _error_line(str(error))
+        return exit_code_for(error)
+    _error_line(
+        f"unexpected {type(error).__name__}: {error}; the ledger keeps what was done,"
+        " so running the same command again is safe (please report this)"
+    )
+    return 3
+
+
+def _first_payrun_error(error: BaseException) -> PayrunError | None:
+    if isinstance(error, PayrunError):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _first_payrun_error(inner)
+            if found is not None:
+                return found
+    return None

@@ -1,0 +1,53 @@
+"""The library surface: every module declares __all__, and every name in it exists."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from types import ModuleType
+
+import pytest
+
+import payrun
+
+
+def _modules() -> list[ModuleType]:
+    names = [info.name for info in pkgutil.walk_packages(payrun.__path__, "payrun.")]
+    return [importlib.import_module(name) for name in ["payrun", *names]
+            if name != "payrun.__main__"]
+
+
+@pytest.mark.parametrize("module", _modules(), ids=lambda m: m.__name__)
+def test_module_declares_all(module: ModuleType) -> None:
+    """Each module lists its public names in __all__, and each of them exists."""
+    exported = getattr(module, "__all__", None)
+    assert exported is not None, f"{module.__name__} has no __all__"
+    for name in exported:
+        assert hasattr(module, name), f"{module.__name__}.__all__ names missing {name}"
+
+
+@pytest.mark.parametrize("module", _modules(), ids=lambda m: m.__name__)
+def test_public_functions_are_exported_or_private(module: ModuleType) -> None:
+    """Functions and classes defined in a module are in __all__ or start with '_'."""
+    exported = set(getattr(module, "__all__", ()))
+    for name, value in vars(module).items():
+        if getattr(value, "__module__", None) != module.__name__ or name.startswith("_"):
+            continue
+        if callable(value):
+            assert name in exported, f"{module.__name__}.{name} is neither in __all__ nor private"
+
+
+def test_library_api_reexports() -> None:
+    """The package root re-exports the pipeline's stages and the error root."""
+    for name in ("read_batch", "validate_rows", "run_batch", "Ledger", "PayrunError"):
+        assert name in payrun.__all__
+    assert payrun.PayrunError.__module__ == "payrun.errors"
+
+
+def test_only_payrun_error_derives_from_exception() -> None:
+    """One exception tree: every payrun error class descends from PayrunError."""
+    import payrun.errors as errors
+
+    for name in errors.__all__:
+        kind = getattr(errors, name)
+        assert issubclass(kind, errors.PayrunError)
