@@ -1,0 +1,213 @@
+"""The execution engine against the in-process sandbox bank (httpx.ASGITransport)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import pytest
+
+from payrun.bank import AdaptiveLimiter, BankClient, RetryPolicy
+from payrun.domain import RowStatus
+from payrun.execution import execute_rows
+from payrun.ledger import LedgerRow
+from payrun.records import RowBook
+from payrun.sandbox import create_app, default_seed
+
+SECRET = "sandbox-test-key"
+
+
+class _Flag:
+    def __init__(self) -> None:
+        self.value = False
+
+    def is_set(self) -> bool:
+        """True once set."""
+        return self.value
+
+
+@pytest.fixture
+async def sandbox() -> AsyncIterator[tuple[Any, BankClient]]:
+    """A sandbox app with 20 ms latency and a BankClient bound to it in-process."""
+    app = create_app(seed=default_seed(), api_key=SECRET, latency_ms=20)
+    http = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://sandbox",
+        headers={"Authorization": f"ServiceAPIKey {SECRET}"},
+    )
+    async with BankClient(http, limiter=AdaptiveLimiter(50), retry=RetryPolicy.no_wait()) as client:
+        yield app, client
+
+
+async def _rows(client: BankClient, count: int, *, reference: str = "EXEC") -> list[LedgerRow]:
+    org = await client.organization()
+    account = await client.find_account(org, sort_code="040004", account_number="30000001")
+    assert account is not None
+    payee = await client.create_payee(
+        account.owner_url, name="Ada Lovelace", sort_code="200000", account_number="12345678"
+    )
+    return [
+        LedgerRow(
+            row=n + 2,
+            row_id=None,
+            payee_name="Ada Lovelace",
+            sort_code="200000",
+            account_number="12345678",
+            amount=Decimal("1.00") + n,
+            reference=reference,
+            source_account="040004 30000001",
+            status=RowStatus.PENDING,
+            account_url=account.url,
+            payee_url=payee.url,
+        )
+        for n in range(count)
+    ]
+
+
+def _stats(app: Any) -> Any:
+    return app.state.sandbox.stats
+
+
+async def test_engine_creates_and_submits_within_account_limit(
+    sandbox: tuple[Any, BankClient],
+) -> None:
+    """Every row ends submitted and the account never sees more than 3 submits at once."""
+    app, client = sandbox
+    rows = await _rows(client, 30)
+    book = RowBook(rows)
+    result = await execute_rows(
+        client,
+        book,
+        to_create=rows,
+        to_submit=[],
+        per_account_submits=3,
+        create_workers=50,
+        create_only=False,
+        stop=_Flag(),
+    )
+    assert result.created == 30 and result.submitted == 30
+    assert {r.status for r in book.all()} == {RowStatus.SUBMITTED}
+    stats = _stats(app)
+    assert max(stats.max_concurrent_submits.values()) == 3
+    assert stats.max_in_flight <= 50
+    assert sum(stats.rate_limited.values()) == 0
+
+
+async def test_engine_respects_lower_limits(sandbox: tuple[Any, BankClient]) -> None:
+    """One submit per account and a 5-request limiter are never exceeded."""
+    app, client = sandbox
+    rows = await _rows(client, 12)
+    client_limited = BankClient(client._http, limiter=AdaptiveLimiter(5))  # noqa: SLF001
+    result = await execute_rows(
+        client_limited,
+        RowBook(rows),
+        to_create=rows,
+        to_submit=[],
+        per_account_submits=1,
+        create_workers=5,
+        create_only=False,
+        stop=_Flag(),
+    )
+    assert result.submitted == 12
+    assert max(_stats(app).max_concurrent_submits.values()) == 1
+    assert client_limited.limiter.peak <= 5
+
+
+async def test_create_only_submits_nothing(sandbox: tuple[Any, BankClient]) -> None:
+    """With create_only the rows end created and no submission exists."""
+    _, client = sandbox
+    rows = await _rows(client, 5)
+    book = RowBook(rows)
+    result = await execute_rows(
+        client,
+        book,
+        to_create=rows,
+        to_submit=[],
+        per_account_submits=3,
+        create_workers=50,
+        create_only=True,
+        stop=_Flag(),
+    )
+    assert result.created == 5 and result.submitted == 0
+    for row in book.all():
+        assert row.status is RowStatus.CREATED and row.payment_url
+        assert await client.payment_submissions(row.payment_url) == []
+
+
+async def test_stop_starts_nothing_new(sandbox: tuple[Any, BankClient]) -> None:
+    """Once stop is set no further create starts: rows not begun stay pending."""
+    _, client = sandbox
+    rows = await _rows(client, 40)
+    flag = _Flag()
+    book = RowBook(
+        rows,
+        on_change=lambda b, a: (
+            setattr(flag, "value", True) if a.status is RowStatus.CREATED else None
+        ),
+    )
+    await execute_rows(
+        client,
+        book,
+        to_create=rows,
+        to_submit=[],
+        per_account_submits=3,
+        create_workers=2,
+        create_only=False,
+        stop=flag,
+    )
+    statuses = [r.status for r in book.all()]
+    assert statuses.count(RowStatus.PENDING) >= 30
+    assert RowStatus.CREATING not in statuses
+
+
+async def test_rejected_create_fails_the_row(sandbox: tuple[Any, BankClient]) -> None:
+    """A 422 from the bank fails the row with the bank's reason; nothing else is sent for it."""
+    _, client = sandbox
+    rows = await _rows(client, 1)
+    big = [dataclasses.replace(rows[0], amount=Decimal("2000000.00"))]
+    book = RowBook(big)
+    result = await execute_rows(
+        client,
+        book,
+        to_create=big,
+        to_submit=[],
+        per_account_submits=3,
+        create_workers=5,
+        create_only=False,
+        stop=_Flag(),
+    )
+    assert result.failed == 1
+    row = book.all()[0]
+    assert row.status is RowStatus.FAILED and row.error
+
+
+async def test_unknown_outcome_is_left_for_reconciliation() -> None:
+    """A 500 after create leaves the row 'creating' (never resent blindly)."""
+    app = create_app(seed=default_seed(), api_key=SECRET, fault_rate=1.0, fault_kinds=("500",))
+    http = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://sandbox",
+        headers={"Authorization": f"ServiceAPIKey {SECRET}"},
+    )
+    async with BankClient(http, retry=RetryPolicy.no_wait()) as client:
+        rows = await _rows(client, 3)
+        book = RowBook(rows)
+        result = await execute_rows(
+            client,
+            book,
+            to_create=rows,
+            to_submit=[],
+            per_account_submits=3,
+            create_workers=5,
+            create_only=False,
+            stop=_Flag(),
+        )
+    assert result.unknown == 3
+    assert {r.status for r in book.all()} == {RowStatus.CREATING}
+    stats = app.state.sandbox.stats
+    assert stats.faults_injected["500"] == 3  # exactly one create per row: nothing resent
+    assert all(r.intent_at is not None and r.intent_at <= datetime.now(UTC) for r in book.all())
