@@ -1,0 +1,263 @@
+"""Helpers for the `payrun run` exactly-once tests: batches, subprocess runs, bank and ledger.
+
+Every run is the real CLI in its own process group (``start_new_session=True``) talking real
+loopback HTTP to a sandbox bank served by ``serve_in_thread``. Checks read the sandbox's own
+counters (``/__sandbox/stats``) and the ledger file (read-only), never the runner's memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from payrun.sandbox import RunningSandbox
+
+ACCOUNTS = ("040004 30000001", "040004 30000002")
+"""The default seed's two source accounts (GBP 1,000,000 each)."""
+
+RUN_TIMEOUT_S = 120.0
+"""Longest any single `payrun run` may take in these tests before it counts as hung."""
+
+FIELDS = ("row_id", "payee_name", "sort_code", "account_number", "amount", "reference",
+          "source_account")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRow:
+    """One row written to a batch file (what the sandbox must end up paying exactly once)."""
+
+    row_id: str
+    payee_name: str
+    sort_code: str
+    account_number: str
+    amount: str
+    reference: str
+    source_account: str
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        """Source account, creditor sort code and account number, amount, reference."""
+        return (self.source_account, self.sort_code, self.account_number, self.amount,
+                self.reference)
+
+
+def make_rows(trial: int, count: int, *, payees: int = 20, tag: str = "T") -> list[BatchRow]:
+    """``count`` rows for one trial, alternating over both accounts, unique per trial.
+
+    Payees (``payees`` of them) are unique to the trial (the account number encodes ``tag``
+    and ``trial``), references are ``{tag}{trial:02d}-{i:04d}``, so the sandbox's
+    per-(creditor, amount, reference) groups isolate each trial even on a shared bank.
+    """
+    tag_number = sum(ord(c) for c in tag) % 100
+    rows = []
+    for i in range(count):
+        payee = i % payees
+        rows.append(BatchRow(
+            row_id=f"{tag}{trial:02d}-{i:04d}",
+            payee_name=f"Payee {tag}{trial:02d} {payee:03d}",
+            sort_code=f"20{tag_number:02d}{trial % 100:02d}",
+            account_number=f"5{trial % 100:02d}{payee:05d}",
+            amount=f"{10 + (i * 7919) % 990}.{(i * 37) % 100:02d}",
+            reference=f"{tag}{trial:02d}-{i:04d}",
+            source_account=ACCOUNTS[i % len(ACCOUNTS)],
+        ))
+    return rows
+
+
+def write_batch(path: Path, rows: Iterable[BatchRow]) -> Path:
+    """Write ``rows`` as a payrun CSV batch (with a row_id column)."""
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(FIELDS)
+        for row in rows:
+            writer.writerow([getattr(row, name) for name in FIELDS])
+    return path
+
+
+def run_env(sandbox: RunningSandbox) -> dict[str, str]:
+    """The environment of a `payrun` subprocess: this one's, minus PAYRUN_*, plus the bank."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAYRUN_")}
+    env["PAYRUN_BASE_URL"] = sandbox.base_url
+    env["PAYRUN_API_KEY"] = sandbox.api_key
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def run_args(batch: Path, ledger: Path, *extra: str) -> list[str]:
+    """The `payrun run` command line for ``batch`` with its ``ledger``."""
+    return [sys.executable, "-m", "payrun", "run", str(batch), "--ledger", str(ledger),
+            "--no-confirm-payees", *extra]
+
+
+def start_run(sandbox: RunningSandbox, batch: Path, ledger: Path, *extra: str,
+              cwd: Path | None = None) -> subprocess.Popen[str]:
+    """Start `payrun run` in its own process group; stdout and stderr are captured."""
+    return subprocess.Popen(
+        run_args(batch, ledger, *extra), env=run_env(sandbox), cwd=cwd or batch.parent,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A finished `payrun run`: exit code, output and how long it took."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    def describe(self) -> str:
+        """Everything needed to understand a failing run."""
+        return (f"exit {self.returncode} after {self.seconds:.2f}s\n--- stdout ---\n"
+                f"{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-4000:]}")
+
+
+def finish(process: subprocess.Popen[str], started: float,
+           timeout: float = RUN_TIMEOUT_S) -> Finished:
+    """Wait for ``process``; kill its whole group and fail loudly if it hangs."""
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(process)
+        stdout, stderr = process.communicate()
+        message = f"payrun run hung for {timeout}s\n{stdout[-3000:]}\n{stderr[-3000:]}"
+        raise AssertionError(message) from None
+    return Finished(process.returncode, stdout, stderr, time.monotonic() - started)
+
+
+def run(sandbox: RunningSandbox, batch: Path, ledger: Path, *extra: str,
+        timeout: float = RUN_TIMEOUT_S) -> Finished:
+    """Run `payrun run` to the end."""
+    started = time.monotonic()
+    return finish(start_run(sandbox, batch, ledger, *extra), started, timeout)
+
+
+def kill_group(process: subprocess.Popen[str], sig: int = signal.SIGKILL) -> None:
+    """Send ``sig`` to the process group of ``process`` (it leads its own session)."""
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def stats(sandbox: RunningSandbox) -> dict[str, Any]:
+    """The sandbox's own counters: ``GET /__sandbox/stats``."""
+    response = httpx.get(f"{sandbox.base_url}/__sandbox/stats", timeout=30)
+    response.raise_for_status()
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def reset_stats(sandbox: RunningSandbox) -> None:
+    """Forget the sandbox's peaks and counts (payments are kept)."""
+    httpx.post(f"{sandbox.base_url}/__sandbox/stats/reset", timeout=30).raise_for_status()
+
+
+def _money(text: str) -> str:
+    return f"{Decimal(text):.2f}"
+
+
+def account_urls(sandbox: RunningSandbox) -> dict[str, str]:
+    """'SORTCODE ACCOUNTNUMBER' -> account URL, for every sandbox account."""
+    return {f"{a.sort_code} {a.account_number}": f"/v0/bank/accounts/{a.id}"
+            for a in list(sandbox.state.accounts.values())}
+
+
+def ledger_rows(ledger: Path) -> list[dict[str, Any]]:
+    """Every row of the ledger, read-only (a finished or interrupted run's file)."""
+    connection = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True)
+    try:
+        connection.row_factory = sqlite3.Row
+        return [dict(r) for r in connection.execute("SELECT * FROM rows ORDER BY row")]
+    finally:
+        connection.close()
+
+
+PAID = ("submitted", "delivered")
+"""Ledger statuses of a row whose payment was created and submitted."""
+
+
+def exactly_once_problems(sandbox: RunningSandbox, rows: Sequence[BatchRow],
+                          ledger: Path) -> list[str]:
+    """Everything that breaks "every row: one payment, one submission, recorded"; [] if none."""
+    return [*bank_problems(sandbox, rows), *ledger_problems(sandbox, rows, ledger)]
+
+
+def bank_problems(sandbox: RunningSandbox, rows: Sequence[BatchRow]) -> list[str]:
+    """The bank's view: one payment group per row, each with one payment and one submission.
+
+    A group with a reference of ``rows`` that matches no row (wrong creditor, amount or
+    account) is a problem too.
+    """
+    problems: list[str] = []
+    accounts = account_urls(sandbox)
+    wanted = {(accounts[r.source_account], r.sort_code, r.account_number, _money(r.amount),
+               r.reference): r for r in rows}
+    references = {r.reference for r in rows}
+    seen: set[tuple[str, ...]] = set()
+    for group in stats(sandbox)["payments"]:
+        if group["reference"] not in references:
+            continue
+        key = (group["account_url"], group["sort_code"], group["account_number"],
+               _money(group["amount"]), group["reference"])
+        row = wanted.get(key)
+        if row is None:
+            problems.append(f"bank payment group matching no row: {group}")
+            continue
+        seen.add(key)
+        if group["payments"] != 1 or group["submissions"] != 1:
+            problems.append(f"row {row.row_id}: {group['payments']} payment(s), "
+                            f"{group['submissions']} submission(s) at the bank: {group}")
+    problems.extend(f"row {row.row_id}: no payment at the bank"
+                    for key, row in wanted.items() if key not in seen)
+    return problems
+
+
+def ledger_problems(sandbox: RunningSandbox, rows: Sequence[BatchRow], ledger: Path) -> list[str]:
+    """The ledger's view: every row submitted, with the very payment and submission the bank has."""
+    problems: list[str] = []
+    by_id = {r.row_id: r for r in rows}
+    recorded = ledger_rows(ledger)
+    if len(recorded) != len(rows):
+        problems.append(f"ledger has {len(recorded)} rows, the batch {len(rows)}")
+    payments = sandbox.state.payments
+    for record in recorded:
+        row = by_id.get(record["row_id"])
+        label = f"ledger row {record['row']} ({record['row_id']})"
+        if record["status"] not in PAID:
+            problems.append(f"{label}: status {record['status']!r}, error {record['error']!r}")
+        elif row is None or not record["payment_url"] or not record["submission_url"]:
+            problems.append(f"{label}: unknown row or missing urls: {record}")
+        else:
+            payment = payments.get(_last_part(record["payment_url"]))
+            if payment is None or payment.reference != row.reference:
+                problems.append(f"{label}: {record['payment_url']} is not this row's payment")
+            elif list(payment.submission_ids) != [_last_part(record["submission_url"])]:
+                problems.append(f"{label}: submission {record['submission_url']} vs the bank's"
+                                f" {payment.submission_ids}")
+    return problems
+
+
+def _last_part(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def assert_exactly_once(sandbox: RunningSandbox, rows: Sequence[BatchRow], ledger: Path,
+                        context: str = "") -> None:
+    """Fail with every problem listed unless each row was paid exactly once and recorded."""
+    problems = exactly_once_problems(sandbox, rows, ledger)
+    assert not problems, f"{context}\n" + "\n".join(problems[:40])

@@ -1,0 +1,250 @@
+"""Exactly-once proof for `payrun run` (issue 4): kill -9, faults, signals, lock, changed file.
+
+Every test runs the real CLI as a subprocess (its own process group) against a sandbox bank
+served over real loopback HTTP, then checks the bank's own counters: one payment group per
+row, each with exactly one payment and one submission, and the ledger recording each row as
+submitted with that very payment and submission.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from _run_helpers import (
+    BatchRow,
+    Finished,
+    assert_exactly_once,
+    finish,
+    kill_group,
+    ledger_rows,
+    make_rows,
+    run,
+    start_run,
+    stats,
+    write_batch,
+)
+from payrun.sandbox import RunningSandbox, serve_in_thread
+
+KILL_TRIALS = 5 if os.environ.get("CI") == "true" else 20
+"""kill -9 trials: 20 locally, 5 when CI=true."""
+KILL_SEED = 20261114
+"""Base seed of the kill -9 trials (trial n uses KILL_SEED + n): a failure names its trial."""
+KILL_BANK = {"latency_ms": 20, "jitter_ms": 10, "deliver_after_ms": 50}
+"""A bank slow enough that a run of ~100 rows lasts a second or two after start-up."""
+CALIBRATION_ROWS = 100
+MAX_KILLS = 3
+
+
+def _wait_until(condition: object, timeout: float, what: str) -> None:
+    """Poll ``condition()`` every 20 ms until true; fail naming ``what`` after ``timeout`` s."""
+    assert callable(condition)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    message = f"timed out after {timeout}s waiting for {what}"
+    raise AssertionError(message)
+
+
+def _count_status(ledger: Path, *statuses: str) -> int:
+    """Rows of ``ledger`` in one of ``statuses`` (0 while the ledger does not exist yet)."""
+    if not ledger.exists():
+        return 0
+    try:
+        return sum(1 for r in ledger_rows(ledger) if r["status"] in statuses)
+    except Exception:  # noqa: BLE001 - the schema may not be committed yet
+        return 0
+
+
+def _bank_totals(bank: RunningSandbox) -> tuple[int, int]:
+    """Payments and submissions the bank holds, all batches together."""
+    groups = stats(bank)["payments"]
+    return sum(g["payments"] for g in groups), sum(g["submissions"] for g in groups)
+
+
+def _batch(tmp_path: Path, rows: list[BatchRow], name: str = "batch") -> tuple[Path, Path]:
+    batch = write_batch(tmp_path / f"{name}.csv", rows)
+    return batch, tmp_path / f"{name}.ledger.sqlite"
+
+
+# ---- 1. kill -9 at random instants ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def full_run_seconds(tmp_path_factory: pytest.TempPathFactory) -> float:
+    """Wall time of one uninterrupted run of CALIBRATION_ROWS rows (start-up included)."""
+    tmp = tmp_path_factory.mktemp("calibrate")
+    with serve_in_thread(**KILL_BANK, rng_seed=KILL_SEED) as bank:
+        rows = make_rows(99, CALIBRATION_ROWS, tag="C")
+        batch, ledger = _batch(tmp, rows)
+        done = run(bank, batch, ledger)
+        assert done.returncode == 0, done.describe()
+        assert_exactly_once(bank, rows, ledger, "calibration run")
+    return done.seconds
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trial", range(KILL_TRIALS))
+def test_kill_9_at_random_instants_then_rerun_pays_each_row_once(
+    trial: int, tmp_path: Path, full_run_seconds: float
+) -> None:
+    """SIGKILL the run's process group at random instants (up to 3 times); the rerun pays once."""
+    rng = random.Random(KILL_SEED + trial)
+    rows = make_rows(trial, rng.randint(60, 150))
+    batch, ledger = _batch(tmp_path, rows)
+    history: list[str] = []
+    with serve_in_thread(**KILL_BANK, rng_seed=KILL_SEED + trial) as bank:
+        final: Finished | None = None
+        for attempt in range(MAX_KILLS + 1):
+            kill = attempt == 0 or (attempt < MAX_KILLS and rng.random() < 0.5)
+            delay = rng.uniform(0, 1.1 * full_run_seconds) if kill else None
+            started = time.monotonic()
+            process = start_run(bank, batch, ledger)
+            if delay is not None:
+                try:
+                    process.wait(timeout=delay)
+                except subprocess.TimeoutExpired:
+                    kill_group(process, signal.SIGKILL)
+            done = finish(process, started)
+            counts = {s: _count_status(ledger, s) for s in
+                      ("pending", "creating", "created", "submitting", "submitted")}
+            history.append(f"attempt {attempt}: kill after {delay}s -> exit {done.returncode}"
+                           f" at {done.seconds:.2f}s; ledger {counts}")
+            if delay is None or done.returncode != -signal.SIGKILL:
+                final = done
+                if done.returncode == 0 or delay is None:
+                    break
+        context = f"trial {trial} (seed {KILL_SEED + trial}, {len(rows)} rows):\n" + "\n".join(
+            history)
+        assert final is not None, context
+        assert final.returncode == 0, f"{context}\n{final.describe()}"
+        assert_exactly_once(bank, rows, ledger, context)
+
+
+# ---- 2. and 3. faults and injected 429s ----------------------------------------------------
+
+
+def test_fault_rate_one_run_pays_each_row_once(tmp_path: Path) -> None:
+    """With 10% of creates and submits answered 500 or dropped after the fact, one run pays once."""
+    rows = make_rows(1, 120, tag="F")
+    batch, ledger = _batch(tmp_path, rows)
+    with serve_in_thread(latency_ms=5, fault_rate=0.1, deliver_after_ms=50, rng_seed=7) as bank:
+        done = run(bank, batch, ledger)
+        faults = stats(bank)["faults"]
+        assert sum(faults.values()) > 0, faults
+        assert done.returncode == 0, done.describe()
+        assert_exactly_once(bank, rows, ledger, f"faults {faults}")
+
+
+def test_injected_429s_complete_and_pay_each_row_once(tmp_path: Path) -> None:
+    """With 20% of requests refused 429, the run still completes (exit 0) and pays once."""
+    rows = make_rows(1, 120, tag="R")
+    batch, ledger = _batch(tmp_path, rows)
+    with serve_in_thread(latency_ms=5, extra_429_rate=0.2, deliver_after_ms=50, rng_seed=8) as bank:
+        done = run(bank, batch, ledger)
+        limited = stats(bank)["rate_limited"]
+        assert limited["injected"] > 0, limited
+        assert done.returncode == 0, done.describe()
+        assert_exactly_once(bank, rows, ledger, f"rate limited {limited}")
+
+
+# ---- 5. SIGTERM and Ctrl-C ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slow_bank() -> Iterator[RunningSandbox]:
+    """A bank with 40 ms latency: runs of a couple of hundred rows last long enough to stop."""
+    with serve_in_thread(latency_ms=40, jitter_ms=10, deliver_after_ms=50, rng_seed=5) as bank:
+        yield bank
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_mid_run_exits_3_then_rerun_pays_each_row_once(
+    sig: signal.Signals, slow_bank: RunningSandbox, tmp_path: Path
+) -> None:
+    """SIGTERM or Ctrl-C mid-run: exit 3 within 30 s, no traceback, nothing unknown; rerun pays."""
+    rows = make_rows(int(sig), 200, tag="S")
+    batch, ledger = _batch(tmp_path, rows)
+    started = time.monotonic()
+    process = start_run(slow_bank, batch, ledger)
+    try:
+        _wait_until(lambda: _count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
+    except AssertionError:
+        kill_group(process)
+        raise AssertionError(finish(process, started).describe()) from None
+    kill_group(process, sig)
+    signalled = time.monotonic()
+    stopped = finish(process, started, timeout=45)
+    took = time.monotonic() - signalled
+    assert stopped.returncode == 3, stopped.describe()
+    assert took < 30, f"took {took:.1f}s to stop\n{stopped.describe()}"
+    assert "Traceback" not in stopped.stderr + stopped.stdout, stopped.describe()
+    unknown = _count_status(ledger, "creating", "submitting")
+    assert unknown == 0, f"{unknown} rows left creating/submitting after a graceful stop"
+    unpaid = len(rows) - _count_status(ledger, "submitted")
+    again = run(slow_bank, batch, ledger)
+    assert again.returncode == 0, again.describe()
+    assert_exactly_once(slow_bank, rows, ledger, f"{unpaid} rows were unpaid after {sig.name}")
+
+
+# ---- 6. lock ---------------------------------------------------------------------------------
+
+
+def test_second_run_of_a_locked_ledger_exits_2_naming_the_holder(tmp_path: Path) -> None:
+    """While one run holds the ledger, a second run of it exits 2 and names the holder's pid."""
+    rows = make_rows(1, 30, tag="L")
+    batch, ledger = _batch(tmp_path, rows)
+    with serve_in_thread(latency_ms=250, deliver_after_ms=50) as bank:
+        started = time.monotonic()
+        first = start_run(bank, batch, ledger)
+        try:
+            _wait_until(lambda: _count_status(ledger, "pending") == len(rows), 60,
+                        "the first run's ledger")
+            second = run(bank, batch, ledger)
+            assert first.poll() is None, "the first run ended before the second one tried"
+        finally:
+            first_done = finish(first, started)
+        assert second.returncode == 2, second.describe()
+        assert str(first.pid) in second.stderr, second.describe()
+        assert "Traceback" not in second.stderr, second.describe()
+        assert first_done.returncode == 0, first_done.describe()
+        assert_exactly_once(bank, rows, ledger, "the run that held the lock")
+
+
+# ---- 7. resume with a changed file ---------------------------------------------------------
+
+
+def test_changed_file_after_interruption_is_refused_until_restored(
+    slow_bank: RunningSandbox, tmp_path: Path
+) -> None:
+    """After kill -9 an edited batch is refused (exit 2, says how to proceed); restored, it ends."""
+    rows = make_rows(2, 150, tag="E")
+    batch, ledger = _batch(tmp_path, rows)
+    original = batch.read_bytes()
+    started = time.monotonic()
+    process = start_run(slow_bank, batch, ledger)
+    try:
+        _wait_until(lambda: _count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
+    finally:
+        kill_group(process, signal.SIGKILL)
+        finish(process, started)
+    paid_before = _bank_totals(slow_bank)
+    batch.write_bytes(original.replace(rows[-1].amount.encode(), b"1.23", 1))
+    refused = run(slow_bank, batch, ledger)
+    assert refused.returncode == 2, refused.describe()
+    assert "restore" in refused.stderr and "--ledger" in refused.stderr, refused.describe()
+    assert "Traceback" not in refused.stderr, refused.describe()
+    assert _bank_totals(slow_bank) == paid_before, "the refused run paid something"
+    batch.write_bytes(original)
+    again = run(slow_bank, batch, ledger)
+    assert again.returncode == 0, again.describe()
+    assert_exactly_once(slow_bank, rows, ledger, "after restoring the file")
