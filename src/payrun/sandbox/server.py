@@ -56,6 +56,14 @@ class _Server(uvicorn.Server):
         self.on_ready = on_ready
         self.base_url = ""
 
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        """Stop gracefully; unlike plain uvicorn, do not re-raise the signal afterwards."""
+        super().handle_exit(sig, frame)
+        # A stopped sandbox is a clean exit (status 0), not a death by SIGTERM.
+        captured = getattr(self, "_captured_signals", None)
+        if isinstance(captured, list):
+            captured.clear()
+
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets=sockets)
         if not self.started:
