@@ -28,7 +28,9 @@ def test_announces_url_and_key_then_stops_on_sigterm() -> None:
         assert first.startswith("PAYRUN_BASE_URL=http://127.0.0.1:")
         assert second.startswith("PAYRUN_API_KEY=sandbox-")
         base_url, key = first.strip().split("=", 1)[1], second.strip().split("=", 1)[1]
-        response = httpx.get(f"{base_url}/v0/index", headers={"Authorization": f"ServiceAPIKey {key}"})
+        response = httpx.get(
+            f"{base_url}/v0/index", headers={"Authorization": f"ServiceAPIKey {key}"}
+        )
         assert response.status_code == 200
         assert httpx.get(f"{base_url}/v0/index").status_code == 401
         process.send_signal(signal.SIGTERM)
@@ -44,8 +46,10 @@ def test_announces_url_and_key_then_stops_on_sigterm() -> None:
 
 def test_seed_file_is_served(tmp_path: Path) -> None:
     """--seed serves the seed's accounts."""
-    seed = {"organization": {"display-name": "Seeded Ltd"},
-            "accounts": [{"display-name": "Only", "sort-code": "040004", "account-number": "77777777"}]}  # fmt: skip
+    seed = {
+        "organization": {"display-name": "Seeded Ltd"},
+        "accounts": [{"display-name": "Only", "sort-code": "040004", "account-number": "77777777"}],
+    }
     path = tmp_path / "seed.json"
     path.write_text(json.dumps(seed), "utf-8")
     process = _start("--seed", str(path))
@@ -55,7 +59,9 @@ def test_seed_file_is_served(tmp_path: Path) -> None:
         key = process.stdout.readline().strip().split("=", 1)[1]
         headers = {"Authorization": f"ServiceAPIKey {key}"}
         org_url = httpx.get(f"{base_url}/v0/index", headers=headers).json()["organization-url"]
-        accounts = httpx.get(f"{base_url}{org_url}/bank/accounts", headers=headers).json()["accounts"]
+        accounts = httpx.get(f"{base_url}{org_url}/bank/accounts", headers=headers).json()[
+            "accounts"
+        ]
         assert [a["display-name"] for a in accounts] == ["Only"]
     finally:
         process.terminate()
@@ -72,7 +78,9 @@ def test_non_loopback_host_is_refused(host: str, capsys: pytest.CaptureFixture[s
     assert "--public" in capsys.readouterr().err
 
 
-def test_bad_seed_and_bad_rate_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_seed_and_bad_rate_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A broken seed file or a fault rate above 1 exits 2 with a message."""
     path = tmp_path / "seed.json"
     path.write_text("{not json", "utf-8")
@@ -86,5 +94,14 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["sandbox", "--help"])
     text = capsys.readouterr().out
-    for option in ("--host", "--port", "--latency-ms", "--jitter-ms", "--fault-rate", "--deliver-after-ms", "--seed", "--public"):
+    for option in (
+        "--host",
+        "--port",
+        "--latency-ms",
+        "--jitter-ms",
+        "--fault-rate",
+        "--deliver-after-ms",
+        "--seed",
+        "--public",
+    ):
         assert option in text

@@ -13,11 +13,24 @@ from payrun.sandbox import SandboxApp, create_app
 KEY = "test-key"
 AUTH = {"Authorization": f"ServiceAPIKey {KEY}"}
 ACCOUNT_FIELDS = {
-    "account-url", "display-name", "account-status", "bank-product-type", "pooled-funds",
-    "account-restricted", "primary-account", "created-at", "account-balance", "available-balance",
-    "accrued-interest", "owner-url", "controller-url", "account-payments-url",
-    "account-admissions-url", "account-submissions-url", "account-transactions-url",
-}  # fmt: skip
+    "account-url",
+    "display-name",
+    "account-status",
+    "bank-product-type",
+    "pooled-funds",
+    "account-restricted",
+    "primary-account",
+    "created-at",
+    "account-balance",
+    "available-balance",
+    "accrued-interest",
+    "owner-url",
+    "controller-url",
+    "account-payments-url",
+    "account-admissions-url",
+    "account-submissions-url",
+    "account-transactions-url",
+}
 
 
 @pytest.fixture
@@ -52,7 +65,9 @@ async def test_ping_needs_no_key(client: httpx.AsyncClient) -> None:
     assert response.content == b""
 
 
-@pytest.mark.parametrize("header", [None, "ServiceAPIKey wrong", "Bearer test-key", f"serviceapikey {KEY}"])
+@pytest.mark.parametrize(
+    "header", [None, "ServiceAPIKey wrong", "Bearer test-key", f"serviceapikey {KEY}"]
+)
 async def test_missing_or_wrong_key_is_401(client: httpx.AsyncClient, header: str | None) -> None:
     """A missing or wrong key gets 401, www-authenticate ServiceSession and the error envelope."""
     headers = {"Authorization": header} if header else {}
@@ -73,14 +88,25 @@ async def test_index_api_key_and_organization(client: httpx.AsyncClient) -> None
     """Navigation: index -> api key -> organization in test-mode with its own legal person."""
     index = (await client.get("/v0/index")).json()
     key = (await client.get(index["api-key-url"])).json()
-    assert {"api-key-url", "api-key-name", "api-key-live?", "organization-url", "user-url", "created-at"} <= set(key)
+    assert {
+        "api-key-url",
+        "api-key-name",
+        "api-key-live?",
+        "organization-url",
+        "user-url",
+        "created-at",
+    } <= set(key)
     assert "api-key-secret" not in key
     org = (await client.get(key["organization-url"])).json()
     assert org["organization-mode"] == "test-mode"
     assert org["display-name"] == "Acme Payroll Ltd"
     person = (await client.get(org["own-legal-person-url"])).json()
     assert person["legal-person-type"] == "corporation"
-    for link in ("organization-bank-accounts-url", "organization-payments-url", "organization-events-url"):
+    for link in (
+        "organization-bank-accounts-url",
+        "organization-payments-url",
+        "organization-events-url",
+    ):
         assert org[link].startswith(org["organization-url"])
 
 
@@ -120,11 +146,18 @@ async def test_account_list_filters_sort_include(client: httpx.AsyncClient) -> N
     """Account list: product-type filter, display-name sort and include=owner."""
     org = await _org(client)
     url = org["organization-bank-accounts-url"]
-    only = (await client.get(url, params={"filter[bank-product-type][in][]": "client-money-account"})).json()
+    only = (
+        await client.get(url, params={"filter[bank-product-type][in][]": "client-money-account"})
+    ).json()
     assert [a["display-name"] for a in only["accounts"]] == ["Acme Client Money"]
     by_name = (await client.get(url, params={"sort": "display-name", "include": "owner"})).json()
-    assert [a["display-name"] for a in by_name["accounts"]] == ["Acme Client Money", "Acme Payroll Operational"]
-    assert by_name["included"]["legal-persons"][0]["legal-person-url"] == org["own-legal-person-url"]
+    assert [a["display-name"] for a in by_name["accounts"]] == [
+        "Acme Client Money",
+        "Acme Payroll Operational",
+    ]
+    assert (
+        by_name["included"]["legal-persons"][0]["legal-person-url"] == org["own-legal-person-url"]
+    )
     restricted = (await client.get(url, params={"filter[account-restricted][eq]": "true"})).json()
     assert restricted["accounts"] == []
     bad = await client.get(url, params={"filter[account-status][in][]": "sleeping"})
@@ -150,7 +183,9 @@ async def test_update_display_name(client: httpx.AsyncClient) -> None:
     assert response.status_code == 200
     assert response.json()["display-name"] == "Payroll"
     for bad in ("", "x" * 65):
-        assert (await client.patch(account["account-url"], json={"display-name": bad})).status_code == 400
+        assert (
+            await client.patch(account["account-url"], json={"display-name": bad})
+        ).status_code == 400
 
 
 async def test_close_account_refused_then_done(client: httpx.AsyncClient) -> None:
@@ -177,7 +212,11 @@ async def test_products_and_opening_accounts(client: httpx.AsyncClient) -> None:
     assert products["meta"]["page"]["total"] == len(products["bank-account-products"]) >= 1
     product = products["bank-account-products"][0]
     assert (await client.get(product["bank-account-product-url"])).json() == product
-    body = {"bank-product-type": "savings-account", "savings-type": "easy-access", "owner-url": org["own-legal-person-url"]}
+    body = {
+        "bank-product-type": "savings-account",
+        "savings-type": "easy-access",
+        "owner-url": org["own-legal-person-url"],
+    }
     savings = await client.post(org["organization-bank-accounts-url"], json=body)
     assert savings.status_code == 201
     assert savings.json()["account-balance"]["value"] == "1000000.00"
@@ -185,7 +224,9 @@ async def test_products_and_opening_accounts(client: httpx.AsyncClient) -> None:
     from_product = await client.post(opened, json={"display-name": "New"})
     assert from_product.status_code == 201
     assert from_product.json()["bank-product-type"] == product["bank-product-type"]
-    numbers = {a["bank-addresses"][0]["account-number"] for a in (savings.json(), from_product.json())}
+    numbers = {
+        a["bank-addresses"][0]["account-number"] for a in (savings.json(), from_product.json())
+    }
     assert len(numbers) == 2
 
 
@@ -193,8 +234,12 @@ async def test_restrictions_apply_update_lift(client: httpx.AsyncClient) -> None
     """Apply a freeze (201), list, update it to a block, lift it (200), lift again (422)."""
     account = (await _accounts(client))["30000001"]
     url = account["bank-account-restrictions-url"]
-    body = {"restriction-type": "freeze", "restriction-reason-code": "customer-request",
-            "restriction-legal-status": "not-applicable", "notes": "asked"}  # fmt: skip
+    body = {
+        "restriction-type": "freeze",
+        "restriction-reason-code": "customer-request",
+        "restriction-legal-status": "not-applicable",
+        "notes": "asked",
+    }
     applied = await client.post(url, json=body)
     assert applied.status_code == 201
     restriction = applied.json()
@@ -204,21 +249,32 @@ async def test_restrictions_apply_update_lift(client: httpx.AsyncClient) -> None
     assert [r["bank-account-restriction-url"] for r in listed["bank-account-restrictions"]] == [
         restriction["bank-account-restriction-url"]
     ]
-    updated = await client.post(restriction["update-bank-account-restriction-url"], json={"notes": "n", "restriction-type": "block"})
+    updated = await client.post(
+        restriction["update-bank-account-restriction-url"],
+        json={"notes": "n", "restriction-type": "block"},
+    )
     assert updated.json()["restriction-type"] == "block"
-    lifted = await client.post(restriction["lift-bank-account-restriction-url"], json={"notes": "ok"})
+    lifted = await client.post(
+        restriction["lift-bank-account-restriction-url"], json={"notes": "ok"}
+    )
     assert lifted.status_code == 200
     assert lifted.json()["restriction-status"] == "lifted"
     assert "lift-bank-account-restriction-url" not in lifted.json()
-    again = await client.post(restriction["lift-bank-account-restriction-url"], json={"notes": "ok"})
+    again = await client.post(
+        restriction["lift-bank-account-restriction-url"], json={"notes": "ok"}
+    )
     assert again.status_code == 422
-    assert (await client.post(restriction["lift-bank-account-restriction-url"], json={})).status_code == 400
+    assert (
+        await client.post(restriction["lift-bank-account-restriction-url"], json={})
+    ).status_code == 400
     too_long = {"notes": "x" * 2001}
-    assert (await client.post(restriction["lift-bank-account-restriction-url"], json=too_long)).status_code == 400
+    assert (
+        await client.post(restriction["lift-bank-account-restriction-url"], json=too_long)
+    ).status_code == 400
 
 
 async def test_sensitive_service_restriction_hides_fields(client: httpx.AsyncClient) -> None:
-    """A bank-applied sanctions restriction hides type, reason and legal status and cannot be lifted."""
+    """A bank-applied sanctions restriction hides its type, reason and legal status; no lifting."""
     account = (await _accounts(client))["30000002"]
     ba = account["account-url"].rsplit("/", 1)[1]
     body = {"restriction-type": "block", "restriction-reason-code": "sanctions"}
@@ -227,7 +283,9 @@ async def test_sensitive_service_restriction_hides_fields(client: httpx.AsyncCli
     for hidden in ("restriction-type", "restriction-reason-code", "restriction-legal-status"):
         assert hidden not in shown
     assert "lift-bank-account-restriction-url" not in shown
-    lift = await client.post(f"{created['bank-account-restriction-url']}/actions/lift", json={"notes": "x"})
+    lift = await client.post(
+        f"{created['bank-account-restriction-url']}/actions/lift", json={"notes": "x"}
+    )
     assert lift.status_code == 422
 
 
@@ -239,10 +297,14 @@ async def test_unknown_path_and_method(client: httpx.AsyncClient) -> None:
     assert "GET" in response.headers["allow"]
 
 
-async def test_large_body_is_413_and_changes_nothing(client: httpx.AsyncClient, app: SandboxApp) -> None:
+async def test_large_body_is_413_and_changes_nothing(
+    client: httpx.AsyncClient, app: SandboxApp
+) -> None:
     """A body over 1 MB is refused with 413 and nothing changes."""
     account = (await _accounts(client))["30000001"]
     before = len(app.sandbox.payments)
-    response = await client.post(account["account-payments-url"], content=b"{" + b" " * 1_000_001 + b"}")
+    response = await client.post(
+        account["account-payments-url"], content=b"{" + b" " * 1_000_001 + b"}"
+    )
     assert response.status_code == 413
     assert len(app.sandbox.payments) == before

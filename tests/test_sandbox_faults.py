@@ -15,15 +15,19 @@ HEADERS = {"Authorization": f"ServiceAPIKey {KEY}"}
 
 
 def _client(app: SandboxApp) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sandbox", headers=HEADERS)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://sandbox", headers=HEADERS
+    )
 
 
 def _payment_body(app: SandboxApp) -> tuple[str, dict[str, Any]]:
     state = app.sandbox
     account = next(a for a in state.accounts.values() if a.account_number == "30000001")
     payee = next(p for p in state.payees.values() if p.status == "active")
-    body = {"creditor": {"creditor-type": "payee", "payee-url": f"/v0/payees/{payee.id}"},
-            "payment-amount": {"currency": "GBP", "value": "9.99"}}  # fmt: skip
+    body = {
+        "creditor": {"creditor-type": "payee", "payee-url": f"/v0/payees/{payee.id}"},
+        "payment-amount": {"currency": "GBP", "value": "9.99"},
+    }
     return f"/v0/bank/accounts/{account.id}/payments", body
 
 
@@ -49,7 +53,9 @@ async def test_injected_fault_on_submit_still_submits() -> None:
         payment = (await client.post(url, json=body)).json()
         app.fault_rate = 1.0
         app.fault_kinds = ("500",)
-        response = await client.post(payment["payment-submissions-url"], json={"payment-scheme": "fps"})
+        response = await client.post(
+            payment["payment-submissions-url"], json={"payment-scheme": "fps"}
+        )
         assert response.status_code == 500
         app.fault_rate = 0.0
         submissions = (await client.get(payment["payment-submissions-url"])).json()["submissions"]
@@ -65,7 +71,7 @@ async def test_reads_are_never_faulted() -> None:
 
 
 async def test_injected_drop_in_process_raises() -> None:
-    """In-process, a dropped connection reaches the caller as InjectedDropError; the work is done."""
+    """In-process, a dropped connection raises InjectedDropError; the work is done."""
     app = create_app(api_key=KEY, fault_rate=1.0, fault_kinds=("drop",))
     url, body = _payment_body(app)
     async with _client(app) as client:

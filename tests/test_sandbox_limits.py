@@ -33,8 +33,10 @@ async def test_real_server_serves_the_api(sandbox_server: RunningSandbox) -> Non
     async with _client(sandbox_server) as client:
         assert (await client.get("/v0/ping")).status_code == 204
         account = await _operational(client)
-        body = {"creditor": {"creditor-type": "payee", "payee-url": account["payee"]},
-                "payment-amount": {"currency": "GBP", "value": "1.00"}}  # fmt: skip
+        body = {
+            "creditor": {"creditor-type": "payee", "payee-url": account["payee"]},
+            "payment-amount": {"currency": "GBP", "value": "1.00"},
+        }
         response = await client.post(account["account-payments-url"], json=body)
         assert response.status_code == 201
 
@@ -66,9 +68,14 @@ async def test_account_submit_limit_refuses_the_fourth() -> None:
     with serve_in_thread(latency_ms=250) as server:
         async with _client(server) as client:
             account = await _operational(client)
-            body = {"creditor": {"creditor-type": "payee", "payee-url": account["payee"]},
-                    "payment-amount": {"currency": "GBP", "value": "1.00"}}  # fmt: skip
-            payments = [(await client.post(account["account-payments-url"], json=body)).json() for _ in range(4)]
+            body = {
+                "creditor": {"creditor-type": "payee", "payee-url": account["payee"]},
+                "payment-amount": {"currency": "GBP", "value": "1.00"},
+            }
+            payments = [
+                (await client.post(account["account-payments-url"], json=body)).json()
+                for _ in range(4)
+            ]
             await client.post("/__sandbox/stats/reset")
             results: dict[str, httpx.Response] = {}
 
@@ -94,7 +101,9 @@ async def test_fast_client_at_the_limit_is_never_refused() -> None:
     with serve_in_thread() as server:
         headers = {"Authorization": f"ServiceAPIKey {server.api_key}"}
         connector = aiohttp.TCPConnector(limit=50)
-        async with aiohttp.ClientSession(server.base_url, headers=headers, connector=connector) as session:
+        async with aiohttp.ClientSession(
+            server.base_url, headers=headers, connector=connector
+        ) as session:
 
             async def worker() -> None:
                 for _ in range(40):

@@ -27,7 +27,9 @@ async def client(app: SandboxApp) -> AsyncIterator[httpx.AsyncClient]:
     """An httpx client bound to ``app`` in-process."""
     transport = httpx.ASGITransport(app=app)
     headers = {"Authorization": f"ServiceAPIKey {KEY}"}
-    async with httpx.AsyncClient(transport=transport, base_url="http://sandbox", headers=headers) as c:
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://sandbox", headers=headers
+    ) as c:
         yield c
 
 
@@ -36,14 +38,23 @@ async def _org(client: httpx.AsyncClient) -> dict[str, Any]:
     return (await client.get(index["organization-url"])).json()  # type: ignore[no-any-return]
 
 
-def _cop_body(org: dict[str, Any], name: str, sort_code: str, number: str, kind: str = "personal") -> dict[str, Any]:
-    return {"account-number": number, "bank-id": sort_code, "account-classification": kind,
-            "name": name, "requester-legal-person-url": org["own-legal-person-url"]}  # fmt: skip
+def _cop_body(
+    org: dict[str, Any], name: str, sort_code: str, number: str, kind: str = "personal"
+) -> dict[str, Any]:
+    return {
+        "account-number": number,
+        "bank-id": sort_code,
+        "account-classification": kind,
+        "name": name,
+        "requester-legal-person-url": org["own-legal-person-url"],
+    }
 
 
 async def _cop(client: httpx.AsyncClient, *args: str) -> dict[str, Any]:
     org = await _org(client)
-    response = await client.post(f"{org['organization-url']}/cop-request", json=_cop_body(org, *args))
+    response = await client.post(
+        f"{org['organization-url']}/cop-request", json=_cop_body(org, *args)
+    )
     assert response.status_code == 201
     return response.json()  # type: ignore[no-any-return]
 
@@ -54,8 +65,16 @@ async def test_default_payees(client: httpx.AsyncClient) -> None:
     payees = (await client.get(f"{org['own-legal-person-url']}/bank/payees")).json()["payees"]
     statuses = sorted(p["payee-status"] for p in payees)
     assert statuses == ["active"] * 5 + ["deactivated"]
-    required = {"payee-url", "legal-person-url", "account-holder", "account-number", "bank-id", "country-code",
-                "payee-status", "created-at"}  # fmt: skip
+    required = {
+        "payee-url",
+        "legal-person-url",
+        "account-holder",
+        "account-number",
+        "bank-id",
+        "country-code",
+        "payee-status",
+        "created-at",
+    }
     assert all(required <= set(p) for p in payees)
     assert {p["account-holder"] for p in payees} >= {"Oliver Smith", "Amelia Jones"}
 
@@ -76,20 +95,30 @@ async def test_create_get_deactivate_payee(client: httpx.AsyncClient) -> None:
     assert deactivated.json()["payee-status"] == "deactivated"
     again = await client.patch(payee["payee-url"], json={"payee-status": "deactivated"})
     assert again.status_code == 422
-    assert (await client.patch(payee["payee-url"], json={"payee-status": "active"})).status_code == 400
+    assert (
+        await client.patch(payee["payee-url"], json={"payee-status": "active"})
+    ).status_code == 400
 
 
 @pytest.mark.parametrize(
     ("body", "pointer"),
     [
         ({"account-number": "22039287", "bank-id": "110001"}, "/account-holder"),
-        ({"account-holder": "A", "account-number": "2203928", "bank-id": "110001"}, "/account-number"),
+        (
+            {"account-holder": "A", "account-number": "2203928", "bank-id": "110001"},
+            "/account-number",
+        ),
         ({"account-holder": "A", "account-number": "22039287", "bank-id": "11-00-01"}, "/bank-id"),
-        ({"account-holder": "", "account-number": "22039287", "bank-id": "110001"}, "/account-holder"),
+        (
+            {"account-holder": "", "account-number": "22039287", "bank-id": "110001"},
+            "/account-holder",
+        ),
         ({"account-holder": "A", "account-number": "22039287", "bank-id": "110001", "x": 1}, "/x"),
     ],
 )
-async def test_payee_schema_errors(client: httpx.AsyncClient, body: dict[str, Any], pointer: str) -> None:
+async def test_payee_schema_errors(
+    client: httpx.AsyncClient, body: dict[str, Any], pointer: str
+) -> None:
     """Payee bodies are checked field by field: 400 with a pointer."""
     org = await _org(client)
     response = await client.post(f"{org['own-legal-person-url']}/bank/payees", json=body)
@@ -112,7 +141,10 @@ async def test_cop_close_match_brightwater(client: httpx.AsyncClient) -> None:
     assert cop["cop-response"]["suggested-name"] == "Brightwater Cleaning Services Ltd"
 
 
-@pytest.mark.parametrize("name", ["KESTREL IT SOLUTIONS LIMITED", "Kestrel I.T. Solutions Ltd", "kestrel it solutions ltd"])
+@pytest.mark.parametrize(
+    "name",
+    ["KESTREL IT SOLUTIONS LIMITED", "Kestrel I.T. Solutions Ltd", "kestrel it solutions ltd"],
+)
 async def test_cop_normalises_names(client: httpx.AsyncClient, name: str) -> None:
     """Case, punctuation and Ltd/Limited do not matter."""
     cop = await _cop(client, name, "204512", "93093357", "business")
@@ -122,7 +154,11 @@ async def test_cop_normalises_names(client: httpx.AsyncClient, name: str) -> Non
 async def test_cop_no_match_and_unknown(client: httpx.AsyncClient) -> None:
     """Another name is a no-match; an unknown account is unverified."""
     other = await _cop(client, "Somebody Else", "309089", "00705473")
-    assert other["cop-response"] == {"status": "verified", "result": "no-match", "reason": "no-match-name"}
+    assert other["cop-response"] == {
+        "status": "verified",
+        "result": "no-match",
+        "reason": "no-match-name",
+    }
     unknown = await _cop(client, "Oliver Smith", "999999", "12345678")
     assert unknown["cop-response"]["status"] == "unverified"
 
@@ -138,7 +174,8 @@ async def test_cop_classification_differs(client: httpx.AsyncClient) -> None:
 async def test_cop_simulation_types(client: httpx.AsyncClient, kind: str) -> None:
     """Each of the 11 simulation types answers with its fixed status and result."""
     org = await _org(client)
-    url = f"/v0/simulation/organizations/{org['organization-url'].rsplit('/', 1)[1]}/cop-request/simulate/{kind}"
+    og = org["organization-url"].rsplit("/", 1)[1]
+    url = f"/v0/simulation/organizations/{og}/cop-request/simulate/{kind}"
     response = await client.post(url, json=_cop_body(org, "Jo Bloggs", "111111", "22222222"))
     assert response.status_code == 201
     status, result, reason = SIMULATION_TYPES[kind]
@@ -153,26 +190,46 @@ async def test_cop_simulation_type_in_body(client: httpx.AsyncClient) -> None:
     org = await _org(client)
     og = org["organization-url"].rsplit("/", 1)[1]
     body = _cop_body(org, "Jo", "111111", "22222222") | {"cop-simulation-type": "account-switched"}
-    response = await client.post(f"/v0/simulation/organizations/{og}/cop-request/simulate", json=body)
+    response = await client.post(
+        f"/v0/simulation/organizations/{og}/cop-request/simulate", json=body
+    )
     assert response.json()["cop-response"]["reason"] == "account-switched"
-    bad = await client.post(f"/v0/simulation/organizations/{og}/cop-request/simulate/nope", json=body)
+    bad = await client.post(
+        f"/v0/simulation/organizations/{og}/cop-request/simulate/nope", json=body
+    )
     assert bad.status_code == 400
 
 
 async def test_payee_with_cop_and_srd(client: httpx.AsyncClient) -> None:
     """A payee keeps its CoP request (include=cop-requests) and its SRD replaces the reference."""
     org = await _org(client)
-    body = _cop_body(org, "Mia Davies", "110001", "22039287") | {"secondary-reference-data": "ROLL 123"}
+    body = _cop_body(org, "Mia Davies", "110001", "22039287") | {
+        "secondary-reference-data": "ROLL 123"
+    }
     cop = (await client.post(f"{org['organization-url']}/cop-request", json=body)).json()
     payees_url = f"{org['own-legal-person-url']}/bank/payees"
-    payee = (await client.post(payees_url, json={"account-holder": "Mia Davies", "account-number": "22039287",
-                                                 "bank-id": "110001", "cop-request-url": cop["cop-request-url"]})).json()  # fmt: skip
+    payee = (
+        await client.post(
+            payees_url,
+            json={
+                "account-holder": "Mia Davies",
+                "account-number": "22039287",
+                "bank-id": "110001",
+                "cop-request-url": cop["cop-request-url"],
+            },
+        )
+    ).json()
     listed = (await client.get(payees_url, params={"include": "cop-requests"})).json()
     assert listed["included"]["cop-requests"][0]["cop-request-url"] == cop["cop-request-url"]
     accounts = (await client.get(org["organization-bank-accounts-url"])).json()["accounts"]
-    payment = await client.post(accounts[0]["account-payments-url"], json={
-        "creditor": {"creditor-type": "payee", "payee-url": payee["payee-url"]},
-        "payment-amount": {"currency": "GBP", "value": "1.00"}, "payment-reference": "ignored"})  # fmt: skip
+    payment = await client.post(
+        accounts[0]["account-payments-url"],
+        json={
+            "creditor": {"creditor-type": "payee", "payee-url": payee["payee-url"]},
+            "payment-amount": {"currency": "GBP", "value": "1.00"},
+            "payment-reference": "ignored",
+        },
+    )
     assert payment.json()["payment-reference"] == "ROLL 123"
 
 
@@ -180,13 +237,33 @@ def test_seed_file_round_trip(tmp_path: Path) -> None:
     """A seed file with accounts, payees, legal persons and directory entries builds a state."""
     seed = {
         "legal-persons": [{"key": "bob", "display-name": "Bob Ltd"}],
-        "accounts": [{"display-name": "Bob Main", "sort-code": "040004", "account-number": "50000001",
-                      "balance": "12.34", "owner": "bob"}],
-        "payees": [{"owner": "bob", "account-holder": "Jane Doe", "sort-code": "112233",
-                    "account-number": "12345678", "payee-status": "active"}],
-        "directory": [{"account-holder": "Jane Doe", "sort-code": "112233", "account-number": "12345678",
-                       "account-classification": "personal"}],
-    }  # fmt: skip
+        "accounts": [
+            {
+                "display-name": "Bob Main",
+                "sort-code": "040004",
+                "account-number": "50000001",
+                "balance": "12.34",
+                "owner": "bob",
+            }
+        ],
+        "payees": [
+            {
+                "owner": "bob",
+                "account-holder": "Jane Doe",
+                "sort-code": "112233",
+                "account-number": "12345678",
+                "payee-status": "active",
+            }
+        ],
+        "directory": [
+            {
+                "account-holder": "Jane Doe",
+                "sort-code": "112233",
+                "account-number": "12345678",
+                "account-classification": "personal",
+            }
+        ],
+    }
     path = tmp_path / "seed.json"
     path.write_text(json.dumps(seed), "utf-8")
     state = build_state(load_seed(path))
@@ -201,8 +278,26 @@ def test_seed_file_round_trip(tmp_path: Path) -> None:
     "bad",
     [
         {"accounts": [{"display-name": "X", "sort-code": "04000", "account-number": "50000001"}]},
-        {"accounts": [{"display-name": "X", "sort-code": "040004", "account-number": "50000001", "owner": "ghost"}]},
-        {"payees": [{"account-holder": "A", "sort-code": "112233", "account-number": "1", "payee-status": "active"}]},
+        {
+            "accounts": [
+                {
+                    "display-name": "X",
+                    "sort-code": "040004",
+                    "account-number": "50000001",
+                    "owner": "ghost",
+                }
+            ]
+        },
+        {
+            "payees": [
+                {
+                    "account-holder": "A",
+                    "sort-code": "112233",
+                    "account-number": "1",
+                    "payee-status": "active",
+                }
+            ]
+        },
         {"accounts": "none"},
     ],
 )

@@ -13,9 +13,13 @@ from payrun.sandbox import SandboxApp, create_app
 KEY = "test-key"
 PAYMENT_FIELDS = {"payment-url", "payment-direction", "creditor", "payment-amount", "created-at"}
 SUBMISSION_FIELDS = {
-    "submission-url", "submission-status", "submission-scheme-information", "payment-url",
-    "account-url", "created-at",
-}  # fmt: skip
+    "submission-url",
+    "submission-status",
+    "submission-scheme-information",
+    "payment-url",
+    "account-url",
+    "created-at",
+}
 
 
 @pytest.fixture
@@ -29,7 +33,9 @@ async def client(app: SandboxApp) -> AsyncIterator[httpx.AsyncClient]:
     """An httpx client bound to ``app`` in-process."""
     transport = httpx.ASGITransport(app=app)
     headers = {"Authorization": f"ServiceAPIKey {KEY}"}
-    async with httpx.AsyncClient(transport=transport, base_url="http://sandbox", headers=headers) as c:
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://sandbox", headers=headers
+    ) as c:
         yield c
 
 
@@ -43,21 +49,31 @@ class Bank:
         self.payees: list[dict[str, Any]] = []
 
     async def load(self) -> Bank:
+        """Find the organization, its accounts and payees."""
         index = (await self.client.get("/v0/index")).json()
         self.org = (await self.client.get(index["organization-url"])).json()
-        listed = (await self.client.get(self.org["organization-bank-accounts-url"])).json()["accounts"]
+        listed = (await self.client.get(self.org["organization-bank-accounts-url"])).json()[
+            "accounts"
+        ]
         self.accounts = {a["bank-addresses"][0]["account-number"]: a for a in listed}
         payees_url = f"{self.org['own-legal-person-url']}/bank/payees"
-        self.payees = (await self.client.get(payees_url, params={"sort": "created-at"})).json()["payees"]
+        self.payees = (await self.client.get(payees_url, params={"sort": "created-at"})).json()[
+            "payees"
+        ]
         return self
 
     @property
     def operational(self) -> dict[str, Any]:
+        """The operational account (040004 30000001)."""
         return self.accounts["30000001"]
 
-    async def pay(self, value: str = "10.00", reference: str | None = "Salary", **creditor: Any) -> httpx.Response:
+    async def pay(
+        self, value: str = "10.00", reference: str | None = "Salary", **creditor: Any
+    ) -> httpx.Response:
+        """Create a payment from the operational account (to the first payee by default)."""
         body: dict[str, Any] = {
-            "creditor": creditor or {"creditor-type": "payee", "payee-url": self.payees[0]["payee-url"]},
+            "creditor": creditor
+            or {"creditor-type": "payee", "payee-url": self.payees[0]["payee-url"]},
             "payment-amount": {"currency": "GBP", "value": value},
         }
         if reference is not None:
@@ -65,7 +81,10 @@ class Bank:
         return await self.client.post(self.operational["account-payments-url"], json=body)
 
     async def submit(self, payment: dict[str, Any], scheme: str = "fps") -> httpx.Response:
-        return await self.client.post(payment["payment-submissions-url"], json={"payment-scheme": scheme})
+        """Submit ``payment`` over ``scheme``."""
+        return await self.client.post(
+            payment["payment-submissions-url"], json={"payment-scheme": scheme}
+        )
 
 
 @pytest.fixture
@@ -91,10 +110,24 @@ async def test_create_payment_to_payee(bank: Bank) -> None:
 
 async def test_create_payment_uk_domestic_and_internal(bank: Bank) -> None:
     """uk-domestic (new or legacy names) and service/griffin-bank-account creditors are accepted."""
-    new = await bank.pay(**{"creditor-type": "uk-domestic", "account-holder": "Ava Wilson",
-                            "uk-domestic-sort-code": "601613", "uk-domestic-account-number": "21514755"})  # fmt: skip
-    legacy = await bank.pay(**{"creditor-type": "uk-domestic", "account-holder": "Ava Wilson", "bank-id": "601613",
-                               "account-number": "21514755", "bank-id-code": "gbdsc", "account-number-code": "bban"})  # fmt: skip
+    new = await bank.pay(
+        **{
+            "creditor-type": "uk-domestic",
+            "account-holder": "Ava Wilson",
+            "uk-domestic-sort-code": "601613",
+            "uk-domestic-account-number": "21514755",
+        }
+    )
+    legacy = await bank.pay(
+        **{
+            "creditor-type": "uk-domestic",
+            "account-holder": "Ava Wilson",
+            "bank-id": "601613",
+            "account-number": "21514755",
+            "bank-id-code": "gbdsc",
+            "account-number-code": "bban",
+        }
+    )
     other = bank.accounts["30000002"]["account-url"]
     internal = await bank.pay(**{"creditor-type": "griffin-bank-account", "account-url": other})
     assert [r.status_code for r in (new, legacy, internal)] == [201, 201, 201]
@@ -112,11 +145,23 @@ async def test_default_reference(bank: Bank) -> None:
     ("body", "pointer"),
     [
         ({"payment-amount": {"currency": "GBP", "value": "1.00"}}, "/creditor"),
-        ({"creditor": {"creditor-type": "payee"}, "payment-amount": {"currency": "GBP", "value": "1.00"}}, "/creditor/payee-url"),
-        ({"creditor": {"creditor-type": "nope"}, "payment-amount": {"currency": "GBP", "value": "1"}}, "/creditor/creditor-type"),
+        (
+            {
+                "creditor": {"creditor-type": "payee"},
+                "payment-amount": {"currency": "GBP", "value": "1.00"},
+            },
+            "/creditor/payee-url",
+        ),
+        (
+            {
+                "creditor": {"creditor-type": "nope"},
+                "payment-amount": {"currency": "GBP", "value": "1"},
+            },
+            "/creditor/creditor-type",
+        ),
         ({"creditor": None, "payment-amount": {"currency": "GBP", "value": "1"}}, "/creditor"),
     ],
-)  # fmt: skip
+)
 async def test_creditor_schema_errors(bank: Bank, body: dict[str, Any], pointer: str) -> None:
     """Missing or malformed creditors are 400 with a pointer to the field."""
     response = await bank.client.post(bank.operational["account-payments-url"], json=body)
@@ -139,7 +184,10 @@ async def test_creditor_schema_errors(bank: Bank, body: dict[str, Any], pointer:
 )
 async def test_strict_money(bank: Bank, amount: Any, pointer: str) -> None:
     """Money is exactly {currency: GBP, value: decimal string}, else 400 with a pointer."""
-    body = {"creditor": {"creditor-type": "payee", "payee-url": bank.payees[0]["payee-url"]}, "payment-amount": amount}
+    body = {
+        "creditor": {"creditor-type": "payee", "payee-url": bank.payees[0]["payee-url"]},
+        "payment-amount": amount,
+    }
     response = await bank.client.post(bank.operational["account-payments-url"], json=body)
     assert response.status_code == 400
     assert response.json()["errors"][0]["source"]["pointer"] == pointer
@@ -155,7 +203,7 @@ async def test_reference_length(bank: Bank, reference: Any) -> None:
 
 
 async def test_business_refusals(bank: Bank, app: SandboxApp) -> None:
-    """422 codes: payee-deactivated, scheme limit, insufficient-funds, account-restricted, closed."""
+    """422: payee-deactivated, scheme limit, insufficient-funds, account-restricted, closed."""
     deactivated = next(p for p in bank.payees if p["payee-status"] == "deactivated")
     titles = []
     response = await bank.pay(**{"creditor-type": "payee", "payee-url": deactivated["payee-url"]})
@@ -165,16 +213,23 @@ async def test_business_refusals(bank: Bank, app: SandboxApp) -> None:
     await bank.client.post(f"/__sandbox/accounts/{ba}/balance", json={"value": "5.00"})
     titles.append((await bank.pay("5.01")).json()["errors"][0]["title"])
     await bank.client.post(f"/__sandbox/accounts/{ba}/balance", json={"value": "500.00"})
-    body = {"restriction-type": "freeze", "restriction-reason-code": "other",
-            "restriction-legal-status": "not-applicable", "notes": "x"}  # fmt: skip
+    body = {
+        "restriction-type": "freeze",
+        "restriction-reason-code": "other",
+        "restriction-legal-status": "not-applicable",
+        "notes": "x",
+    }
     await bank.client.post(bank.operational["bank-account-restrictions-url"], json=body)
     titles.append((await bank.pay()).json()["errors"][0]["title"])
     app.sandbox.accounts[ba].status = "closed"
     titles.append((await bank.pay()).json()["errors"][0]["title"])
     assert titles == [
-        "payee-deactivated", "payment-amount-exceeds-scheme-limit", "insufficient-funds",
-        "account-restricted", "bank-account-closed",
-    ]  # fmt: skip
+        "payee-deactivated",
+        "payment-amount-exceeds-scheme-limit",
+        "insufficient-funds",
+        "account-restricted",
+        "bank-account-closed",
+    ]
     assert app.sandbox.payments == {}
 
 
@@ -222,7 +277,12 @@ async def test_unfunded_submission_fails_then_can_be_resubmitted(bank: Bank) -> 
 async def test_book_transfer_credits_the_other_account(bank: Bank) -> None:
     """A book transfer to a sandbox account credits it, with an inbound payment and admission."""
     target = bank.accounts["30000002"]
-    payment = (await bank.pay("25.00", **{"creditor-type": "service-bank-account", "account-url": target["account-url"]})).json()
+    payment = (
+        await bank.pay(
+            "25.00",
+            **{"creditor-type": "service-bank-account", "account-url": target["account-url"]},
+        )
+    ).json()
     assert (await bank.submit(payment, "book-transfer")).status_code == 200
     await bank.client.post("/__sandbox/settle")
     credited = (await bank.client.get(target["account-url"])).json()
@@ -231,7 +291,9 @@ async def test_book_transfer_credits_the_other_account(bank: Bank) -> None:
     assert admissions[0]["admission-status"] == "delivered"
     inbound = (await bank.client.get(admissions[0]["payment-url"])).json()
     assert inbound["payment-direction"] == "inbound-payment"
-    assert (await bank.client.get(inbound["payment-admissions-url"])).json()["admissions"] == admissions
+    assert (await bank.client.get(inbound["payment-admissions-url"])).json()[
+        "admissions"
+    ] == admissions
 
 
 async def test_book_transfer_to_outside_account_is_422(bank: Bank) -> None:
@@ -242,17 +304,23 @@ async def test_book_transfer_to_outside_account_is_422(bank: Bank) -> None:
 
 
 async def test_reject_payment(bank: Bank) -> None:
-    """PATCH rejection-reason is 204; a rejected payment cannot be submitted (410) or rejected (409)."""
+    """PATCH rejection-reason is 204; then submit is 410 and a second rejection 409."""
     payment = (await bank.pay()).json()
-    response = await bank.client.patch(payment["payment-url"], json={"rejection-reason": "duplicate"})
+    response = await bank.client.patch(
+        payment["payment-url"], json={"rejection-reason": "duplicate"}
+    )
     assert response.status_code == 204
     rejected = (await bank.client.get(payment["payment-url"])).json()
     assert rejected["rejection-reason"] == "duplicate"
     assert "rejected-at" in rejected
     assert (await bank.submit(payment)).status_code == 410
-    assert (await bank.client.patch(payment["payment-url"], json={"rejection-reason": None})).status_code == 409
+    assert (
+        await bank.client.patch(payment["payment-url"], json={"rejection-reason": None})
+    ).status_code == 409
     other = (await bank.pay()).json()
-    assert (await bank.client.patch(other["payment-url"], json={"rejection-reason": None})).status_code == 204
+    assert (
+        await bank.client.patch(other["payment-url"], json={"rejection-reason": None})
+    ).status_code == 204
     assert (await bank.client.patch(other["payment-url"], json={})).status_code == 400
 
 
@@ -268,13 +336,24 @@ async def test_payment_list_filters(bank: Bank) -> None:
         listed = (await bank.client.get(url, params=params)).json()
         return [p["payment-url"] for p in listed["payments"]]
 
-    assert await urls(**{"filter[latest-submission-status][in][]": "null"}) == [unsubmitted["payment-url"]]
-    assert await urls(**{"filter[latest-submission-status][in][]": "delivered"}) == [submitted["payment-url"]]
-    assert await urls(**{"filter[rejected][eq]": "false"}) == [submitted["payment-url"], unsubmitted["payment-url"]]
+    assert await urls(**{"filter[latest-submission-status][in][]": "null"}) == [
+        unsubmitted["payment-url"]
+    ]
+    assert await urls(**{"filter[latest-submission-status][in][]": "delivered"}) == [
+        submitted["payment-url"]
+    ]
+    assert await urls(**{"filter[rejected][eq]": "false"}) == [
+        submitted["payment-url"],
+        unsubmitted["payment-url"],
+    ]
     assert await urls(**{"filter[payment-direction][eq]": "inbound-payment"}) == []
     assert await urls(sort="created-at") == [unsubmitted["payment-url"], submitted["payment-url"]]
-    included = (await bank.client.get(url, params={"include[]": ["bank-account", "latest-submission"]})).json()
-    assert included["included"]["bank-accounts"][0]["account-url"] == bank.operational["account-url"]
+    included = (
+        await bank.client.get(url, params={"include[]": ["bank-account", "latest-submission"]})
+    ).json()
+    assert (
+        included["included"]["bank-accounts"][0]["account-url"] == bank.operational["account-url"]
+    )
     assert len(included["included"]["submissions"]) == 1
     org_list = (await bank.client.get(bank.org["organization-payments-url"])).json()
     assert len(org_list["payments"]) == 2
@@ -285,7 +364,9 @@ async def test_created_at_filter(bank: Bank) -> None:
     first = (await bank.pay("1.00")).json()
     second = (await bank.pay("2.00")).json()
     url = bank.operational["account-payments-url"]
-    listed = (await bank.client.get(url, params={"filter[created-at][gt]": first["created-at"]})).json()
+    listed = (
+        await bank.client.get(url, params={"filter[created-at][gt]": first["created-at"]})
+    ).json()
     assert [p["payment-url"] for p in listed["payments"]] == [second["payment-url"]]
     bad = await bank.client.get(url, params={"filter[created-at][gt]": "yesterday"})
     assert bad.status_code == 400
@@ -329,7 +410,11 @@ async def test_transactions_and_events(bank: Bank) -> None:
     payment = (await bank.pay("7.50")).json()
     await bank.submit(payment)
     await bank.client.post("/__sandbox/settle")
-    listed = (await bank.client.get(bank.operational["account-transactions-url"], params={"include": "payment"})).json()
+    listed = (
+        await bank.client.get(
+            bank.operational["account-transactions-url"], params={"include": "payment"}
+        )
+    ).json()
     transaction = listed["account-transactions"][0]
     assert transaction["balance-change"]["value"] == "-7.50"
     assert transaction["balance-change-direction"] == "debit"
@@ -339,15 +424,27 @@ async def test_transactions_and_events(bank: Bank) -> None:
     events_url = bank.org["organization-events-url"]
     events = (await bank.client.get(events_url, params={"sort": "created-at"})).json()["events"]
     types = [e["event-type"] for e in events]
-    for wanted in ("account-status-created", "payment-created", "submission-created", "transaction-created", "submission-updated"):
+    for wanted in (
+        "account-status-created",
+        "payment-created",
+        "submission-created",
+        "transaction-created",
+        "submission-updated",
+    ):
         assert wanted in types
-    updated = (await bank.client.get(events_url, params={"filter[event-type][eq]": "submission-updated"})).json()
+    updated = (
+        await bank.client.get(events_url, params={"filter[event-type][eq]": "submission-updated"})
+    ).json()
     assert updated["events"][0]["event-payload"]["submission-status"] == "delivered"
     event = updated["events"][0]
     assert (await bank.client.get(event["event-url"])).json() == event
-    account_events = (await bank.client.get(bank.operational["bank-account-events-url"])).json()["events"]
+    account_events = (await bank.client.get(bank.operational["bank-account-events-url"])).json()[
+        "events"
+    ]
     assert account_events
-    assert (await bank.client.get(events_url, params={"filter[event-type][eq]": "nope"})).status_code == 400
+    assert (
+        await bank.client.get(events_url, params={"filter[event-type][eq]": "nope"})
+    ).status_code == 400
 
 
 async def test_stats_count_payments_per_group(bank: Bank) -> None:

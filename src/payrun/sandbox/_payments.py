@@ -34,7 +34,14 @@ from payrun.sandbox._render import (
 )
 from payrun.sandbox.state import SandboxState
 
-__all__ = ["FPS_LIMIT_PENCE", "create_payment", "reject_payment", "settle", "submit_payment"]
+__all__ = [
+    "FPS_LIMIT_PENCE",
+    "create_payment",
+    "post_transaction",
+    "reject_payment",
+    "settle",
+    "submit_payment",
+]
 
 FPS_LIMIT_PENCE = 100_000_000
 """The Faster Payments scheme limit: GBP 1,000,000.00."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,9 @@ ACCOUNT_SUBMITS_CAP = 3
 FAULT_KINDS = ("500", "drop")
 """Injected fault kinds: a 500 error body, or the connection dropped mid-response."""
 
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 _LOG = logging.getLogger("payrun.sandbox")
 _JSON = [(b"content-type", b"application/json")]
 _AUTH_SCHEMES = (b"ServiceAPIKey ", b"GriffinAPIKey ")
@@ -95,13 +99,13 @@ def _error(error: ApiError) -> _Outcome:
     return _encode(Reply(error.status, error.body(), error.headers))
 
 
-async def _send(send: Any, outcome: _Outcome) -> None:
+async def _send(send: Send, outcome: _Outcome) -> None:
     headers = [*outcome.headers, (b"content-length", str(len(outcome.body)).encode())]
     await send({"type": "http.response.start", "status": outcome.status, "headers": headers})
     await send({"type": "http.response.body", "body": outcome.body})
 
 
-async def _read_body(scope: dict[str, Any], receive: Any) -> bytes:
+async def _read_body(scope: Scope, receive: Receive) -> bytes:
     for name, value in scope["headers"]:
         if name == b"content-length" and (not value.isdigit() or int(value) > MAX_BODY):
             raise ApiError(413, "payload-too-large", f"bodies are limited to {MAX_BODY} bytes")
@@ -157,7 +161,7 @@ class SandboxApp:
         """The secret to send as ``Authorization: ServiceAPIKey <secret>``."""
         return self.state.sandbox.api_key_secret
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one ASGI connection scope."""
         if scope["type"] == "http":
             if scope["path"].startswith("/__sandbox/"):
@@ -174,7 +178,7 @@ class SandboxApp:
         detail = "too many requests in flight; let outstanding requests finish, then retry"
         return _encode(Reply(429, error_body(429, "too-many-requests", detail), []))
 
-    async def _serve_api(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def _serve_api(self, scope: Scope, receive: Receive, send: Send) -> None:
         stats = self.state.sandbox.stats
         stats.requests += 1
         if stats.in_flight >= ORG_IN_FLIGHT_CAP:
@@ -223,7 +227,7 @@ class SandboxApp:
         stats.max_concurrent_submits[url] = max(stats.max_concurrent_submits.get(url, 0), count)
         return None
 
-    def _authorize(self, scope: dict[str, Any]) -> None:
+    def _authorize(self, scope: Scope) -> None:
         secret = self.state.sandbox.api_key_secret.encode()
         for name, value in scope["headers"]:
             if name == b"authorization" and any(
@@ -233,7 +237,7 @@ class SandboxApp:
         headers = [(b"www-authenticate", b"ServiceSession")]
         raise ApiError(401, "unauthorized", "Requires an API key to continue", headers=headers)
 
-    def _route(self, scope: dict[str, Any]) -> tuple[Route, tuple[str, ...]]:
+    def _route(self, scope: Scope) -> tuple[Route, tuple[str, ...]]:
         route, args = self.router.match(scope["method"], scope["path"])
         if not route.public:
             self._authorize(scope)
@@ -242,7 +246,7 @@ class SandboxApp:
             raise ApiError(404, "not-found", "no such organization")
         return route, args
 
-    async def _process(self, scope: dict[str, Any], receive: Any, held: list[str]) -> _Outcome:
+    async def _process(self, scope: Scope, receive: Receive, held: list[str]) -> _Outcome:
         try:
             route, args = self._route(scope)
             refused = self._hold_submit(route, args, held)
@@ -255,9 +259,7 @@ class SandboxApp:
         except ApiError as error:
             return _error(error)
 
-    def _handle(
-        self, route: Route, args: tuple[str, ...], scope: dict[str, Any], body: bytes
-    ) -> _Outcome:
+    def _handle(self, route: Route, args: tuple[str, ...], scope: Scope, body: bytes) -> _Outcome:
         request = Request(
             scope["method"], scope["path"], scope["query_string"], scope["headers"], body
         )
@@ -281,7 +283,7 @@ class SandboxApp:
             return _Outcome(200, b"{}", _JSON, drop=True)
         return _encode(Reply(500, error_body(500, "internal-server-error", "injected fault"), []))
 
-    async def _serve_admin(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def _serve_admin(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             route, args = self.admin.match(scope["method"], scope["path"])
             body = await _read_body(scope, receive)
