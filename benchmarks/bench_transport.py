@@ -236,13 +236,14 @@ async def bench_get_account(
 async def bench_pairs(target: Target, transport: TransportName, n: int) -> tuple[int, float, float]:
     """create_payment + submit_payment pairs; submits kept to 3 per account like the runner."""
     urls = target.account_urls
+    tag = f"B{transport[0]}{time.monotonic_ns() % 10**6}-"
     submit_slots = {url: anyio.CapacityLimiter(3) for url in urls}
     async with _bank(target, transport) as bank:
 
         async def job(i: int) -> int:
             url = urls[i % len(urls)]
             payment = await bank.create_payment(
-                url, payee_url=target.payee_url, amount=Decimal("0.01"), reference=f"B{i}"
+                url, payee_url=target.payee_url, amount=Decimal("0.01"), reference=f"{tag}{i}"
             )
             async with submit_slots[url]:
                 await bank.submit_payment(payment.url)
@@ -275,8 +276,10 @@ async def run_all(kind: str, latency_ms: int, n: int) -> list[Result]:
         if kind == "sandbox":
             async with httpx.AsyncClient(base_url=base_url) as http:
                 auth = {"Authorization": f"ServiceAPIKey {api_key}"}
-                stats = (await http.get("/__sandbox/stats", headers=auth)).text
-            print(f"sandbox stats: {stats}", flush=True)
+                stats = (await http.get("/__sandbox/stats", headers=auth)).json()
+            shown = {k: stats[k] for k in ("max_in_flight", "requests", "rate_limited")}
+            shown["max_concurrent_submits"] = max(stats["max_concurrent_submits"].values())
+            print(f"sandbox stats: {json.dumps(shown)}", flush=True)
     return results
 
 

@@ -34,6 +34,10 @@ DEFAULT_TRANSPORT: TransportName = "aiohttp"
 _AIOHTTP_NOT_SENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
 _HTTPX_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
+# Idle connections are dropped before common server keep-alive timeouts (uvicorn: 5 s), so a
+# write is rarely sent on a connection the server is closing (that would be an unknown outcome).
+_KEEPALIVE_SECONDS = 3.0
+
 TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
     httpx.TransportError,
     aiohttp.ClientError,  # the few aiohttp errors httpx-aiohttp does not map
@@ -55,7 +59,9 @@ def make_http_client(
         "Accept": "application/json",
     }
     limits = httpx.Limits(
-        max_connections=max_connections, max_keepalive_connections=max_connections
+        max_connections=max_connections,
+        max_keepalive_connections=max_connections,
+        keepalive_expiry=_KEEPALIVE_SECONDS,
     )
     if transport == "aiohttp":
         return HttpxAiohttpClient(
