@@ -16,7 +16,7 @@ __all__ = ["DigestTable"]
 
 _MASK64 = 0xFFFF_FFFF_FFFF_FFFF
 _INITIAL_SLOTS = 1024
-_GROWTH = 4
+_GROWTH = 2
 _DICT_LIMIT = 131_072
 """Keys kept in the fast dict before moving to the compact arrays (about 15 MB)."""
 

@@ -44,16 +44,12 @@ def fingerprint_line(instruction: PaymentInstruction) -> bytes:
     Names and references cannot hold tabs or newlines (validation rejects control
     characters), so the form is unambiguous.
     """
-    fields = (
-        instruction.payee_name,
-        instruction.sort_code,
-        instruction.account_number,
-        format_money(instruction.amount),
-        instruction.reference or "",
-        instruction.source_account,
-        instruction.row_id or "",
+    i = instruction
+    line = (
+        f"{i.payee_name}\t{i.sort_code}\t{i.account_number}\t{format_money(i.amount)}\t"
+        f"{i.reference or ''}\t{i.source_account}\t{i.row_id or ''}\n"
     )
-    return ("\t".join(fields) + "\n").encode("utf-8")
+    return line.encode("utf-8")
 
 
 class BatchSummary:
