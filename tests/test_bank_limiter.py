@@ -176,3 +176,19 @@ def test_rejects_a_cap_or_growth_below_one() -> None:
 def test_repr_shows_the_state() -> None:
     """The repr names cap, limit, in-flight count and peak."""
     assert repr(AdaptiveLimiter(3)) == "AdaptiveLimiter(cap=3, limit=3, in_flight=0, peak=0)"
+
+
+async def test_one_halving_per_burst_of_429s() -> None:
+    """429s for requests sent before the last cut do not halve the limit again."""
+    limiter = AdaptiveLimiter(48)
+    generations = []
+    for _ in range(3):
+        async with limiter.slot() as generation:
+            generations.append(generation)
+    for generation in generations:  # three 429s from one burst
+        limiter.on_rate_limited(generation)
+    assert limiter.limit == 24
+    async with limiter.slot() as later:
+        pass
+    limiter.on_rate_limited(later)  # a request sent after the cut: a new burst
+    assert limiter.limit == 12

@@ -349,7 +349,7 @@ class BankClient:
         write: bool,
     ) -> Json:
         """One try: hold a slot while on the wire, then classify the answer."""
-        async with self._limiter.slot():
+        async with self._limiter.slot() as generation:
             try:
                 response = await self._http.request(method, url, params=params, json=body)
             except TRANSPORT_ERRORS as exc:
@@ -359,7 +359,7 @@ class BankClient:
             self._limiter.on_success()
             return _decode(_json_object, response.content, f"{method} {url}", write=write)
         if status == _HTTP_TOO_MANY:
-            self._limiter.on_rate_limited()
+            self._limiter.on_rate_limited(generation)
         elif status < _HTTP_SERVER_ERROR:
             self._limiter.on_success()
         raise error_from_response(method, url, status, response.text, secret=self._secret_or_none())

@@ -4,7 +4,10 @@
 ``async with limiter.slot():`` holds one slot while a request is on the wire. It is an
 AIMD window over an anyio ``CapacityLimiter``: ``on_rate_limited()`` halves the limit
 (never below 1), ``on_success()`` grows it by one after ``grow_after`` consecutive
-successes (never above ``cap``). Lowering the limit never interrupts holders; new
+successes (never above ``cap``). ``slot()`` yields the window's generation: a 429 for a
+request sent before the last cut is part of the burst that cut caused, so it does not
+halve again (one halving per burst, as TCP does per window, instead of collapsing to 1).
+Lowering the limit never interrupts holders; new
 requests wait until the holders drop below it, so no slot is granted above the limit.
 """
 
@@ -24,7 +27,7 @@ DEFAULT_GROW_AFTER = 20
 class AdaptiveLimiter:
     """At most ``limit`` requests in flight; the limit halves on 429 and creeps back up."""
 
-    __slots__ = ("_cap", "_grow_after", "_inner", "_peak", "_streak")
+    __slots__ = ("_cap", "_generation", "_grow_after", "_inner", "_peak", "_streak")
 
     def __init__(self, cap: int, *, grow_after: int = DEFAULT_GROW_AFTER) -> None:
         if cap < 1:
@@ -38,6 +41,7 @@ class AdaptiveLimiter:
         self._inner = anyio.CapacityLimiter(cap)
         self._streak = 0
         self._peak = 0
+        self._generation = 0
 
     def __repr__(self) -> str:
         return (
@@ -66,21 +70,28 @@ class AdaptiveLimiter:
         return self._peak
 
     @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """Hold one slot for the body of the ``async with``; waits while the limit is full."""
+    async def slot(self) -> AsyncIterator[int]:
+        """Hold one slot for the body of the ``async with``; yields the window generation."""
         token = object()
         await self._inner.acquire_on_behalf_of(token)
         try:
             held = self._inner.borrowed_tokens
             if held > self._peak:
                 self._peak = held
-            yield
+            yield self._generation
         finally:
             self._inner.release_on_behalf_of(token)
 
-    def on_rate_limited(self) -> None:
-        """The bank answered 429: halve the limit (never below 1) and restart the streak."""
+    def on_rate_limited(self, generation: int | None = None) -> None:
+        """The bank answered 429: halve the limit (never below 1) and restart the streak.
+
+        ``generation`` is what ``slot()`` yielded for the refused request; a request sent
+        before the last halving does not halve again.
+        """
         self._streak = 0
+        if generation is not None and generation != self._generation:
+            return
+        self._generation += 1
         current = self.limit
         if current > 1:
             self._inner.total_tokens = max(1, current // 2)
