@@ -462,3 +462,31 @@ async def test_stats_count_payments_per_group(bank: Bank) -> None:
     assert stats["max_in_flight"] >= 1
     assert (await bank.client.post("/__sandbox/stats/reset")).status_code == 204
     assert (await bank.client.get("/__sandbox/stats")).json()["requests"] == 0
+
+
+async def test_account_submission_list_and_filters(bank: Bank, app: SandboxApp) -> None:
+    """Submissions per account: newest first, filter by status, paging links."""
+    app.context.deliver_after_s = 3600
+    payments = [(await bank.pay(f"{n}.00")).json() for n in (1, 2)]
+    made = [(await bank.submit(p)).json()["submission-url"] for p in payments]
+    url = bank.operational["account-submissions-url"]
+    listed = (await bank.client.get(url)).json()
+    assert [s["submission-url"] for s in listed["submissions"]] == made[::-1]
+    assert listed["links"] == {"prev": None, "next": None}
+    params = {"filter[submission-status][in][]": "delivered"}
+    assert (await bank.client.get(url, params=params)).json()["submissions"] == []
+    await bank.client.post("/__sandbox/settle")
+    assert len((await bank.client.get(url, params=params)).json()["submissions"]) == 2
+
+
+async def test_payment_cannot_pay_its_own_account(bank: Bank) -> None:
+    """A uk-domestic creditor that is the paying account itself is refused."""
+    address = bank.operational["bank-addresses"][0]
+    creditor = {
+        "creditor-type": "uk-domestic",
+        "uk-domestic-sort-code": address["bank-id"],
+        "uk-domestic-account-number": address["account-number"],
+    }
+    response = await bank.pay(**creditor)
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["title"] == "same-account"

@@ -89,6 +89,8 @@ def create_payment(state: SandboxState, account_id: str, body: dict[str, Any]) -
     if body.get("payment-reference") is not None or "payment-reference" in body:
         reference = text(body, "payment-reference", max_len=35)
     creditor = parse_creditor(state, account, body["creditor"])
+    if creditor.target_account_id == account.id:
+        raise ApiError(422, "same-account", "an account cannot pay itself")
     _check_outbound(state, account, amount, creditor)
     if amount > account.available:
         raise ApiError(422, "insufficient-funds", "the available balance does not cover the amount")

@@ -120,7 +120,10 @@ def serve_in_thread(**create_app_kwargs: Any) -> Iterator[RunningSandbox]:
     thread = threading.Thread(target=server.run, name="payrun-sandbox", daemon=True)
     thread.start()
     try:
-        if not ready.wait(_START_TIMEOUT_S) or not server.base_url:
+        deadline = _START_TIMEOUT_S
+        while not ready.wait(0.05) and thread.is_alive() and deadline > 0:
+            deadline -= 0.05
+        if not server.base_url:
             message = "the sandbox server did not start"
             raise RuntimeError(message)
         yield RunningSandbox(server.base_url, app.api_key, app.sandbox, app)
