@@ -149,6 +149,7 @@ class Ledger:
         self._db = connection
         self._lock_fd = lock_fd
         self._depth = 0
+        self._sql_cache: dict[tuple[str, ...], str] = {}
 
     @classmethod
     def open(cls, path: Path, *, readonly: bool = False) -> Ledger:
@@ -272,22 +273,30 @@ class Ledger:
         return {RowStatus(status): count for status, count in cursor}
 
     def update(self, row: int, **values: Any) -> None:
-        """Commit new values for one row (its own transaction unless inside ``atomic()``)."""
-        self.update_many([row], **values)
+        """Commit new values for one row: one statement, its own transaction (WAL commit)."""
+        sql = self._update_sql(tuple(values))
+        params = [_to_sql(value) for value in values.values()]
+        params += [_iso(utc_now()), row]
+        self._execute(sql, params)
+
+    def _update_sql(self, names: tuple[str, ...]) -> str:
+        sql = self._sql_cache.get(names)
+        if sql is None:
+            unknown = set(names) - _UPDATABLE
+            if unknown:
+                msg = f"cannot update row fields {sorted(unknown)}"
+                raise ValueError(msg)
+            assignments = "".join(f"{name} = ?, " for name in names)
+            sql = f"UPDATE rows SET {assignments}updated_at = ? WHERE row = ?"  # noqa: S608
+            self._sql_cache[names] = sql
+        return sql
 
     def update_many(self, rows: Iterable[int], **values: Any) -> None:
         """Commit the same new values for several rows in one transaction."""
-        unknown = set(values) - _UPDATABLE
-        if unknown:
-            msg = f"cannot update row fields {sorted(unknown)}"
-            raise ValueError(msg)
-        assignments = ", ".join(f"{name} = ?" for name in values) + ", updated_at = ?"
+        sql = self._update_sql(tuple(values))
         params = [_to_sql(value) for value in values.values()] + [_iso(utc_now())]
         with self.atomic():
-            self._executemany(
-                f"UPDATE rows SET {assignments} WHERE row = ?",  # noqa: S608
-                ([*params, row] for row in rows),
-            )
+            self._executemany(sql, ([*params, row] for row in rows))
 
     def _execute(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
         try:
