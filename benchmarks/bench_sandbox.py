@@ -2,8 +2,9 @@
 
 Starts ``payrun sandbox --port 0`` as a subprocess (pinned to one core with ``taskset``
 when available), seeded with 10 accounts x 200 payees and big balances, then drives it
-from this process (pinned to another core) with aiohttp over keep-alive connections:
-``WORKERS`` concurrent workers, each repeating GET account, create payment, submit.
+from this process (pinned to another core) over keep-alive HTTP/1.1 connections (raw asyncio
+streams by default, or aiohttp):
+``--workers`` concurrent workers, each repeating GET account, create payment, submit.
 The sandbox must never be what a benchmark measures: the bar is 3,000 requests/s.
 
     python benchmarks/bench_sandbox.py                   # 45 workers, 8 s, 0 ms latency
@@ -107,8 +108,64 @@ async def _worker(
             counts[f"submit {response.status}"] += 1
 
 
+class _RawConnection:
+    """One keep-alive HTTP/1.1 connection over asyncio streams: the lightest client here."""
+
+    def __init__(self, host: str, port: int, api_key: str) -> None:
+        self.host, self.port = host, port
+        self.auth = f"Authorization: ServiceAPIKey {api_key}\r\n".encode()
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        """Send one request and read the whole response (Content-Length framed)."""
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None
+        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\n".encode() + self.auth
+        if body:
+            head += b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
+        self.writer.write(head + b"\r\n" + body)
+        lines = (await self.reader.readuntil(b"\r\n\r\n")).split(b"\r\n")
+        length = 0
+        for line in lines[1:]:
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        return int(lines[0].split(b" ", 2)[1]), await self.reader.readexactly(length)
+
+    def close(self) -> None:
+        """Close the connection."""
+        if self.writer is not None:
+            self.writer.close()
+
+
+async def _raw_worker(
+    connection: _RawConnection, target: tuple[str, list[str]], deadline: float, counts: Counter[str]
+) -> None:
+    account_url, payees = target
+    n = 0
+    while time.perf_counter() < deadline:
+        n += 1
+        status, _ = await connection.request("GET", account_url)
+        counts[f"GET account {status}"] += 1
+        body = {
+            "creditor": {"creditor-type": "payee", "payee-url": payees[n % len(payees)]},
+            "payment-amount": {"currency": "GBP", "value": "1.00"},
+            "payment-reference": f"bench {n}",
+        }
+        status, raw = await connection.request(
+            "POST", f"{account_url}/payments", json.dumps(body).encode()
+        )
+        counts[f"create payment {status}"] += 1
+        if status != 201:  # noqa: PLR2004
+            continue
+        url = json.loads(raw)["payment-submissions-url"]
+        status, _ = await connection.request("POST", url, b'{"payment-scheme":"fps"}')
+        counts[f"submit {status}"] += 1
+
+
 async def _drive(
-    base: str, api_key: str, *, workers: int, seconds: float
+    base: str, api_key: str, *, workers: int, seconds: float, client: str
 ) -> tuple[float, Counter[str]]:
     headers = {"Authorization": f"ServiceAPIKey {api_key}"}
     connector = aiohttp.TCPConnector(limit=workers)
@@ -117,12 +174,22 @@ async def _drive(
         counts: Counter[str] = Counter()
         started = time.perf_counter()
         deadline = started + seconds
-        await asyncio.gather(
-            *(
+        if client == "raw":
+            host, port = base.removeprefix("http://").rsplit(":", 1)
+            connections = [_RawConnection(host, int(port), api_key) for _ in range(workers)]
+            jobs = [
+                _raw_worker(c, targets[i % len(targets)], deadline, counts)
+                for i, c in enumerate(connections)
+            ]
+        else:
+            jobs = [
                 _worker(session, base, targets[i % len(targets)], deadline, counts)
                 for i in range(workers)
-            )
-        )
+            ]
+        await asyncio.gather(*jobs)
+        if client == "raw":
+            for connection in connections:
+                connection.close()
         elapsed = time.perf_counter() - started
         async with session.get(f"{base}/__sandbox/stats") as response:
             stats = await response.json()
@@ -147,6 +214,12 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=45)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument(
+        "--client",
+        choices=("raw", "aiohttp"),
+        default="raw",
+        help="raw asyncio HTTP/1.1 keep-alive connections (lightest), or aiohttp",
+    )
+    parser.add_argument(
         "--no-pin", action="store_true", help="do not pin server and client to cores"
     )
     args = parser.parse_args()
@@ -158,7 +231,9 @@ def main() -> int:
                 os.sched_setaffinity(0, {0})
             cpu_before = _cpu_seconds(process.pid)
             elapsed, counts = asyncio.run(
-                _drive(base, api_key, workers=args.workers, seconds=args.seconds)
+                _drive(
+                    base, api_key, workers=args.workers, seconds=args.seconds, client=args.client
+                )
             )
             server_cpu = _cpu_seconds(process.pid) - cpu_before
         finally:
@@ -166,7 +241,10 @@ def main() -> int:
             process.wait(10)
     total = sum(v for k, v in counts.items() if not k.startswith("(stats)"))
     rate = total / elapsed
-    print(f"payrun sandbox: {args.workers} workers, {elapsed:.1f} s, server pinned: {pin}")
+    print(
+        f"payrun sandbox: {args.client} client, {args.workers} workers, {elapsed:.1f} s, "
+        f"server pinned: {pin}"
+    )
     for key in sorted(counts):
         print(f"  {key}: {counts[key]}")
     verdict = "PASS" if rate >= TARGET_RPS else "FAIL"

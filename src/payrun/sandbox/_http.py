@@ -85,6 +85,9 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(detail)
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)  # once: loads() makes one a call
+
+
 @dataclass(slots=True)
 class Request:
     """One request, body already read: method, path, raw query, headers, body bytes."""
@@ -118,8 +121,8 @@ class Request:
         if not self.body.strip():
             raise ApiError(400, "bad-request", "a JSON object body is required", pointer="")
         try:
-            parsed = json.loads(self.body, parse_constant=_reject_constant)
-        except (ValueError, RecursionError) as exc:
+            parsed = _DECODER.decode(self.body.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
             raise ApiError(400, "bad-request", "the body is not valid JSON", pointer="") from exc
         if not isinstance(parsed, dict):
             raise ApiError(400, "incorrect-type", "the body must be a JSON object", pointer="")

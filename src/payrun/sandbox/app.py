@@ -61,6 +61,7 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 _LOG = logging.getLogger("payrun.sandbox")
 _JSON = [(b"content-type", b"application/json")]
+_ENCODER = json.JSONEncoder(separators=(",", ":"))  # built once: dumps() builds one per call
 _AUTH_SCHEMES = (b"ServiceAPIKey ", b"GriffinAPIKey ")
 _FAULTED_KINDS = frozenset({"create-payment", "submit"})
 
@@ -91,7 +92,7 @@ class _Outcome:
 def _encode(reply: Reply) -> _Outcome:
     if reply.body is None:
         return _Outcome(reply.status, b"", reply.headers)
-    body = json.dumps(reply.body, separators=(",", ":")).encode()
+    body = _ENCODER.encode(reply.body).encode()
     return _Outcome(reply.status, body, [*_JSON, *reply.headers])
 
 
