@@ -23,12 +23,11 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from payrun.bank import BankClient
 from payrun.domain import RowStatus
 from payrun.errors import (
     AuthError,
@@ -39,6 +38,9 @@ from payrun.errors import (
 )
 from payrun.ledger import LedgerRow
 from payrun.records import RowBook
+
+if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
+    from payrun.bank import BankClient
 
 __all__ = ["ExecutionResult", "StopFlag", "execute_rows"]
 

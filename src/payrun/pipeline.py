@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from payrun.bank import AdaptiveLimiter, BankClient, Organization, make_http_client
 from payrun.config import RunOptions, Settings, ValidationOptions
 from payrun.domain import RowStatus, RowVerdict
 from payrun.errors import BatchFileError, InterruptedRunError, LedgerMismatchError, PayrunError
@@ -32,6 +31,9 @@ from payrun.reconciliation import reconcile_rows
 from payrun.records import RowBook
 from payrun.tracking import follow_submissions
 from payrun.validation import validate_rows
+
+if TYPE_CHECKING:  # imported at run time only when a bank is called (keeps `validate` fast)
+    from payrun.bank import BankClient, Organization
 
 __all__ = [
     "RunObserver",
@@ -158,6 +160,8 @@ async def run_batch(
 async def _with_client(
     settings: Settings, options: RunOptions, body: Callable[[BankClient], Awaitable[RunOutcome]]
 ) -> RunOutcome:
+    from payrun.bank import AdaptiveLimiter, BankClient, make_http_client
+
     http = make_http_client(settings, max_connections=options.max_in_flight)
     async with BankClient(http, limiter=AdaptiveLimiter(options.max_in_flight)) as client:
         return await body(client)

@@ -14,17 +14,19 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
-from payrun.bank import BankAccount, BankClient, Organization, Payment
 from payrun.domain import RowStatus, format_money
 from payrun.errors import AuthError, BankError, OutcomeUnknownError
 from payrun.ledger import LedgerRow, utc_now
 from payrun.planning import CLOCK_SKEW, PayeeIndex, account_classification, find_repeats
 from payrun.reconciliation import fetch_recent_payments
 from payrun.records import RowBook
+
+if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
+    from payrun.bank import BankAccount, BankClient, Organization, Payment
 
 __all__ = ["AccountPlan", "Preflight"]
 

@@ -12,14 +12,17 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import anyio
 
-from payrun.bank import BankAccount, BankClient, Payment
 from payrun.domain import RowStatus
 from payrun.ledger import LedgerRow
 from payrun.planning import CLOCK_SKEW, match_half_created
 from payrun.records import RowBook
+
+if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
+    from payrun.bank import BankAccount, BankClient, Payment
 
 __all__ = ["fetch_recent_payments", "reconcile_rows"]
 

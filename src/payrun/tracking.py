@@ -10,13 +10,16 @@ and so is every one when the events cannot be read.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import anyio
 
-from payrun.bank import BankClient, Organization
 from payrun.domain import RowStatus
 from payrun.errors import AuthError, BankError
 from payrun.records import RowBook
+
+if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
+    from payrun.bank import BankClient, Organization
 
 __all__ = ["FINAL_SUBMISSION_STATUSES", "follow_submissions"]
 

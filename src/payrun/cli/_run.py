@@ -18,8 +18,6 @@ from typing import Any
 
 import anyio
 
-from payrun.cli._progress import make_observer
-from payrun.cli._summary import print_dry_run, print_summary, write_run_report
 from payrun.config import (
     DEFAULT_DUPLICATE_WINDOW_DAYS,
     DEFAULT_MAX_AMOUNT,
@@ -34,7 +32,6 @@ from payrun.config import (
     load_settings,
 )
 from payrun.errors import ConfigError
-from payrun.pipeline import run_batch
 
 __all__ = ["execute", "register"]
 
@@ -159,6 +156,10 @@ def _money(text: str) -> Decimal:
 
 def execute(args: argparse.Namespace) -> int:
     """Run the batch and print what happened."""
+    from payrun.cli._progress import make_observer  # rich and the bank stack load only for runs
+    from payrun.cli._summary import print_dry_run, print_summary, write_run_report
+    from payrun.pipeline import run_batch
+
     validation = ValidationOptions(
         max_amount=args.max_amount,
         allow_duplicates=args.allow_duplicates,
