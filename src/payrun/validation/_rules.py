@@ -26,6 +26,7 @@ __all__ = [
     "check_sort_code",
     "is_scientific",
     "normalize_source_account",
+    "scientific_damage",
 ]
 
 MAX_NAME_LENGTH = 140
