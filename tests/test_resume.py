@@ -95,7 +95,10 @@ def full_run_seconds(tmp_path_factory: pytest.TempPathFactory) -> float:
 @pytest.mark.slow
 @pytest.mark.parametrize("trial", range(KILL_TRIALS))
 def test_kill_9_at_random_instants_then_rerun_pays_each_row_once(
-    trial: int, tmp_path: Path, full_run_seconds: float
+    trial: int,
+    tmp_path: Path,
+    full_run_seconds: float,
+    request: pytest.FixtureRequest,
 ) -> None:
     """SIGKILL the run's process group at random instants (up to 3 times); the rerun pays once."""
     rng = random.Random(KILL_SEED + trial)
@@ -125,6 +128,7 @@ def test_kill_9_at_random_instants_then_rerun_pays_each_row_once(
                     break
         context = f"trial {trial} (seed {KILL_SEED + trial}, {len(rows)} rows):\n" + "\n".join(
             history)
+        request.node.user_properties.append(("history", context))  # --junitxml, xunit1
         assert final is not None, context
         assert final.returncode == 0, f"{context}\n{final.describe()}"
         assert_exactly_once(bank, rows, ledger, context)
