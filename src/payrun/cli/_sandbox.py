@@ -14,7 +14,6 @@ import sys
 from typing import Any
 
 from payrun.errors import ConfigError
-from payrun.sandbox import SeedError, create_app, serve
 
 __all__ = ["execute", "register"]
 
@@ -78,6 +77,8 @@ def _check(args: argparse.Namespace) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Serve the sandbox bank until interrupted; exit 0 when stopped cleanly."""
+    from payrun.sandbox import SeedError, create_app, serve  # uvicorn loads only for this command
+
     _check(args)
     try:
         app = create_app(
