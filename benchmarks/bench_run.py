@@ -1,0 +1,499 @@
+"""`payrun run` end to end against the sandbox bank: efficiency, client CPU, memory (issue 4).
+
+Each scenario starts ``payrun sandbox --latency-ms L`` in its own process (pinned to core 1
+with ``taskset`` when there are 2+ cores), seeded with big balances and payees that already
+exist, so every row costs exactly 2 requests (create + submit; ``confirm_payees`` off,
+fresh references, so the repeat guard finds nothing). The client runs in a fresh Python
+process of its own (pinned to core 0), which calls ``anyio.run(run_batch, ...)`` in-process
+with an observer that timestamps ``started()`` and the last row reaching ``submitted``, so
+the table shows both:
+
+- exec: the execution phase (started -> last submit), and
+- whole: the whole command (read, validate, ledger inserts, preflight reads, execution,
+  closing), measured around ``anyio.run``.
+
+Efficiency = bound / measured, bound = max(2*rows*L/50, max over accounts of submits*L/3).
+Probes (cheap, always on): the client's limiter ``in_flight`` and the submits in flight
+sampled every 10 ms during the execution phase, event-loop lag of that sampler, and time
+spent inside ledger ``update`` calls. The sandbox's own counters (peak in flight, peak
+concurrent submits per account, 429s, payments/submissions per row) show that the limits
+were used and never broken, and that every row was paid exactly once.
+
+    python benchmarks/bench_run.py            # full: the issue-4 goals (~3-4 min)
+    python benchmarks/bench_run.py --quick    # smoke check, < 1 min
+    python benchmarks/bench_run.py --only 2k-10acct@50  --rows-100k 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MAX_IN_FLIGHT = 50
+PER_ACCOUNT_SUBMITS = 3
+PAYEES_PER_ACCOUNT = 200
+GOAL_EFFICIENCY = 0.90
+GOAL_CPU_MS = 1.0
+GOAL_RSS_MB = 300.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One benchmark run: rows spread evenly over accounts, at one sandbox latency."""
+
+    name: str
+    rows: int
+    accounts: int
+    latency_ms: float
+    goal: str  # "eff" (efficiency >= 0.90), "report", or "rss" (memory)
+
+    def bound(self) -> float:
+        """The lower bound on the execution time that the 50/3 limits allow."""
+        latency = self.latency_ms / 1000
+        per_account = math.ceil(self.rows / self.accounts)
+        return max(2 * self.rows * latency / MAX_IN_FLIGHT,
+                   per_account * latency / PER_ACCOUNT_SUBMITS)
+
+
+def scenarios(quick: bool, rows_100k: int) -> list[Scenario]:
+    """The issue-4 scenarios (or small versions of them with ``quick``)."""
+    if quick:
+        return [
+            Scenario("400x10acct@50", 400, 10, 50, "eff"),
+            Scenario("150x1acct@50", 150, 1, 50, "eff"),
+            Scenario("400x10acct@20", 400, 10, 20, "report"),
+            Scenario("150x1acct@20", 150, 1, 20, "report"),
+            Scenario(f"{rows_100k // 1000}kx10acct@0", rows_100k, 10, 0, "rss"),
+        ]
+    return [
+        Scenario("2kx10acct@50", 2000, 10, 50, "eff"),
+        Scenario("1kx1acct@50", 1000, 1, 50, "eff"),
+        Scenario("2kx10acct@20", 2000, 10, 20, "report"),
+        Scenario("1kx1acct@20", 1000, 1, 20, "report"),
+        Scenario(f"{rows_100k // 1000}kx10acct@0", rows_100k, 10, 0, "rss"),
+    ]
+
+
+# -- files ------------------------------------------------------------------------------
+
+
+def _account_number(a: int) -> str:
+    return f"{40000000 + a:08d}"
+
+
+def _payee_account(a: int, p: int) -> str:
+    return f"{a * 1000 + p:08d}"
+
+
+def write_seed(directory: Path, accounts: int) -> Path:
+    """Accounts with big balances, each owned by its own legal person with 200 payees."""
+    people = [{"key": f"owner{a}", "display-name": f"Owner {a} Ltd"} for a in range(accounts)]
+    bank_accounts = [
+        {"display-name": f"Bench {a}", "sort-code": "040004",
+         "account-number": _account_number(a), "balance": "1000000000.00", "owner": f"owner{a}"}
+        for a in range(accounts)
+    ]  # fmt: skip
+    payees = [
+        {"owner": f"owner{a}", "account-holder": f"Payee {a}-{p}", "sort-code": "200000",
+         "account-number": _payee_account(a, p)}
+        for a in range(accounts) for p in range(PAYEES_PER_ACCOUNT)
+    ]  # fmt: skip
+    path = directory / "seed.json"
+    seed = {"legal-persons": people, "accounts": bank_accounts, "payees": payees}
+    path.write_text(json.dumps(seed), "utf-8")
+    return path
+
+
+def write_batch(directory: Path, rows: int, accounts: int) -> Path:
+    """Rows round-robin over the accounts, paying existing payees, unique references."""
+    path = directory / "batch.csv"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        out = csv.writer(handle)
+        out.writerow(["row_id", "payee_name", "sort_code", "account_number", "amount",
+                      "reference", "source_account"])
+        for i in range(rows):
+            a = i % accounts
+            p = (i // accounts) % PAYEES_PER_ACCOUNT
+            out.writerow([f"R{i}", f"Payee {a}-{p}", "20-00-00", _payee_account(a, p),
+                          f"{1 + i % 97}.{i % 100:02d}", f"BENCH {i:07d}",
+                          f"040004 {_account_number(a)}"])
+    return path
+
+
+# -- processes --------------------------------------------------------------------------
+
+
+def _can_pin(pin: bool) -> bool:
+    return pin and shutil.which("taskset") is not None and (os.cpu_count() or 1) > 1
+
+
+def start_sandbox(seed: Path, latency_ms: float, *, pin: bool) -> tuple[subprocess.Popen[str], str, str]:
+    """``payrun sandbox`` on a free port; returns the process, base URL and API key."""
+    command = [sys.executable, "-m", "payrun", "sandbox", "--port", "0", "--seed", str(seed),
+               "--latency-ms", str(latency_ms)]
+    if _can_pin(pin):
+        command = ["taskset", "-c", "1", *command]
+    log = seed.with_name("sandbox.log").open("w")  # its banner and any error, kept out of the table
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
+    log.close()
+    assert process.stdout is not None
+    base_url = process.stdout.readline().strip().removeprefix("PAYRUN_BASE_URL=")
+    api_key = process.stdout.readline().strip().removeprefix("PAYRUN_API_KEY=")
+    if not base_url.startswith("http"):
+        process.kill()
+        msg = "the sandbox did not start"
+        raise RuntimeError(msg)
+    return process, base_url, api_key
+
+
+def sandbox_stats(base_url: str) -> dict[str, Any]:
+    """``GET /__sandbox/stats`` (no API key needed)."""
+    with urllib.request.urlopen(f"{base_url}/__sandbox/stats", timeout=60) as response:  # noqa: S310
+        return json.loads(response.read())
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far, from /proc (0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_queue_wait(pid: int | str = "self") -> float:
+    """Seconds the process's main thread waited for a CPU (other processes ran): schedstat."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def run_client(job: dict[str, Any], *, pin: bool) -> dict[str, Any]:
+    """Run ``--child`` in a fresh interpreter (pinned to core 0); return its JSON result."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(job)]
+    if _can_pin(pin):
+        command = ["taskset", "-c", "0", *command]
+    done = subprocess.run(command, capture_output=True, text=True, check=False,
+                          env={**os.environ, "PAYRUN_API_KEY": job["api_key"]})
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        sys.stderr.write(done.stdout[-3000:] + done.stderr[-6000:])
+        msg = f"the client failed (exit {done.returncode})"
+        raise RuntimeError(msg)
+    return json.loads(lines[-1])
+
+
+# -- the client (child process) ---------------------------------------------------------
+
+
+def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one measured run
+    """Pay the batch in-process with ``anyio.run(run_batch, ...)`` and measure it."""
+    import resource  # noqa: PLC0415
+
+    t_import = time.perf_counter()
+    import anyio  # noqa: PLC0415
+
+    import payrun.pipeline as pipeline  # noqa: PLC0415
+    from payrun.bank import AdaptiveLimiter, BankClient  # noqa: PLC0415
+    from payrun.config import RunOptions, Secret, Settings, ValidationOptions  # noqa: PLC0415
+    from payrun.domain import RowStatus  # noqa: PLC0415
+    from payrun.ledger import Ledger  # noqa: PLC0415
+
+    import_s = time.perf_counter() - t_import  # the bank stack: imported lazily by the CLI
+
+    limiters: list[AdaptiveLimiter] = []
+    original_init = AdaptiveLimiter.__init__
+
+    def registering_init(self: AdaptiveLimiter, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        limiters.append(self)
+
+    AdaptiveLimiter.__init__ = registering_init  # type: ignore[method-assign]
+
+    submits = [0]
+    submit_time = [0.0, 0]
+    original_submit = BankClient.submit_payment
+
+    async def counted_submit(self: BankClient, *args: Any, **kwargs: Any) -> Any:
+        submits[0] += 1
+        t = time.perf_counter()
+        try:
+            return await original_submit(self, *args, **kwargs)
+        finally:
+            submits[0] -= 1
+            submit_time[0] += time.perf_counter() - t
+            submit_time[1] += 1
+
+    BankClient.submit_payment = counted_submit  # type: ignore[method-assign]
+
+    ledger_time = [0.0, 0]
+    original_update = Ledger.update
+
+    def timed_update(self: Ledger, *args: Any, **kwargs: Any) -> None:
+        t = time.perf_counter()
+        try:
+            original_update(self, *args, **kwargs)
+        finally:
+            ledger_time[0] += time.perf_counter() - t
+            ledger_time[1] += 1
+
+    Ledger.update = timed_update  # type: ignore[method-assign]
+
+    class Observer:
+        def __init__(self) -> None:
+            self.t_started = 0.0
+            self.cpu_started = 0.0
+            self.t_last_submit = 0.0
+            self.cpu_last_submit = 0.0
+            self.submitted = 0
+            self.notes: list[str] = []
+
+        def started(self, *, total: int, done: int) -> None:
+            self.t_started = time.perf_counter()
+            self.cpu_started = time.process_time()
+
+        def row_changed(self, before: Any, after: Any) -> None:
+            if after.status is RowStatus.SUBMITTED:
+                self.submitted += 1
+                self.t_last_submit = time.perf_counter()
+                self.cpu_last_submit = time.process_time()
+
+        def note(self, message: str) -> None:
+            self.notes.append(message)
+
+    observer = Observer()
+    samples: list[tuple[int, int]] = []
+    lags: list[float] = []
+    interval = 0.01
+
+    async def sampler() -> None:
+        while True:
+            before = time.perf_counter()
+            await anyio.sleep(interval)
+            if observer.t_started and observer.submitted < job["rows"]:  # execution phase
+                lags.append(time.perf_counter() - before - interval)
+                samples.append((limiters[-1].in_flight if limiters else 0, submits[0]))
+
+    directory = Path(job["dir"])
+    settings = Settings(base_url=job["base_url"], api_key=Secret(job["api_key"]))
+    options = RunOptions(ledger_path=directory / "batch.ledger.sqlite", confirm_payees=False)
+
+    async def main() -> Any:
+        async with anyio.create_task_group() as group:
+            group.start_soon(sampler)
+            outcome = await pipeline.run_batch(
+                directory / "batch.csv", settings, validation=ValidationOptions(),
+                options=options, observer=observer)
+            group.cancel_scope.cancel()
+        return outcome
+
+    profile = job.get("profile")
+    wait0 = run_queue_wait()
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    if profile:
+        import cProfile  # noqa: PLC0415
+
+        profiler = cProfile.Profile()
+        outcome = profiler.runcall(anyio.run, main, backend_options=_backend(job))
+        profiler.dump_stats(profile)
+    else:
+        outcome = anyio.run(main, backend_options=_backend(job))
+    t1 = time.perf_counter()
+    cpu1 = time.process_time()
+    wait1 = run_queue_wait()
+    statuses: dict[str, int] = {}
+    for row in outcome.rows:
+        statuses[row.status.value] = statuses.get(row.status.value, 0) + 1
+    busy = samples or [(0, 0)]
+    return {
+        "whole_s": t1 - t0,
+        "pre_s": observer.t_started - t0,
+        "exec_s": observer.t_last_submit - observer.t_started,
+        "tail_s": t1 - observer.t_last_submit,
+        "cpu_s": cpu1 - cpu0,
+        "runq_wait_s": wait1 - wait0,
+        "cpu_exec_s": observer.cpu_last_submit - observer.cpu_started,
+        "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "submitted": observer.submitted,
+        "statuses": statuses,
+        "exit_code": outcome.exit_code,
+        "avg_in_flight": sum(s[0] for s in busy) / len(busy),
+        "avg_submits": sum(s[1] for s in busy) / len(busy),
+        "limiter_peak": limiters[-1].peak if limiters else 0,
+        "limiter_limit": limiters[-1].limit if limiters else 0,
+        "lag_mean_ms": 1000 * sum(lags) / max(1, len(lags)),
+        "lag_max_ms": 1000 * max(lags, default=0.0),
+        "ledger_s": ledger_time[0],
+        "import_s": import_s,
+        "submit_ms": 1000 * submit_time[0] / max(1, submit_time[1]),
+        "ledger_updates": ledger_time[1],
+    }
+
+
+def _backend(job: dict[str, Any]) -> dict[str, Any]:
+    return {"use_uvloop": True} if job.get("uvloop") else {}
+
+
+# -- the parent: run, check, print --------------------------------------------------------
+
+
+def run_scenario(
+    scenario: Scenario, *, pin: bool, uvloop: bool, profile: str | None = None
+) -> dict[str, Any]:
+    """Start a sandbox, run the client, collect the client's and the sandbox's numbers."""
+    with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
+        directory = Path(tmp)
+        seed = write_seed(directory, scenario.accounts)
+        write_batch(directory, scenario.rows, scenario.accounts)
+        process, base_url, api_key = start_sandbox(seed, scenario.latency_ms, pin=pin)
+        try:
+            server_cpu0 = cpu_seconds(process.pid)
+            server_wait0 = run_queue_wait(process.pid)
+            load0 = os.getloadavg()[0]
+            result = run_client({"dir": tmp, "base_url": base_url, "api_key": api_key,
+                                 "rows": scenario.rows, "uvloop": uvloop,
+                                 "profile": profile and str(Path(profile) / f"{scenario.name}.prof")},
+                                pin=pin)
+            result["server_cpu_s"] = cpu_seconds(process.pid) - server_cpu0
+            result["server_wait_s"] = run_queue_wait(process.pid) - server_wait0
+            result["load"] = (load0 + os.getloadavg()[0]) / 2
+            stats = sandbox_stats(base_url)
+        finally:
+            process.terminate()
+            process.wait(10)
+    groups = stats.get("payments") or []
+    result["max_in_flight"] = stats["max_in_flight"]
+    result["max_submits"] = max(stats["max_concurrent_submits"].values(), default=0)
+    result["rate_limited"] = sum(stats["rate_limited"].values())
+    result["requests"] = stats["requests"]
+    result["paid_once"] = (
+        len(groups) == scenario.rows
+        and all(g["payments"] == 1 and g["submissions"] == 1 for g in groups))
+    return result
+
+
+def verdicts(scenario: Scenario, r: dict[str, Any]) -> list[str]:
+    """PASS/FAIL lines for a scenario's goals."""
+    out = []
+    ok_limits = (r["max_in_flight"] <= MAX_IN_FLIGHT and r["max_submits"] <= PER_ACCOUNT_SUBMITS
+                 and r["rate_limited"] == 0)
+    out.append(f"limits respected (<=50 in flight, <=3 submits/account, 0 x 429): "
+               f"{'PASS' if ok_limits else 'FAIL'}")
+    out.append(f"every row paid exactly once: {'PASS' if r['paid_once'] else 'FAIL'}")
+    cpu_ms = 1000 * r["cpu_s"] / scenario.rows
+    if scenario.goal == "eff":
+        bound = scenario.bound()
+        for label, key in (("exec", "exec_s"), ("whole", "whole_s")):
+            eff = bound / r[key]
+            verdict = "PASS" if eff >= GOAL_EFFICIENCY else "FAIL"
+            out.append(f"efficiency ({label}) {eff:.2f} >= {GOAL_EFFICIENCY}: {verdict}")
+    if scenario.goal in ("eff", "rss"):
+        verdict = "PASS" if cpu_ms < GOAL_CPU_MS else "FAIL"
+        out.append(f"client CPU {cpu_ms:.2f} ms/payment < {GOAL_CPU_MS} ms: {verdict}")
+    if scenario.goal == "rss":
+        verdict = "PASS" if r["maxrss_mb"] < GOAL_RSS_MB else "FAIL"
+        out.append(f"client peak RSS {r['maxrss_mb']:.0f} MB < {GOAL_RSS_MB:.0f} MB: {verdict}")
+    return out
+
+
+def print_table(results: list[tuple[Scenario, dict[str, Any]]]) -> None:
+    """Print the timing, CPU and limits tables, then the verdicts."""
+    head = (f"{'scenario':<16}{'L ms':>5}{'bound s':>8}{'import':>7}{'pre s':>7}{'exec s':>8}{'whole s':>8}"
+            f"{'eff ex':>7}{'eff wh':>7}{'pay/s':>7}{'cpu ms/p':>9}{'exec cpu':>9}"
+            f"{'RSS MB':>7}")
+    print(head)
+    print("-" * len(head))
+    for s, r in results:
+        bound = s.bound()
+        eff_exec = f"{bound / r['exec_s']:.2f}" if bound else "-"
+        eff_whole = f"{bound / r['whole_s']:.2f}" if bound else "-"
+        print(f"{s.name:<16}{s.latency_ms:>5.0f}{bound:>8.2f}{r['import_s']:>7.2f}{r['pre_s']:>7.2f}"
+              f"{r['exec_s']:>8.2f}{r['whole_s']:>8.2f}{eff_exec:>7}{eff_whole:>7}"
+              f"{s.rows / r['exec_s']:>7.0f}{1000 * r['cpu_s'] / s.rows:>9.3f}"
+              f"{1000 * r['cpu_exec_s'] / s.rows:>9.3f}{r['maxrss_mb']:>7.0f}")
+    print()
+    head2 = (f"{'scenario':<16}{'srv peak':>9}{'sub peak':>9}{'429s':>5}{'reqs':>8}"
+             f"{'avg infl':>9}{'avg sub':>8}{'sub slots':>10}{'sub ms':>7}{'lag avg/max ms':>16}"
+             f"{'ledger ms/p':>12}{'srv cpu%':>9}{'runq cli/srv s':>15}{'load':>6}")
+    print(head2)
+    print("-" * len(head2))
+    for s, r in results:
+        slots = PER_ACCOUNT_SUBMITS * s.accounts
+        print(f"{s.name:<16}{r['max_in_flight']:>9}{r['max_submits']:>9}{r['rate_limited']:>5}"
+              f"{r['requests']:>8}{r['avg_in_flight']:>9.1f}{r['avg_submits']:>8.1f}"
+              f"{slots:>10}{r['submit_ms']:>7.1f}{r['lag_mean_ms']:>8.1f}/{r['lag_max_ms']:<7.0f}"
+              f"{1000 * r['ledger_s'] / s.rows:>12.3f}"
+              f"{r['server_cpu_s'] / r['whole_s']:>9.0%}"
+              f"{r['runq_wait_s']:>9.2f}/{r['server_wait_s']:<5.2f}{r['load']:>6.1f}")
+    print()
+    print("columns: import = importing anyio + payrun's bank stack (before the clock starts);"
+          " pre = start -> started() (read, validate, ledger inserts, preflight);"
+          " exec = started() -> last submitted; whole = anyio.run(run_batch) end to end;")
+    print("  eff = bound / time; cpu ms/p = client process CPU (whole command) per payment;"
+          " exec cpu = CPU of the execution phase only; srv/sub peak = the sandbox's own")
+    print("  peaks of requests in flight / concurrent submits of one account; avg infl/avg sub ="
+          " client limiter slots held / submits in flight, sampled every 10 ms in exec;")
+    print("  sub ms = mean duration of BankClient.submit_payment (slot wait + wire + parse);"
+          " a submit slot's cycle = exec s * 3 / rows-per-account, the rest is client gap;")
+    print("  lag = that sampler's event-loop lateness; ledger ms/p = time inside ledger"
+          " update calls per payment (all phases); srv cpu% = sandbox CPU / whole time;")
+    print("  runq = seconds the client / sandbox waited for a CPU held by other processes"
+          " (/proc/PID/schedstat; > 0 means the machine was shared and times are inflated);"
+          " load = 1-min load average")
+    print()
+    for s, r in results:
+        print(f"{s.name}: statuses {r['statuses']}, exit {r['exit_code']}")
+        for line in verdicts(s, r):
+            print(f"  {line}")
+
+
+def main() -> int:
+    """Run the scenarios and print the tables."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke check < 1 min")
+    parser.add_argument("--no-pin", action="store_true", help="do not pin to cores")
+    parser.add_argument("--uvloop", action="store_true", help="run the client on uvloop")
+    parser.add_argument("--only", help="run only scenarios whose name contains this")
+    parser.add_argument("--rows-100k", type=int, default=None,
+                        help="rows of the memory scenario (default 100,000; 5,000 with --quick)")
+    parser.add_argument("--profile", metavar="DIR",
+                        help="write a cProfile of each client run to DIR/<scenario>.prof")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return 0
+    rows_100k = args.rows_100k or (3000 if args.quick else 100_000)
+    chosen = [s for s in scenarios(args.quick, rows_100k)
+              if not args.only or args.only in s.name]
+    pin = not args.no_pin
+    print(f"payrun run benchmark: {'quick' if args.quick else 'full'}, pinned: {_can_pin(pin)},"
+          f" client loop: {'uvloop' if args.uvloop else 'asyncio'}, cores: {os.cpu_count()}")
+    results = []
+    started = time.perf_counter()
+    for scenario in chosen:
+        print(f"  running {scenario.name} ({scenario.rows} rows, {scenario.accounts} accounts,"
+              f" L={scenario.latency_ms:.0f} ms) ...", flush=True)
+        results.append((scenario, run_scenario(scenario, pin=pin, uvloop=args.uvloop, profile=args.profile)))
+    print(f"  done in {time.perf_counter() - started:.0f} s\n")
+    print_table(results)
+    failed = any(line.endswith("FAIL") for s, r in results for line in verdicts(s, r))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
