@@ -20,6 +20,7 @@ from payrun.validation import (
     validate_batch,
     validate_rows,
 )
+from payrun.validation._checker import RowChecker
 from payrun.validation._seen import DigestTable
 
 COLS = ["payee_name", "sort_code", "account_number", "amount", "reference", "source_account"]
@@ -289,6 +290,55 @@ def test_empty_summary() -> None:
     """A summary with no rows is all valid with a zero total."""
     summary = BatchSummary()
     assert summary.all_valid and summary.total == 0 and summary.fingerprint.count == 0
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},
+        {"row_id": "E1"},
+        {"row_id": " E1 ", "currency": "gbp"},
+        {"row_id": "E\t1"},
+        {"currency": "EUR"},
+        {"reference": ""},
+        {"reference": "A REFERENCE OF 20 CH"},
+        {"payee_name": "  Ada  ", "account_number": " 12345678 "},
+        {"payee_name": "Zoë"},
+        {"sort_code": "12-34-56"},
+        {"sort_code": " 123456"},
+        {"amount": "1000.5"},
+        {"amount": "0.00"},
+        {"amount": "2000000.00"},
+        {"source_account": ""},
+        {"source_account": " 04-00-04 30000001 "},
+        {"source_account": "nowhere"},
+    ],
+)
+@pytest.mark.parametrize("options", [{}, {"source_account": "/v0/bank/accounts/ba.x"}])
+def test_fast_path_gives_the_full_rules_verdict(
+    tmp_path: Path, change: dict[str, str], options: dict[str, Any]
+) -> None:
+    """Every row, repeats included, gets the same verdict from the fast path and the rules."""
+    header = [*COLS, "row_id", "currency"]
+    plain = {**BASE, "sort_code": "123456", "row_id": "", "currency": ""}
+    rows = [{**plain, **change}] * 3 + [{**plain, "amount": "7.00"}]
+    path = _csv(tmp_path / "b.csv", header, rows)
+    with read_batch(path) as batch:
+        raws = list(batch.rows)
+    if not change:  # the plain row does take the fast path
+        assert type(RowChecker(tuple(header), ValidationOptions()).fast(raws[0])) is tuple
+    fast = RowChecker(tuple(header), ValidationOptions(**options))
+    full = RowChecker(tuple(header), ValidationOptions(**options))
+    expected = [full.check(raw) for raw in raws]
+    assert [fast.verdict(raw) for raw in raws] == expected
+    summary = validate_batch(read_batch(path), ValidationOptions(**options))
+    by_verdicts = BatchSummary(w for w in summary.warnings if w.row == 1)  # header warnings
+    for verdict in expected:
+        by_verdicts.add(verdict)
+    assert summary.fingerprint == by_verdicts.fingerprint
+    assert (summary.rows, summary.errors, summary.warnings, summary.accounts) == (
+        by_verdicts.rows, by_verdicts.errors, by_verdicts.warnings, by_verdicts.accounts
+    )
 
 
 def test_digest_table_grows_and_remembers_first_rows() -> None:

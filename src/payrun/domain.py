@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -103,12 +104,13 @@ class RowProblem:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class RowVerdict:
+class RowVerdict(NamedTuple):
     """Validation's answer for one data row.
 
     ``instruction`` is None when the row is invalid; ``raw`` keeps the row's original text
-    by canonical column name so reports can show what an invalid row said.
+    by canonical column name so reports can show what an invalid row said. A named tuple,
+    not a frozen dataclass: immutable all the same, and built in a quarter of the time
+    (one is made per row; measured 0.2 us against 0.8 us).
     """
 
     row: int

@@ -16,6 +16,8 @@ from payrun.domain import CENTS, RowProblem
 __all__ = [
     "MAX_NAME_LENGTH",
     "MAX_REFERENCE_LENGTH",
+    "PLAIN_AMOUNT",
+    "PLAIN_TEXT",
     "SHOWN_REFERENCE_LENGTH",
     "Problems",
     "check_account_number",
@@ -48,6 +50,10 @@ _AMOUNT = re.compile(r"£?\s*((?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?|\
 _ACCOUNT_PATH = re.compile(r"(?:https?://[^/\s]+)?(/v0/bank/accounts/[A-Za-z0-9._~-]+)/?")
 _SORT_ACCOUNT = re.compile(r"([0-9]{2})[- ]?([0-9]{2})[- ]?([0-9]{2})[\s/:-]*([0-9]{8})")
 _SOURCE_CACHE_LIMIT = 4096
+PLAIN_TEXT = _PLAIN
+"""The fast path's test for names and references (see ``check_payee_name``)."""
+PLAIN_AMOUNT = _PLAIN_AMOUNT
+"""The fast path's test for amounts (see ``check_amount``)."""
 _source_cache: dict[str, str | None] = {}
 
 

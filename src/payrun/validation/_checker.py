@@ -1,0 +1,239 @@
+"""One row's checks: a fast path for the ordinary row, the full rules for every other.
+
+Input: ``RawRow`` values, one at a time, and ``ValidationOptions``. Output: from
+``RowChecker.check``, a ``RowVerdict``; from ``RowChecker.fast``, the normalised fields of
+a valid row (a plain tuple), a ``RowVerdict`` for a repeated row, or ``None`` when the row
+needs the full rules (``RowChecker.check``). The fast path accepts only rows on which every
+rule would report nothing, so both paths give the same verdict; it exists because the full
+rules cost about 6 us a row and the benchmark's budget is 6-7 us for everything.
+State across rows: the two duplicate tables (row ids and payments).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from payrun.config import ValidationOptions
+from payrun.domain import RowProblem, RowVerdict
+from payrun.intake import RawRow
+from payrun.validation._build import build_instruction
+from payrun.validation._damage import damage_problems
+from payrun.validation._rules import (
+    MAX_NAME_LENGTH,
+    PLAIN_AMOUNT,
+    PLAIN_TEXT,
+    SHOWN_REFERENCE_LENGTH,
+    Problems,
+    check_account_number,
+    check_amount,
+    check_currency,
+    check_payee_name,
+    check_reference,
+    check_sort_code,
+    normalize_source_account,
+)
+from payrun.validation._seen import DigestTable
+
+__all__ = ["Fields", "RowChecker", "payment_digest"]
+
+Fields = tuple[int, str, str, str, Decimal, str | None, str, str | None]
+"""A valid row's normalised values, in ``build_instruction``'s argument order."""
+
+_NOTHING: frozenset[str] = frozenset()
+_NO_SOURCE = "no source account: fill in the source_account column or pass --source-account"
+_SORT_CODE_DIGITS = 6
+_ACCOUNT_DIGITS = 8
+_SOURCE_CACHE_LIMIT = 4096
+_plain_text = PLAIN_TEXT.fullmatch
+_plain_amount = PLAIN_AMOUNT.fullmatch
+
+
+def payment_digest(
+    sort_code: str, account: str, amount: Decimal, reference: str | None
+) -> int:
+    """The duplicate-payment digest; ``str(amount)`` is canonical (always 2 places) and,
+    unlike a Decimal, cheap to hash (0.06 us against 0.8 us)."""
+    return hash((sort_code, account, str(amount), reference))
+
+
+def _repeated_row_id(row_id: str, first: int) -> str:
+    return f"row_id {row_id!r} repeats row {first}'s: every row needs its own row_id"
+
+
+def _repeated_payment(first: int) -> str:
+    return (
+        f"same payee, amount and reference as row {first}: a double payment? Remove one"
+        " (or pass --allow-duplicates if both are meant)"
+    )
+
+
+class RowChecker:
+    """The rules plus the state they need across rows (duplicate tables)."""
+
+    def __init__(self, columns: tuple[str, ...], options: ValidationOptions) -> None:
+        self._max_amount: Decimal = options.max_amount
+        self._allow_duplicates = options.allow_duplicates
+        self._default_source = (
+            normalize_source_account(options.source_account) if options.source_account else None
+        )
+        self._has = frozenset(columns)
+        self._has_reference = "reference" in self._has
+        self._has_currency = "currency" in self._has
+        self._sources: dict[str, str] = {}
+        self._row_ids = DigestTable()
+        self._payments = DigestTable()
+
+    def fast(self, raw: RawRow) -> Fields | RowVerdict | None:
+        """A plain row's fields (or its repeat verdict); ``None``: use ``check`` instead."""
+        if raw.damage:
+            return None
+        values = raw.values
+        fields = self._plain_fields(raw.row, values)
+        if fields is None:
+            return None
+        row, row_id = raw.row, fields[7]
+        if row_id is not None:
+            first = self._row_ids.first_row(hash(row_id), row)
+            if first:
+                problem = RowProblem(row, None, _repeated_row_id(row_id, first))
+                return RowVerdict(row, None, values, (problem,))
+        if not self._allow_duplicates:
+            digest = payment_digest(fields[2], fields[3], fields[4], fields[5])
+            first = self._payments.first_row(digest, row)
+            if first:
+                problem = RowProblem(row, None, _repeated_payment(first))
+                return RowVerdict(row, None, values, (problem,))
+        return fields
+
+    def _plain_fields(self, row: int, values: dict[str, str]) -> Fields | None:
+        """The normalised values when no rule has anything to say about them, else None."""
+        name = values["payee_name"].strip()
+        sort_code = values["sort_code"]
+        account = values["account_number"].strip()
+        text = values["amount"]
+        if not (
+            len(name) <= MAX_NAME_LENGTH
+            and _plain_text(name)
+            and len(sort_code) == _SORT_CODE_DIGITS
+            and sort_code.isdigit()
+            and sort_code.isascii()
+            and len(account) == _ACCOUNT_DIGITS
+            and account.isdigit()
+            and account.isascii()
+            and _plain_amount(text)
+        ):
+            return None
+        amount = Decimal(text)
+        if not 0 < amount <= self._max_amount:
+            return None
+        reference = None
+        if self._has_reference:
+            reference = values["reference"].strip()
+            if len(reference) > SHOWN_REFERENCE_LENGTH or not _plain_text(reference):
+                return None
+        source = self._sources.get(values.get("source_account", "")) or self._plain_source(values)
+        if source is None:
+            return None
+        if self._has_currency:
+            currency = values["currency"].strip()
+            if currency and currency.upper() != "GBP":
+                return None
+        row_id = values.get("row_id", "").strip() or None
+        if row_id is not None and not row_id.isprintable():
+            return None
+        return (row, name, sort_code, account, amount, reference, source, row_id)
+
+    def _plain_source(self, values: dict[str, str]) -> str | None:
+        """The source account a plain row pays from (cached by its text), or None."""
+        text = values.get("source_account", "")
+        stripped = text.strip()
+        source = normalize_source_account(stripped) if stripped else self._default_source
+        if source is not None and len(self._sources) < _SOURCE_CACHE_LIMIT:
+            self._sources[text] = source
+        return source
+
+    def verdict(self, raw: RawRow) -> RowVerdict:
+        """Apply every rule to one row, the fast path first."""
+        fields = self.fast(raw)
+        if fields is None:
+            return self.check(raw)
+        if isinstance(fields, RowVerdict):
+            return fields
+        return RowVerdict(raw.row, build_instruction(*fields), raw.values)
+
+    def check(self, raw: RawRow) -> RowVerdict:
+        """Apply every rule to one row (the full rules, with every message)."""
+        values, problems = raw.values, Problems(raw.row)
+        skip = damage_problems(raw.damage, values, problems) if raw.damage else _NOTHING
+        name = None if "payee_name" in skip else check_payee_name(values["payee_name"], problems)
+        sort_code = None if "sort_code" in skip else check_sort_code(values["sort_code"], problems)
+        account = None
+        if "account_number" not in skip:
+            account = check_account_number(values["account_number"], problems)
+        amount = None
+        if "amount" not in skip:
+            amount = check_amount(values["amount"], self._max_amount, problems)
+        ok_reference, reference = self._reference(values, skip, problems)
+        source = self._source(values, skip, problems)
+        row_id = self._row_id(raw, problems)
+        if "currency" in self._has and "currency" not in skip:
+            check_currency(values["currency"], problems)
+        if (
+            problems.errors
+            or not (name and sort_code and account and amount and source and ok_reference)
+            or self._is_repeat(raw.row, (sort_code, account, amount, reference), problems)
+        ):
+            return RowVerdict(raw.row, None, values, (*problems.errors,), (*problems.warnings,))
+        instruction = build_instruction(
+            raw.row, name, sort_code, account, amount, reference, source, row_id
+        )
+        return RowVerdict(raw.row, instruction, values, (), (*problems.warnings,))
+
+    def _reference(
+        self, values: dict[str, str], skip: frozenset[str], problems: Problems
+    ) -> tuple[bool, str | None]:
+        if not self._has_reference:
+            return True, None
+        if "reference" in skip:
+            return False, None
+        return check_reference(values["reference"], problems)
+
+    def _source(
+        self, values: dict[str, str], skip: frozenset[str], problems: Problems
+    ) -> str | None:
+        text = values.get("source_account", "").strip()
+        if "source_account" in skip:
+            return None
+        if not text:
+            if self._default_source is None:
+                problems.error("source_account", _NO_SOURCE)
+            return self._default_source
+        source = normalize_source_account(text)
+        if source is None:
+            problems.error(
+                "source_account",
+                f"source account {text!r} is neither an account URL (/v0/bank/accounts/ba.x)"
+                " nor SORTCODE ACCOUNTNUMBER (like 040004 30000001)",
+            )
+        return source
+
+    def _row_id(self, raw: RawRow, problems: Problems) -> str | None:
+        row_id = raw.values.get("row_id", "").strip()
+        if not row_id:
+            return None
+        first = self._row_ids.first_row(hash(row_id), raw.row)
+        if first:
+            problems.error(None, _repeated_row_id(row_id, first))
+        elif not row_id.isprintable():
+            problems.error("row_id", "row_id holds a control character (a tab, say): retype it")
+        return row_id
+
+    def _is_repeat(
+        self, row: int, key: tuple[str, str, Decimal, str | None], problems: Problems
+    ) -> bool:
+        if self._allow_duplicates:
+            return False
+        first = self._payments.first_row(payment_digest(*key), row)
+        if first:
+            problems.error(None, _repeated_payment(first))
+        return bool(first)
