@@ -46,6 +46,18 @@ class DigestTable:
             if len(small) > _DICT_LIMIT:
                 self._move_to_arrays(small)
             return 0 if first == row else first
+        digests = self._digests
+        slot = key & self._mask
+        found = digests[slot]
+        if found == 0:  # the usual case at half load: the first slot is free
+            digests[slot] = key
+            self._rows[slot] = row
+            self._used += 1
+            if self._used * 2 > self._mask:
+                self._grow()
+            return 0
+        if found == key:
+            return self._rows[slot]
         return self._probe(key, row)
 
     def _move_to_arrays(self, small: dict[int, int]) -> None:
