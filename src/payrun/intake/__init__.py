@@ -185,24 +185,32 @@ def _xlsx_rows(
     records: Iterator[tuple[int, list[Cell]]], header: HeaderMap, book: XlsxSource,
     limit: _RowLimit,
 ) -> Iterator[RawRow]:
-    offset = book.first_column
+    offset, positions, formulas = book.first_column, header.positions, book.formulas
     for number, cells in records:
-        if all(cell == "" for cell in cells):
+        if (not cells or cells[0] == "") and all(cell == "" for cell in cells):
             continue
         limit.count += 1
         if limit.count > limit.limit:
             raise limit.exceeded()
-        formulas = book.formulas.get(number, ())
+        in_row = formulas.get(number) if formulas else None
+        size = len(cells)
         values: dict[str, str] = {}
-        damage: dict[str, Damage] = {}
-        for name, index in header.positions:
-            text, kind = cell_text(name, cells[index]) if index < len(cells) else ("", None)
+        damage: dict[str, Damage] | None = None
+        for name, index in positions:
+            cell = cells[index] if index < size else ""
+            kind = None
+            if type(cell) is str:  # text cells are most cells: no conversion, no damage
+                text = cell
+            else:
+                text, kind = cell_text(name, cell)
             if len(text) > MAX_FIELD_BYTES:
                 msg = f"{book.path.name}: row {number} has a cell over 1 MB in {name}"
                 raise BatchFileError(msg, path=book.path)
-            if index + offset in formulas:
+            if in_row and index + offset in in_row:
                 kind = Damage.FORMULA
             values[name] = text
             if kind is not None:
+                if damage is None:
+                    damage = {}
                 damage[name] = kind
         yield RawRow(number, values, damage or _NO_DAMAGE)

@@ -47,10 +47,12 @@ class XlsxSource:
     def records(self) -> Iterator[tuple[int, list[Cell]]]:
         """Yield ``(row_number, cells)`` from row 1; ``cells[0]`` is column ``first_column``."""
         rows = _guard(self.path, self._sheet.iter_rows)
-        number = 0
-        while (row := _guard(self.path, lambda: next(rows, None))) is not None:
-            number += 1
-            yield number, row
+        try:  # one guard around the loop, not one call per row
+            yield from enumerate(rows, start=1)
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - see _guard
+            raise _translated(self.path, exc) from exc
 
 
 def open_xlsx(path: Path, *, sheet: str | None) -> XlsxSource:
@@ -108,16 +110,21 @@ def _guard(path: Path, call: Callable[[], _T]) -> _T:
     """Run one calamine call, turning anything it raises into ``BatchFileError``."""
     try:
         return call()
-    except calamine.PasswordError as exc:
-        msg = f"{path.name} is password-protected: remove the password and save again"
-        raise BatchFileError(msg, path=path) from exc
     except (KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
     # calamine's Rust panics arrive as pyo3 PanicException, a BaseException: catch them too.
     except BaseException as exc:  # noqa: BLE001
-        detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-        msg = f"{path.name} is a corrupt .xlsx workbook ({detail}): open it in Excel and save again"
-        raise BatchFileError(msg, path=path) from exc
+        raise _translated(path, exc) from exc
+
+
+def _translated(path: Path, exc: BaseException) -> BatchFileError:
+    """The ``BatchFileError`` for whatever calamine raised."""
+    if isinstance(exc, calamine.PasswordError):
+        msg = f"{path.name} is password-protected: remove the password and save again"
+        return BatchFileError(msg, path=path)
+    detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+    msg = f"{path.name} is a corrupt .xlsx workbook ({detail}): open it in Excel and save again"
+    return BatchFileError(msg, path=path)
 
 
 def _sha256(path: Path) -> str:

@@ -104,6 +104,8 @@ def _scan_formulas(read: Callable[[int], bytes], chunk_size: int) -> dict[int, s
 
 
 def _collect(region: bytes, found: dict[int, set[int]]) -> None:
+    if b"<f" not in region and b":f" not in region:
+        return  # no formula element (``<f``, ``<x:f``) here: skip the slower regex scan
     for match in _FORMULA.finditer(region):
         ref = _CELL_REF.match(region, max(region.rfind(b' r="', 0, match.start()), 0))
         if ref is not None:
