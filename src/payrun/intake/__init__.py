@@ -159,18 +159,27 @@ def _csv_rows(
     records: Iterator[tuple[int, list[str]]], header: HeaderMap, limit: _RowLimit
 ) -> Iterator[RawRow]:
     names = tuple(name for name, _ in header.positions)
-    pick = itemgetter(*(index for _, index in header.positions))
+    indexes = [index for _, index in header.positions]
+    pick = itemgetter(*indexes)
+    in_order = indexes == list(range(len(names)))  # the usual file: zip alone picks them
     width = len(header.headers)
     pad = [""] * width
     extra: Mapping[str, Damage] = MappingProxyType({ROW: Damage.EXTRA_VALUES})
     count, most = 0, limit.limit
     for number, fields in records:
+        size = len(fields)
+        if size == width and fields[0]:  # the usual row: not blank, every column there
+            count += 1
+            if count > most:
+                raise limit.exceeded()
+            picked = fields if in_order else pick(fields)
+            yield RawRow(number, dict(zip(names, picked, strict=False)))
+            continue
         if not any(fields):
             continue  # a blank line: spreadsheets show it as an empty row
         count += 1
         if count > most:
             raise limit.exceeded()
-        size = len(fields)
         if size == width:
             yield RawRow(number, dict(zip(names, pick(fields), strict=False)))
         elif size < width:
