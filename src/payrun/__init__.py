@@ -9,23 +9,60 @@ are the library API; the ``payrun`` command (``payrun.cli``) is a thin shell ove
 
 from __future__ import annotations
 
-from payrun.config import RunOptions as RunOptions
-from payrun.config import Settings as Settings
-from payrun.config import ValidationOptions as ValidationOptions
-from payrun.config import load_settings as load_settings
-from payrun.domain import PaymentInstruction as PaymentInstruction
-from payrun.domain import RowProblem as RowProblem
-from payrun.domain import RowStatus as RowStatus
-from payrun.domain import RowVerdict as RowVerdict
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from payrun.config import RunOptions as RunOptions
+    from payrun.config import Settings as Settings
+    from payrun.config import ValidationOptions as ValidationOptions
+    from payrun.config import load_settings as load_settings
+    from payrun.domain import PaymentInstruction as PaymentInstruction
+    from payrun.domain import RowProblem as RowProblem
+    from payrun.domain import RowStatus as RowStatus
+    from payrun.domain import RowVerdict as RowVerdict
+    from payrun.intake import read_batch as read_batch
+    from payrun.ledger import Ledger as Ledger
+    from payrun.ledger_report import read_ledger_rows as read_ledger_rows
+    from payrun.pipeline import RunOutcome as RunOutcome
+    from payrun.pipeline import run_batch as run_batch
+    from payrun.reporting import write_table as write_table
+    from payrun.validation import validate_batch as validate_batch
+    from payrun.validation import validate_rows as validate_rows
+
 from payrun.errors import PayrunError as PayrunError
-from payrun.intake import read_batch as read_batch
-from payrun.ledger import Ledger as Ledger
-from payrun.ledger_report import read_ledger_rows as read_ledger_rows
-from payrun.pipeline import RunOutcome as RunOutcome
-from payrun.pipeline import run_batch as run_batch
-from payrun.reporting import write_table as write_table
-from payrun.validation import validate_batch as validate_batch
-from payrun.validation import validate_rows as validate_rows
+
+_HOMES = {
+    "RunOptions": "payrun.config",
+    "Settings": "payrun.config",
+    "ValidationOptions": "payrun.config",
+    "load_settings": "payrun.config",
+    "PaymentInstruction": "payrun.domain",
+    "RowProblem": "payrun.domain",
+    "RowStatus": "payrun.domain",
+    "RowVerdict": "payrun.domain",
+    "read_batch": "payrun.intake",
+    "Ledger": "payrun.ledger",
+    "read_ledger_rows": "payrun.ledger_report",
+    "RunOutcome": "payrun.pipeline",
+    "run_batch": "payrun.pipeline",
+    "write_table": "payrun.reporting",
+    "validate_batch": "payrun.validation",
+    "validate_rows": "payrun.validation",
+}
+"""Where each re-exported name lives: imported on first use, so that ``payrun`` starts
+fast (the command line must answer Ctrl-C within a few milliseconds of starting)."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        msg = f"module 'payrun' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Ledger",

@@ -8,10 +8,11 @@ A thin shell. Each subcommand lives in its own ``_<command>.py`` module with
 from __future__ import annotations
 
 import argparse
+import importlib
+import signal
 import sys
 from collections.abc import Sequence
 
-from payrun.cli import _report, _run, _sandbox, _template, _validate
 from payrun.errors import (
     AuthError,
     BankError,
@@ -33,7 +34,8 @@ EXIT_CODES: tuple[tuple[type[PayrunError], int], ...] = (
 )
 """The one place exceptions become exit codes: first matching class wins."""
 
-_COMMANDS = (_validate, _run, _report, _template, _sandbox)
+_COMMANDS = ("validate", "run", "report", "template", "sandbox")
+"""Subcommand modules ``payrun.cli._<name>``, imported when the parser is built."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         " exactly once.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in _COMMANDS:
-        command.register(subparsers)
+    for name in _COMMANDS:
+        importlib.import_module(f"payrun.cli._{name}").register(subparsers)
     return parser
 
 
@@ -59,6 +61,15 @@ def exit_code_for(error: PayrunError) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``payrun`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C outside a run's own handling (start-up, a prompt)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut this line
+        _error_line("interrupted; run the same command again to resume")
+        return 3
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -66,8 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseExceptionGroup as group:  # errors raised inside a task group
         return _report_error(_first_payrun_error(group) or group)
     except KeyboardInterrupt:
-        _error_line("interrupted; run the same command again to resume")
-        return 3
+        raise
     except Exception as exc:  # noqa: BLE001 - users get one line, never a traceback
         return _report_error(exc)
     return code

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -177,6 +178,7 @@ def execute(args: argparse.Namespace) -> int:
                 )
             )
         finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run is over: only printing is left
             observer.close()
     if outcome.dry_run:
         print_dry_run(outcome)
