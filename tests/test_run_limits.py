@@ -14,20 +14,18 @@ import pytest
 from _run_helpers import assert_exactly_once, make_rows, run, stats, write_batch
 from payrun.sandbox import ACCOUNT_SUBMITS_CAP, ORG_IN_FLIGHT_CAP, serve_in_thread
 
-ROWS = 300
-
 
 @pytest.mark.parametrize(
-    ("options", "in_flight", "submits"),
-    [((), ORG_IN_FLIGHT_CAP, ACCOUNT_SUBMITS_CAP),
-     (("--max-in-flight", "10", "--per-account-submits", "1"), 10, 1)],
-    ids=["defaults-50-3", "max-in-flight-10-submits-1"],
+    ("options", "count", "in_flight", "submits"),
+    [((), 300, ORG_IN_FLIGHT_CAP, ACCOUNT_SUBMITS_CAP),
+     (("--max-in-flight", "10", "--per-account-submits", "1"), 120, 10, 1)],
+    ids=["300-rows-defaults-50-3", "120-rows-max-in-flight-10-submits-1"],
 )
 def test_limits_never_exceeded_and_no_429_on_a_quiet_organization(
-    options: tuple[str, ...], in_flight: int, submits: int, tmp_path: Path
+    options: tuple[str, ...], count: int, in_flight: int, submits: int, tmp_path: Path
 ) -> None:
-    """300 rows over 2 accounts at 20 ms: peaks within the limits, zero 429s, each row paid once."""
-    rows = make_rows(in_flight, ROWS, tag="M")
+    """Rows over 2 accounts at 20 ms: peaks within the limits, zero 429s, each row paid once."""
+    rows = make_rows(in_flight, count, tag="M")
     batch = write_batch(tmp_path / "big.csv", rows)
     ledger = tmp_path / "big.ledger.sqlite"
     with serve_in_thread(latency_ms=20, deliver_after_ms=50, rng_seed=3) as bank:
