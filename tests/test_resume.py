@@ -301,3 +301,30 @@ def test_changed_file_after_interruption_is_refused_until_restored(
     again = run(slow_bank, batch, ledger)
     assert again.returncode == 0, again.describe()
     assert_exactly_once(slow_bank, rows, ledger, "after restoring the file")
+
+
+def test_rerun_with_a_fresh_ledger_after_interruption_pays_no_row_twice(
+    slow_bank: RunningSandbox, tmp_path: Path
+) -> None:
+    """kill -9, then the file on a fresh ledger: paid rows held as repeats, no row paid twice."""
+    rows = make_rows(5, 100, tag="N")
+    batch, ledger = _batch(tmp_path, rows)
+    started = time.monotonic()
+    process = start_run(slow_bank, batch, ledger)
+    try:
+        _wait_until(lambda: _count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
+    finally:
+        kill_group(process, signal.SIGKILL)
+        finish(process, started)
+    fresh = run(slow_bank, batch, tmp_path / "fresh.ledger.sqlite")
+    records = ledger_rows(tmp_path / "fresh.ledger.sqlite")
+    held = [r for r in records if r["status"] == "held"]
+    assert fresh.returncode == 1, fresh.describe()
+    assert len(held) >= 5, fresh.describe()
+    assert all(r["status"] in {"held", "submitted"} for r in records), records
+    by_reference = {g["reference"]: g for g in stats(slow_bank)["payments"]}
+    for row in rows:
+        group = by_reference.get(row.reference)
+        assert group is not None, f"row {row.row_id} has no payment"
+        assert group["payments"] == 1, group
+        assert group["submissions"] <= 1, group
