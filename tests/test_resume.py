@@ -231,22 +231,34 @@ def test_signal_repeated_every_20_ms_still_exits_3(
     assert stopped.returncode == 3, stopped.describe()
 
 
-def test_ctrl_c_during_start_up_prints_no_traceback(
+START_UP_TRIES = 16
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: Ctrl-C in payrun's first ~0.2 s: in some tries the process dies by SIGINT (exit -2)"
+    " after printing 'interrupted', and in some the KeyboardInterrupt is swallowed ('Exception"
+    " ignored in: <function _get_module_lock.<locals>.cb>') and the run goes on to pay"))
+def test_ctrl_c_during_start_up_exits_3_and_pays_nothing(
     slow_bank: RunningSandbox, tmp_path: Path
 ) -> None:
-    """Ctrl-C 0.15 s after launch (while payrun starts up): exit 3 and no traceback."""
-    rows = make_rows(4, 10, tag="U")
-    batch, ledger = _batch(tmp_path, rows)
-    started = time.monotonic()
-    process = start_run(slow_bank, batch, ledger)
-    time.sleep(0.15)
-    kill_group(process, signal.SIGINT)
-    stopped = finish(process, started)
-    again = run(slow_bank, batch, ledger)
-    assert again.returncode == 0, again.describe()
-    assert_exactly_once(slow_bank, rows, ledger, "after Ctrl-C at start-up")
-    assert "Traceback" not in stopped.stderr, stopped.describe()
-    assert stopped.returncode == 3, stopped.describe()
+    """Ctrl-C 0.08-0.2 s after launch (16 tries): each exits 3, no traceback, nothing paid."""
+    outcomes: list[str] = []
+    for attempt in range(START_UP_TRIES):
+        rows = make_rows(attempt, 10, tag="U")
+        batch, ledger = _batch(tmp_path, rows, name=f"start{attempt}")
+        started = time.monotonic()
+        process = start_run(slow_bank, batch, ledger)
+        delay = 0.08 + 0.12 * attempt / (START_UP_TRIES - 1)
+        time.sleep(delay)
+        kill_group(process, signal.SIGINT)
+        stopped = finish(process, started)
+        references = {row.reference for row in rows}
+        paid = sum(g["payments"] for g in stats(slow_bank)["payments"]
+                   if g["reference"] in references)
+        if (stopped.returncode != 3 or paid or "Traceback" in stopped.stderr
+                or "Exception ignored" in stopped.stderr):
+            outcomes.append(f"Ctrl-C after {delay:.3f}s: {paid} payments; {stopped.describe()}")
+    assert not outcomes, "\n\n".join(outcomes)
 
 
 # ---- 6. lock ---------------------------------------------------------------------------------
