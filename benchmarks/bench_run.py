@@ -213,6 +213,8 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
     from payrun.ledger import Ledger  # noqa: PLC0415
 
     import_s = time.perf_counter() - t_import  # the bank stack: imported lazily by the CLI
+    phases: dict[str, float] = {}
+    _time_phases(phases)
 
     limiters: list[AdaptiveLimiter] = []
     original_init = AdaptiveLimiter.__init__
@@ -277,6 +279,7 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
     observer = Observer()
     samples: list[tuple[int, int]] = []
     lags: list[float] = []
+    stalls: list[tuple[int, float]] = []
     interval = 0.01
 
     async def sampler() -> None:
@@ -284,7 +287,10 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
             before = time.perf_counter()
             await anyio.sleep(interval)
             if observer.t_started and observer.submitted < job["rows"]:  # execution phase
-                lags.append(time.perf_counter() - before - interval)
+                lag = time.perf_counter() - before - interval
+                lags.append(lag)
+                if lag > 0.5:  # noqa: PLR2004 - a stall worth naming: when in the run it came
+                    stalls.append((observer.submitted, round(lag, 2)))
                 samples.append((limiters[-1].in_flight if limiters else 0, submits[0]))
 
     directory = Path(job["dir"])
@@ -339,9 +345,50 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
         "lag_max_ms": 1000 * max(lags, default=0.0),
         "ledger_s": ledger_time[0],
         "import_s": import_s,
+        "stalls": stalls[:10],
+        "phases": phases,
         "submit_ms": 1000 * submit_time[0] / max(1, submit_time[1]),
         "ledger_updates": ledger_time[1],
     }
+
+
+def _time_phases(phases: dict[str, float]) -> None:
+    """Wrap the pre-execution steps so the pre phase can be broken down (seconds each)."""
+    import functools  # noqa: PLC0415
+    import inspect  # noqa: PLC0415
+
+    import payrun.pipeline as pipeline  # noqa: PLC0415
+    import payrun.preflight as preflight  # noqa: PLC0415
+    from payrun.bank import BankClient  # noqa: PLC0415
+
+    def timed(owner: Any, name: str, label: str) -> None:
+        original = getattr(owner, name, None)
+        if original is None:
+            return
+        if inspect.iscoroutinefunction(original):
+            @functools.wraps(original)
+            async def wrapper(*args: Any, **kwargs: Any) -> Any:
+                t = time.perf_counter()
+                try:
+                    return await original(*args, **kwargs)
+                finally:
+                    phases[label] = phases.get(label, 0.0) + time.perf_counter() - t
+        else:
+            @functools.wraps(original)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                t = time.perf_counter()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    phases[label] = phases.get(label, 0.0) + time.perf_counter() - t
+        setattr(owner, name, wrapper)
+
+    timed(pipeline, "_open_ledger", "read+validate+ledger")
+    timed(BankClient, "organization", "organization")
+    for name in ("check_accounts", "load_payees", "load_payments", "check_balances",
+                 "guard_repeats", "prepare_payees"):
+        timed(preflight.Preflight, name, name)
+    timed(pipeline, "reconcile_rows", "reconcile")
 
 
 def _backend(job: dict[str, Any]) -> dict[str, Any]:
@@ -457,6 +504,11 @@ def print_table(results: list[tuple[Scenario, dict[str, Any]]]) -> None:
     print()
     for s, r in results:
         print(f"{s.name}: statuses {r['statuses']}, exit {r['exit_code']}")
+        if r.get("phases"):
+            parts = ", ".join(f"{k} {v:.2f}" for k, v in r["phases"].items())
+            print(f"  pre phase, seconds: {parts}")
+        if r.get("stalls"):
+            print(f"  event-loop stalls > 0.5 s (rows submitted so far, seconds): {r['stalls']}")
         for line in verdicts(s, r):
             print(f"  {line}")
 
