@@ -31,7 +31,7 @@ from payrun.bank.transport import TransportName
 from payrun.config import Secret, Settings
 
 WORKERS = 50
-TRANSPORTS: tuple[TransportName, ...] = ("httpx", "aiohttp")
+TRANSPORTS: tuple[TransportName, ...] = ("httpx", "httpx-aiohttp", "aiohttp")
 
 
 @dataclass(frozen=True)

@@ -589,7 +589,7 @@ def test_every_creditor_shape_parses(
     assert payment.rejected
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx-aiohttp", "httpx"])
 async def test_make_http_client_sets_base_url_and_headers(transport: Any) -> None:
     """The factory sets the base URL, Authorization and Accept, and hides the key in reprs."""
     settings = Settings(base_url=BASE, api_key=Secret(SECRET), auth_scheme="GriffinAPIKey")
@@ -621,7 +621,7 @@ def free_port() -> Iterator[int]:
     yield port
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx-aiohttp", "httpx"])
 async def test_refused_connection_is_unavailable(transport: Any, free_port: int) -> None:
     """Connection refused on either transport is BankUnavailableError (never sent)."""
     settings = Settings(base_url=f"http://127.0.0.1:{free_port}", api_key=Secret(SECRET))
@@ -632,7 +632,7 @@ async def test_refused_connection_is_unavailable(transport: Any, free_port: int)
     assert SECRET not in str(info.value)
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx-aiohttp", "httpx"])
 async def test_reset_after_sending_a_write_is_unknown(transport: Any) -> None:
     """A server that reads the request then hangs up: OutcomeUnknownError, one request."""
     received: list[bytes] = []

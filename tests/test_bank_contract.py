@@ -172,7 +172,7 @@ async def test_every_method_in_process(bank: BankClient) -> None:
         await _every_method(bank)
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx-aiohttp", "httpx"])
 async def test_every_method_over_loopback(served: RunningSandbox, transport: Any) -> None:
     """Every method works over real loopback HTTP on both transports."""
     settings = Settings(base_url=served.base_url, api_key=Secret(served.api_key))

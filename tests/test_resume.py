@@ -201,10 +201,7 @@ def test_signal_mid_run_exits_3_then_rerun_pays_each_row_once(
 
 
 @pytest.mark.parametrize("sig", [
-    pytest.param(signal.SIGTERM, id="SIGTERM", marks=pytest.mark.xfail(strict=True, reason=(
-        "BUG: the 2nd SIGTERM stops at once (InterruptedRunError: 'interrupted before the run"
-        " could record its state'), then a later SIGTERM finds the default action restored"
-        " (only SIGINT is ignored once the run is over) and kills payrun: exit -15, not 3"))),
+    pytest.param(signal.SIGTERM, id="SIGTERM"),
     pytest.param(signal.SIGINT, id="SIGINT"),
 ])
 def test_signal_repeated_every_20_ms_still_exits_3(
@@ -234,11 +231,6 @@ def test_signal_repeated_every_20_ms_still_exits_3(
 START_UP_TRIES = 16
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: Ctrl-C in payrun's first ~0.2 s: some tries die by SIGINT (exit -2) after printing"
-    " 'interrupted'; some get a pyo3 PanicException traceback (exit 1) when it lands in"
-    " pydantic_core's import; once the KeyboardInterrupt was swallowed ('Exception ignored in:"
-    " <function _get_module_lock.<locals>.cb>') and the run went on to pay every row"))
 def test_ctrl_c_during_start_up_exits_3_and_pays_nothing(
     slow_bank: RunningSandbox, tmp_path: Path
 ) -> None:

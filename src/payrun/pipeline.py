@@ -9,7 +9,6 @@ file, bank or organization; locked), ``BankError`` (bank unreachable, API key re
 from __future__ import annotations
 
 import hashlib
-import signal
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -29,6 +28,7 @@ from payrun.planning import check_control_totals
 from payrun.preflight import AccountPlan, Preflight
 from payrun.reconciliation import reconcile_rows
 from payrun.records import RowBook
+from payrun.stopping import StopSignal
 from payrun.tracking import follow_submissions
 from payrun.validation import validate_rows
 
@@ -38,14 +38,13 @@ if TYPE_CHECKING:  # imported at run time only when a bank is called (keeps `val
 __all__ = [
     "RunObserver",
     "RunOutcome",
-    "StopSignal",
     "file_sha256",
     "run_batch",
     "run_exit_code",
 ]
 
 _MAX_ROUNDS = 6
-_STOP_GRACE_SECONDS = 30.0
+_STOP_POLL_SECONDS = 0.05
 _UNPAID = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.SUBMITTING)
 _NOT_PAID = (
     RowStatus.INVALID,
@@ -67,21 +66,6 @@ class RunObserver(Protocol):
 
     def note(self, message: str) -> None:
         """A line worth telling the user (a phase, a warning)."""
-
-
-class StopSignal:
-    """Set once Ctrl-C or SIGTERM arrives: start nothing new."""
-
-    def __init__(self) -> None:
-        self._set = False
-
-    def set(self) -> None:
-        """Ask the run to stop."""
-        self._set = True
-
-    def is_set(self) -> bool:
-        """True once a stop was asked for."""
-        return self._set
 
 
 @dataclass(slots=True)
@@ -132,11 +116,16 @@ async def run_batch(
     validation: ValidationOptions,
     options: RunOptions,
     observer: RunObserver | None = None,
+    stop: StopSignal | None = None,
 ) -> RunOutcome:
-    """Pay a batch file exactly once (or, with ``dry_run``, check what a run would do)."""
+    """Pay a batch file exactly once (or, with ``dry_run``, check what a run would do).
+
+    ``stop`` is how the caller asks the run to stop (the CLI requests it on Ctrl-C and
+    SIGTERM): nothing new starts, in-flight requests finish, and the outcome says so.
+    """
     watcher = observer or _Quiet()
     ledger_path = options.ledger_path or default_ledger_path(batch_path)
-    stop = StopSignal()
+    stop = stop or StopSignal()
     if options.dry_run:
         book = _dry_run_book(batch_path, ledger_path, validation, options)
         return await _with_client(settings, options, lambda c: _dry_run(c, book, options))
@@ -168,44 +157,33 @@ async def _with_client(
 
 
 async def _guarded(stop: StopSignal, body: Callable[[], Awaitable[RunOutcome]]) -> RunOutcome:
-    """Run ``body``; Ctrl-C or SIGTERM sets ``stop``, and 30 s later cancels what is left."""
+    """Run ``body``; once ``stop`` must cut off (a second request, or 30 s), cancel it."""
     result: list[RunOutcome] = []
     try:
-        await _race(stop, body, result)
-    except BaseExceptionGroup as group:
-        _raise_first(group)
+        async with anyio.create_task_group() as group:
+
+            async def main() -> None:
+                result.append(await body())
+                group.cancel_scope.cancel()
+
+            async def watch() -> None:
+                # The flag is set by a signal handler, which cannot touch an anyio Event.
+                while not stop.must_cut_off():  # noqa: ASYNC110
+                    await anyio.sleep(_STOP_POLL_SECONDS)
+                group.cancel_scope.cancel()
+
+            group.start_soon(main)
+            group.start_soon(watch)
+    except BaseExceptionGroup as errors:
+        _raise_first(errors)
         raise
     if not result:
-        msg = "interrupted before the run could record its state; run the same command again"
+        msg = (
+            "stopped at once: requests in flight were cut off, and the ledger marks them"
+            " for checking; run the same command again to resume"
+        )
         raise InterruptedRunError(msg)
     return result[0]
-
-
-async def _race(
-    stop: StopSignal, body: Callable[[], Awaitable[RunOutcome]], result: list[RunOutcome]
-) -> None:
-    async with anyio.create_task_group() as group:
-
-        async def main() -> None:
-            result.append(await body())
-            group.cancel_scope.cancel()
-
-        async def signals() -> None:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
-                async for _ in received:
-                    if stop.is_set():
-                        break  # a second signal: stop at once
-                    stop.set()
-                    group.start_soon(_cancel_later, group.cancel_scope)
-            group.cancel_scope.cancel()
-
-        group.start_soon(main)
-        group.start_soon(signals)
-
-
-async def _cancel_later(scope: anyio.CancelScope) -> None:
-    await anyio.sleep(_STOP_GRACE_SECONDS)
-    scope.cancel()
 
 
 def _open_ledger(

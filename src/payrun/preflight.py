@@ -91,12 +91,17 @@ class Preflight:
             for source in sorted({r.source_account for r in rows})
         }
         await _run_pool(list(self.plans.values()), self._check_plan)
+        bind: dict[str, list[int]] = defaultdict(list)
         for row in rows:
             plan = self.plans[row.source_account]
             if plan.account is not None and row.account_url != plan.account.url:
-                self.book.set(row.row, account_url=plan.account.url)
-            if plan.problem and row.status in (RowStatus.PENDING, RowStatus.CREATED):
-                self._fail(row, plan.problem)
+                bind[plan.account.url].append(row.row)
+        for url, numbers in bind.items():
+            self.book.set_many(numbers, account_url=url)
+        for row in self.book.in_status(RowStatus.PENDING, RowStatus.CREATED):
+            problem = self.plans[row.source_account].problem
+            if problem:
+                self._fail(row, problem)
 
     async def _check_plan(self, plan: AccountPlan) -> None:
         plan.account, plan.problem = await self._resolve(plan.source)
@@ -139,9 +144,12 @@ class Preflight:
         self.book.set(row.row, status=RowStatus.FAILED, error=prefix + reason)
 
     async def load_payees(self) -> None:
-        """Page once through the payees of every source account's owner."""
-        for owner in sorted({a.owner_url for a in self.accounts.values()}):
+        """Page once through the payees of every source account's owner (owners in parallel)."""
+
+        async def load(owner: str) -> None:
             self.indexes[owner] = PayeeIndex.build([p async for p in self.client.payees(owner)])
+
+        await _run_pool(sorted({a.owner_url for a in self.accounts.values()}), load)
 
     async def load_payments(self) -> None:
         """Read each account's recent outbound payments (repeat guard and reconciliation)."""
@@ -218,6 +226,7 @@ class Preflight:
     async def prepare_payees(self) -> None:
         """Give every pending row an active payee: reuse, or check and create one."""
         groups: dict[tuple[str, str, str, str], list[LedgerRow]] = defaultdict(list)
+        reuse: dict[str, list[int]] = defaultdict(list)
         for row in self.book.in_status(RowStatus.PENDING):
             if row.payee_url or row.account_url not in self.accounts:
                 continue
@@ -226,7 +235,7 @@ class Preflight:
             plan = self._plan_for(row.account_url)
             url = index.lookup(row.payee_name, row.sort_code, row.account_number)
             if url is not None:
-                self.book.set(row.row, payee_url=url)
+                reuse[url].append(row.row)
                 if plan is not None:
                     plan.payees_existing += 1
             elif index.is_deactivated(row.payee_name, row.sort_code, row.account_number):
@@ -240,6 +249,8 @@ class Preflight:
                 )
             else:
                 groups[(owner, row.payee_name, row.sort_code, row.account_number)].append(row)
+        for url, numbers in reuse.items():
+            self.book.set_many(numbers, payee_url=url)
         for rows in groups.values():
             plan = self._plan_for(rows[0].account_url or "")
             if plan is not None:

@@ -14,6 +14,7 @@ from payrun.bank.limiter import AdaptiveLimiter as AdaptiveLimiter
 from payrun.bank.retry import DEFAULT_RETRY as DEFAULT_RETRY
 from payrun.bank.retry import RetryPolicy as RetryPolicy
 from payrun.bank.transport import DEFAULT_TRANSPORT as DEFAULT_TRANSPORT
+from payrun.bank.transport import HttpClient as HttpClient
 from payrun.bank.transport import TransportName as TransportName
 from payrun.bank.transport import make_http_client as make_http_client
 from payrun.bank.wire import BankAccount as BankAccount
@@ -29,6 +30,7 @@ from payrun.bank.wire import Submission as Submission
 __all__ = [
     "DEFAULT_RETRY",
     "DEFAULT_TRANSPORT",
+    "HttpClient",
     "PAGE_SIZE",
     "AdaptiveLimiter",
     "BankAccount",

@@ -27,7 +27,7 @@ import httpx
 from payrun.bank._refusals import error_from_response
 from payrun.bank.limiter import AdaptiveLimiter
 from payrun.bank.retry import DEFAULT_RETRY, RetryPolicy
-from payrun.bank.transport import TRANSPORT_ERRORS, never_sent
+from payrun.bank.transport import TRANSPORT_ERRORS, HttpClient, never_sent
 from payrun.bank.wire import (
     BankAccount,
     CopResult,
@@ -104,7 +104,7 @@ class BankClient:
 
     def __init__(
         self,
-        http: httpx.AsyncClient,
+        http: HttpClient,
         *,
         limiter: AdaptiveLimiter | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,

@@ -1,32 +1,42 @@
-"""The ``httpx.AsyncClient`` the bank client talks through, on a swappable transport.
+"""The HTTP client the bank client talks through, on a swappable transport.
 
-``make_http_client`` builds the client (base URL, ``Authorization`` and ``Accept``
-headers, timeout, connection pool sized for the in-flight cap). The default transport
-is aiohttp under the httpx API (package httpx-aiohttp): plain httpx costs several ms of
-CPU per request at 50 concurrent requests (benchmarks/bench_transport.py). ``"httpx"``
-selects httpx's own pool. ``never_sent`` tells, for either transport, whether a
-transport error proves that no byte of the request reached the bank.
+``BankClient`` needs only what ``HttpClient`` names, which ``httpx.AsyncClient`` has (tests
+bind it to the sandbox with ``httpx.ASGITransport`` and to single faults with
+``MockTransport``). ``make_http_client`` builds one for a real bank (base URL,
+``Authorization`` and ``Accept`` headers, timeout, a pool sized for the in-flight cap):
+
+- ``"aiohttp"`` (default): straight on aiohttp, about 0.25 ms of CPU per request;
+- ``"httpx-aiohttp"``: ``httpx.AsyncClient`` on the aiohttp transport, about 0.5 ms;
+- ``"httpx"``: httpx's own pool, 3-5 ms at 50 concurrent requests
+  (benchmarks/bench_transport.py, benchmarks/bench_run.py).
+
+``never_sent`` tells, for every transport, whether a transport error proves that no byte
+of the request reached the bank.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol
 
 import aiohttp
 import httpx
 from httpx_aiohttp import HttpxAiohttpClient
 
+from payrun.bank._aiohttp import AiohttpClient
 from payrun.config import Settings
 
 __all__ = [
     "DEFAULT_TRANSPORT",
+    "HttpAnswer",
+    "HttpClient",
     "TRANSPORT_ERRORS",
     "TransportName",
     "make_http_client",
     "never_sent",
 ]
 
-TransportName = Literal["aiohttp", "httpx"]
+TransportName = Literal["aiohttp", "httpx-aiohttp", "httpx"]
 DEFAULT_TRANSPORT: TransportName = "aiohttp"
 
 # httpx-aiohttp maps every aiohttp connection error to httpx.ConnectTimeout, including a
@@ -52,8 +62,8 @@ def make_http_client(
     transport: TransportName = DEFAULT_TRANSPORT,
     max_connections: int = 50,
     timeout: float = 30.0,
-) -> httpx.AsyncClient:
-    """Return an ``httpx.AsyncClient`` for the bank; close it with ``aclose()``."""
+) -> HttpClient:
+    """Return an HTTP client for the bank; close it with ``aclose()``."""
     headers = {
         "Authorization": f"{settings.auth_scheme} {settings.api_key.reveal()}",
         "Accept": "application/json",
@@ -64,6 +74,14 @@ def make_http_client(
         keepalive_expiry=_KEEPALIVE_SECONDS,
     )
     if transport == "aiohttp":
+        return AiohttpClient(
+            settings.base_url,
+            headers=headers,
+            timeout=timeout,
+            max_connections=max_connections,
+            keepalive_seconds=_KEEPALIVE_SECONDS,
+        )
+    if transport == "httpx-aiohttp":
         return HttpxAiohttpClient(
             base_url=settings.base_url, headers=headers, timeout=timeout, limits=limits
         )
@@ -71,8 +89,51 @@ def make_http_client(
         return httpx.AsyncClient(
             base_url=settings.base_url, headers=headers, timeout=timeout, limits=limits
         )
-    msg = f"unknown HTTP transport {transport!r}: use 'aiohttp' or 'httpx'"
+    msg = f"unknown HTTP transport {transport!r}: use 'aiohttp', 'httpx-aiohttp' or 'httpx'"
     raise ValueError(msg)
+
+
+class HttpAnswer(Protocol):
+    """What the bank client reads of a response."""
+
+    @property
+    def status_code(self) -> int:
+        """The HTTP status."""
+        ...
+
+    @property
+    def content(self) -> bytes:
+        """The body."""
+        ...
+
+    @property
+    def text(self) -> str:
+        """The body as text."""
+        ...
+
+
+class HttpClient(Protocol):
+    """What the bank client uses of an HTTP client (``httpx.AsyncClient`` fits)."""
+
+    @property
+    def base_url(self) -> httpx.URL:
+        """The bank's base address."""
+        ...
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """Headers sent with every request."""
+        ...
+
+    async def request(
+        self, method: str, url: str, *, params: dict[str, str] | None = ..., json: Any = ...
+    ) -> HttpAnswer:
+        """Send one request and read its whole body."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close connections."""
+        ...
 
 
 def never_sent(exc: BaseException) -> bool:
@@ -82,6 +143,8 @@ def never_sent(exc: BaseException) -> bool:
     out. Read/write timeouts, resets and protocol errors are not: the bank may have
     acted on the request.
     """
+    if isinstance(exc, aiohttp.ClientError):  # raised straight by the aiohttp client
+        return isinstance(exc, _AIOHTTP_NOT_SENT)
     cause = exc.__cause__
     if isinstance(cause, aiohttp.ClientError):
         return isinstance(cause, _AIOHTTP_NOT_SENT)

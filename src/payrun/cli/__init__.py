@@ -11,6 +11,7 @@ import argparse
 import importlib
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from payrun.errors import (
@@ -21,6 +22,7 @@ from payrun.errors import (
     PayrunError,
     UsageError,
 )
+from payrun.stopping import StopSignal
 
 __all__ = ["EXIT_CODES", "build_parser", "exit_code_for", "main"]
 
@@ -59,19 +61,55 @@ def exit_code_for(error: PayrunError) -> int:
     return 2
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``payrun`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
+    """Run ``payrun`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
+
+    Ctrl-C and SIGTERM only *record* a stop request from the first instruction on, so a
+    signal can never land as an exception inside an import or a ledger write: a run stops
+    starting new work (a second signal cuts it off), other commands end with exit 3.
+    """
+    stop = StopSignal()
+    previous = _catch_signals(stop)
     try:
-        return _main(argv)
-    except KeyboardInterrupt:  # Ctrl-C outside a run's own handling (start-up, a prompt)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut this line
+        return _main(argv, stop, previous)
+    except KeyboardInterrupt:
         _error_line("interrupted; run the same command again to resume")
         return 3
+    finally:
+        if stop.is_set():  # stopping: a late Ctrl-C must not kill the exit with a traceback
+            for number in previous:
+                signal.signal(number, signal.SIG_IGN)
+        else:
+            _restore_signals(previous)
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _catch_signals(stop: StopSignal) -> dict[int, object]:
+    previous: dict[int, object] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return previous  # signals reach the main thread only (tests call main() from threads)
+    for number in _STOP_SIGNALS:
+        previous[number] = signal.getsignal(number)
+        signal.signal(number, lambda *_: stop.request())
+    return previous
+
+
+def _restore_signals(previous: dict[int, object]) -> None:
+    for number, handler in previous.items():
+        signal.signal(number, handler)  # type: ignore[arg-type]
+
+
+def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, object]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if stop.is_set():
+        _error_line("interrupted before anything was done; run the command again")
+        return 3
+    if args.command != "run":  # only a run stops gracefully; the others stop at once
+        _restore_signals(previous)
+    args.stop = stop
     try:
         code: int = args.handler(args)
     except BaseExceptionGroup as group:  # errors raised inside a task group

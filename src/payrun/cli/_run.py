@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -174,11 +173,16 @@ def execute(args: argparse.Namespace) -> int:
         try:
             outcome = anyio.run(
                 lambda: run_batch(
-                    args.batch, settings, validation=validation, options=options, observer=observer
-                )
+                    args.batch,
+                    settings,
+                    validation=validation,
+                    options=options,
+                    observer=observer,
+                    stop=args.stop,
+                ),
+                backend_options=_loop_options(),
             )
         finally:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run is over: only printing is left
             observer.close()
     if outcome.dry_run:
         print_dry_run(outcome)
@@ -188,6 +192,15 @@ def execute(args: argparse.Namespace) -> int:
         write_run_report(report, outcome.rows)
     print_summary(outcome, report_path=report, folder=folder)
     return outcome.exit_code
+
+
+def _loop_options() -> dict[str, bool]:
+    """Run on uvloop where it is installed: a faster event loop for the same code."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
+        return {}
+    return {"use_uvloop": True}
 
 
 def _run_options(args: argparse.Namespace, folder: Path | None) -> RunOptions:
