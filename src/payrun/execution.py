@@ -142,6 +142,7 @@ class _Engine:
                     group.start_soon(self._create_worker)
                 group.start_soon(self._watch_stop)
         finally:
+            self._book.flush()  # outcomes held back for a group commit go to disk now
             for lane in self._lanes.values():
                 for stream in (lane.send, lane.receive):
                     if stream is not None:
@@ -153,6 +154,7 @@ class _Engine:
         # The stop flag is set from a signal task: poll it rather than share an Event.
         while not self._stop.is_set() and not self._all_done():  # noqa: ASYNC110
             await anyio.sleep(0.02)
+            self._book.flush()  # an outcome waits at most this long for the next intent
         if self._stop.is_set():
             self._stop_all()
 
@@ -233,7 +235,7 @@ class _Engine:
         except BankError as exc:
             self._after_failure(number, exc, before=RowStatus.PENDING, action="create")
             return False
-        self._book.set(number, status=RowStatus.CREATED, payment_url=payment.url, error=None)
+        self._book.record(number, status=RowStatus.CREATED, payment_url=payment.url, error=None)
         self.result.created += 1
         return True
 
@@ -245,7 +247,7 @@ class _Engine:
         except BankError as exc:
             self._after_failure(number, exc, before=RowStatus.CREATED, action="submit")
             return
-        self._book.set(
+        self._book.record(
             number, status=RowStatus.SUBMITTED, submission_url=submission.url, error=None
         )
         self.result.submitted += 1
@@ -260,14 +262,14 @@ class _Engine:
             self._stop_all()
         elif isinstance(exc, OutcomeUnknownError):
             # It may have happened: leave the intent for reconciliation, never resend blindly.
-            self._book.set(number, error=f"{action} outcome unknown ({exc}); reconciling")
+            self._book.record(number, error=f"{action} outcome unknown ({exc}); reconciling")
             self.result.unknown += 1
         elif isinstance(exc, BankRejectedError):
             prefix = "payment created but not submitted: " if action == "submit" else ""
-            self._book.set(number, status=RowStatus.FAILED, error=f"{prefix}{exc}")
+            self._book.record(number, status=RowStatus.FAILED, error=f"{prefix}{exc}")
             self.result.failed += 1
         else:  # 429 or never sent, after the retry policy gave up: nothing happened
-            self._book.set(number, status=before, error=f"{action} deferred: {exc}")
+            self._book.record(number, status=before, error=f"{action} deferred: {exc}")
             self.result.deferred += 1
 
     def _stop_all(self) -> None:

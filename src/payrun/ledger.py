@@ -60,7 +60,6 @@ CREATE TABLE IF NOT EXISTS rows (
     error TEXT,
     updated_at TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS rows_status ON rows (status);
 """
 
 _UPDATABLE = frozenset(
@@ -290,6 +289,15 @@ class Ledger:
             sql = f"UPDATE rows SET {assignments}updated_at = ? WHERE row = ?"  # noqa: S608
             self._sql_cache[names] = sql
         return sql
+
+    def update_each(self, changes: Iterable[tuple[int, dict[str, Any]]]) -> None:
+        """Commit several rows' own changes in one transaction (a group commit)."""
+        now = _iso(utc_now())
+        with self.atomic():
+            for row, values in changes:
+                params = [_to_sql(value) for value in values.values()]
+                params += [now, row]
+                self._execute(self._update_sql(tuple(values)), params)
 
     def update_many(self, rows: Iterable[int], **values: Any) -> None:
         """Commit the same new values for several rows in one transaction."""

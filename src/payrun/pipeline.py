@@ -365,8 +365,7 @@ async def _dry_run(client: BankClient, book: RowBook, options: RunOptions) -> Ru
     org = await client.organization()
     checks = _preflight(client, org, book, options)
     await checks.check_accounts()
-    await checks.load_payees()
-    await checks.load_payments()
+    await checks.load_payees_and_payments()
     checks.guard_repeats()
     checks.check_balances()
     await checks.prepare_payees()
@@ -407,8 +406,7 @@ async def _pay(
     checks = _preflight(client, org, book, options)
     watcher.note("checking source accounts, payees and recent payments")
     await checks.check_accounts()
-    await checks.load_payees()
-    await checks.load_payments()
+    await checks.load_payees_and_payments()
     attention = await reconcile_rows(
         client,
         book,

@@ -143,6 +143,12 @@ class Preflight:
         prefix = "payment created but not submitted: " if row.payment_url else ""
         self.book.set(row.row, status=RowStatus.FAILED, error=prefix + reason)
 
+    async def load_payees_and_payments(self) -> None:
+        """Load payees and recent payments at the same time (they do not depend on each other)."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(self.load_payees)
+            group.start_soon(self.load_payments)
+
     async def load_payees(self) -> None:
         """Page once through the payees of every source account's owner (owners in parallel)."""
 

@@ -1,9 +1,13 @@
 """The rows of one run in memory, written through to the ledger.
 
 Input: the ledger's rows at the start of a run. Output: the current state of every row,
-readable without a query, where each change is committed to the ledger before ``set``
-returns (so the execution stage's intent-before-call rule holds). A dry run uses a book
-with no ledger: it changes nothing on disk.
+readable without a query. ``set`` commits a change before it returns. The execution stage
+uses the pair ``mark_intent``/``record``: an intent is committed before it returns (the
+call may be made once it has), while an outcome is held back and goes to disk in the
+same transaction as the next intent (or at ``flush``), so a payment costs two commits
+instead of four. An outcome lost to a crash in that short window leaves the row in its
+intent state, which reconciliation settles with the bank. A dry run uses a book with no
+ledger: it changes nothing on disk.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class RowBook:
         self._rows = {row.row: row for row in rows}
         self._ledger = ledger
         self._on_change = on_change
+        self._held: list[tuple[int, dict[str, Any]]] = []
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -62,10 +67,26 @@ class RowBook:
         return {row.payment_url for row in self._rows.values() if row.payment_url}
 
     def set(self, row: int, **values: Any) -> LedgerRow:
-        """Commit new values for one row, then return its new state."""
+        """Commit new values for one row (with any held outcomes), then return its new state."""
         if self._ledger is not None:
-            self._ledger.update(row, **values)
+            if self._held:
+                self._held.append((row, values))
+                self.flush()
+            else:
+                self._ledger.update(row, **values)
         return self._apply(row, values)
+
+    def record(self, row: int, **values: Any) -> LedgerRow:
+        """Note an outcome now; it is committed with the next intent or ``flush``."""
+        if self._ledger is not None:
+            self._held.append((row, values))
+        return self._apply(row, values)
+
+    def flush(self) -> None:
+        """Commit every held outcome in one transaction."""
+        if self._ledger is not None and self._held:
+            held, self._held = self._held, []
+            self._ledger.update_each(held)
 
     def set_many(self, rows: Iterable[int], **values: Any) -> None:
         """Commit the same values for several rows in one transaction."""
@@ -78,7 +99,10 @@ class RowBook:
             self._apply(number, values)
 
     def mark_intent(self, row: int, status: RowStatus, *, at: datetime | None = None) -> LedgerRow:
-        """Commit an intent (creating or submitting) with its time before the call is made."""
+        """Commit an intent (creating or submitting) with its time before the call is made.
+
+        Held outcomes go in the same transaction, ahead of the intent.
+        """
         current = self._rows[row]
         return self.set(
             row, status=status, intent_at=at or utc_now(), attempts=current.attempts + 1

@@ -139,10 +139,12 @@ class BankClient:
     # -- navigation and accounts -------------------------------------------------------
 
     async def organization(self) -> Organization:
-        """Follow index → API key → organization."""
+        """The key's organization: the index's ``organization-url``, else via the API key."""
         index = await self._send("GET", "/v0/index")
-        key = await self._send("GET", _decode(lambda d: d["api-key-url"], index, "index"))
-        org_url = _decode(lambda d: d["organization-url"], key, "API key")
+        org_url = index.get("organization-url")
+        if not isinstance(org_url, str):
+            key = await self._send("GET", _decode(lambda d: d["api-key-url"], index, "index"))
+            org_url = _decode(lambda d: d["organization-url"], key, "API key")
         return _decode(parse_organization, await self._send("GET", org_url), "organization")
 
     async def get_account(self, url: str) -> BankAccount:
