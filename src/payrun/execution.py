@@ -99,7 +99,7 @@ class _Engine:
         self._lanes: dict[str, _Lane] = {}
         self._eligible: deque[_Lane] = deque()
         self._creates_left = 0
-        self._wake = anyio.Event()
+        self._idle: deque[anyio.Event] = deque()  # create workers waiting for work
         self.result = ExecutionResult()
 
     def plan(self, to_create: list[LedgerRow], to_submit: list[LedgerRow]) -> None:
@@ -165,8 +165,8 @@ class _Engine:
         if lane.to_create and lane.credit > 0 and not lane.queued:
             lane.queued = True
             self._eligible.append(lane)
-            self._wake.set()
-            self._wake = anyio.Event()
+            if self._idle:  # wake one idle create worker, not all of them
+                self._idle.popleft().set()
 
     async def _pick(self) -> tuple[_Lane, int] | None:
         while not self._stop.is_set():
@@ -179,11 +179,13 @@ class _Engine:
                 self._creates_left -= 1
                 self._enqueue(lane)
                 if self._creates_left == 0:
-                    self._wake.set()
+                    self._wake_all()
                 return lane, row
             if self._creates_left == 0:
                 return None
-            await self._wake.wait()
+            idle = anyio.Event()
+            self._idle.append(idle)
+            await idle.wait()
         return None
 
     async def _create_worker(self) -> None:
@@ -272,13 +274,18 @@ class _Engine:
             self._book.record(number, status=before, error=f"{action} deferred: {exc}")
             self.result.deferred += 1
 
+    def _wake_all(self) -> None:
+        """Wake every idle create worker (no work is left, or a stop was requested)."""
+        while self._idle:
+            self._idle.popleft().set()
+
     def _stop_all(self) -> None:
         """Start nothing new: drop queued creates, end the submit queues, wake idle workers."""
         self._creates_left = 0
         for lane in self._lanes.values():
             lane.to_create.clear()
             self._close(lane)
-        self._wake.set()
+        self._wake_all()
 
 
 async def execute_rows(
