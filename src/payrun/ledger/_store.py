@@ -10,21 +10,29 @@ Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated here 
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
-from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from payrun.domain import RowStatus, RowVerdict, format_money
-from payrun.errors import LedgerError, LedgerLockedError
+from payrun.errors import LedgerError
+from payrun.ledger._lock import create_private, release_lock, take_lock
+from payrun.ledger._records import (
+    BatchInfo,
+    LedgerRow,
+    batch_from_record,
+    iso,
+    money_or_none,
+    row_from_record,
+    row_values,
+    to_sql,
+    utc_now,
+)
 
-__all__ = ["BatchInfo", "Ledger", "LedgerRow", "default_ledger_path", "utc_now"]
+__all__ = ["Ledger", "default_ledger_path"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS batch (
@@ -76,68 +84,9 @@ _UPDATABLE = frozenset(
 )
 
 
-def utc_now() -> datetime:
-    """The current time in UTC (the ledger stores ISO 8601 UTC text)."""
-    return datetime.now(UTC)
-
-
 def default_ledger_path(batch_path: Path) -> Path:
     """``BATCH.ledger.sqlite`` beside the batch file."""
     return batch_path.with_name(batch_path.name + ".ledger.sqlite")
-
-
-@dataclass(frozen=True, slots=True)
-class BatchInfo:
-    """What a ledger was made for: file content, bank and organization, control totals."""
-
-    file_path: str
-    file_sha256: str
-    valid_count: int
-    valid_total: Decimal
-    base_url: str | None = None
-    organization_url: str | None = None
-    expect_count: int | None = None
-    expect_total: Decimal | None = None
-    created_at: datetime | None = None
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerRow:
-    """One batch row as the ledger holds it; ``intent_at`` is the last committed intent's time."""
-
-    row: int
-    row_id: str | None
-    payee_name: str
-    sort_code: str
-    account_number: str
-    amount: Decimal
-    reference: str | None
-    source_account: str
-    status: RowStatus
-    account_url: str | None = None
-    payee_url: str | None = None
-    payment_url: str | None = None
-    submission_url: str | None = None
-    intent_at: datetime | None = None
-    attempts: int = 0
-    error: str | None = None
-    updated_at: datetime | None = None
-    amount_text: str = ""
-
-    @property
-    def payment_key(self) -> tuple[str, str, str, str]:
-        """Sort code, account number, amount and reference: what the bank can match on."""
-        return (
-            self.sort_code,
-            self.account_number,
-            format_money(self.amount),
-            self.reference or "",
-        )
-
-
-_ROW_COLUMNS = tuple(f.name for f in fields(LedgerRow) if f.name != "amount_text")
 
 
 class Ledger:
@@ -156,20 +105,20 @@ class Ledger:
         if readonly and not path.is_file():
             msg = f"no ledger at {path}: pass the .ledger.sqlite file a run wrote"
             raise LedgerError(msg)
-        lock_fd = None if readonly else _take_lock(path)
+        lock_fd = None if readonly else take_lock(path)
         try:
             if not readonly:
-                _create_private(path)
+                create_private(path)
             connection = _connect(path, readonly=readonly)
         except BaseException:
-            _release_lock(lock_fd)
+            release_lock(lock_fd)
             raise
         return cls(path, connection, lock_fd)
 
     def close(self) -> None:
         """Close the database and release the lock."""
         self._db.close()
-        _release_lock(self._lock_fd)
+        release_lock(self._lock_fd)
         self._lock_fd = None
 
     def __enter__(self) -> Ledger:
@@ -204,11 +153,11 @@ class Ledger:
         """The batch this ledger was made for, or None for a new ledger."""
         cursor = self._execute("SELECT * FROM batch WHERE id = 1")
         record = cursor.fetchone()
-        return None if record is None else _batch_from_record(record)
+        return None if record is None else batch_from_record(record)
 
     def start(self, info: BatchInfo, verdicts: Iterable[RowVerdict]) -> None:
         """Record a new batch and every row of it (valid rows pending, invalid rows invalid)."""
-        now = _iso(utc_now())
+        now = iso(utc_now())
         with self.atomic():
             self._execute(
                 "INSERT INTO batch (id, file_path, file_sha256, base_url, organization_url,"
@@ -220,7 +169,7 @@ class Ledger:
                     info.base_url,
                     info.organization_url,
                     info.expect_count,
-                    _money_or_none(info.expect_total),
+                    money_or_none(info.expect_total),
                     info.valid_count,
                     format_money(info.valid_total),
                     now,
@@ -230,7 +179,7 @@ class Ledger:
                 "INSERT INTO rows (row, row_id, payee_name, sort_code, account_number, amount,"
                 " reference, source_account, status, error, updated_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (_row_values(verdict, now) for verdict in verdicts),
+                (row_values(verdict, now) for verdict in verdicts),
             )
 
     def set_valid_totals(self, count: int, total: Decimal) -> None:
@@ -249,7 +198,7 @@ class Ledger:
             msg = f"cannot set batch fields {sorted(unknown)}"
             raise ValueError(msg)
         assignments = ", ".join(f"{name} = ?" for name in values)
-        params = [_to_sql(value) for value in values.values()]
+        params = [to_sql(value) for value in values.values()]
         with self.atomic():
             self._execute(f"UPDATE batch SET {assignments} WHERE id = 1", params)  # noqa: S608
 
@@ -264,7 +213,7 @@ class Ledger:
                 f"SELECT * FROM rows WHERE status IN ({marks}) ORDER BY row",
                 wanted,  # noqa: S608
             )
-        return [_row_from_record(record) for record in cursor]
+        return [row_from_record(record) for record in cursor]
 
     def counts(self) -> dict[RowStatus, int]:
         """How many rows are in each status."""
@@ -274,8 +223,8 @@ class Ledger:
     def update(self, row: int, **values: Any) -> None:
         """Commit new values for one row: one statement, its own transaction (WAL commit)."""
         sql = self._update_sql(tuple(values))
-        params = [_to_sql(value) for value in values.values()]
-        params += [_iso(utc_now()), row]
+        params = [to_sql(value) for value in values.values()]
+        params += [iso(utc_now()), row]
         self._execute(sql, params)
 
     def _update_sql(self, names: tuple[str, ...]) -> str:
@@ -292,17 +241,17 @@ class Ledger:
 
     def update_each(self, changes: Iterable[tuple[int, dict[str, Any]]]) -> None:
         """Commit several rows' own changes in one transaction (a group commit)."""
-        now = _iso(utc_now())
+        now = iso(utc_now())
         with self.atomic():
             for row, values in changes:
-                params = [_to_sql(value) for value in values.values()]
+                params = [to_sql(value) for value in values.values()]
                 params += [now, row]
                 self._execute(self._update_sql(tuple(values)), params)
 
     def update_many(self, rows: Iterable[int], **values: Any) -> None:
         """Commit the same new values for several rows in one transaction."""
         sql = self._update_sql(tuple(values))
-        params = [_to_sql(value) for value in values.values()] + [_iso(utc_now())]
+        params = [to_sql(value) for value in values.values()] + [iso(utc_now())]
         with self.atomic():
             self._executemany(sql, ([*params, row] for row in rows))
 
@@ -342,152 +291,3 @@ def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise _ledger_error(path, exc) from exc
     return connection
-
-
-def _create_private(path: Path) -> None:
-    """Create the ledger file readable by its owner only (0600) before SQLite opens it."""
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-        os.close(fd)
-        os.chmod(path, 0o600)
-    except OSError as exc:
-        msg = (
-            f"cannot create the ledger {path}: {exc.strerror};"
-            " check the folder exists and is writable"
-        )
-        raise LedgerError(msg) from None
-
-
-def _take_lock(path: Path) -> int | None:
-    """Hold an exclusive lock on ``PATH.lock`` for the process's life (released even on kill -9)."""
-    if sys.platform == "win32":  # pragma: no cover - payrun runs on Linux and macOS
-        return None
-    import fcntl
-
-    lock_path = path.with_name(path.name + ".lock")
-    try:
-        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
-    except OSError as exc:
-        msg = f"cannot create the ledger lock {lock_path}: {exc.strerror}"
-        raise LedgerError(msg) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        pid = _read_pid(fd)
-        os.close(fd)
-        holder = f"process {pid}" if pid else "another process"
-        msg = (
-            f"the ledger {path} is in use by {holder} (another payrun run);"
-            " wait for it to finish or stop it, then run again"
-        )
-        raise LedgerLockedError(msg, pid=pid) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, str(os.getpid()).encode())
-    return fd
-
-
-def _read_pid(fd: int) -> int | None:
-    try:
-        text = os.pread(fd, 32, 0).decode().strip()
-        return int(text) if text else None
-    except (OSError, ValueError):
-        return None
-
-
-def _release_lock(fd: int | None) -> None:
-    if fd is not None:
-        os.close(fd)
-
-
-def _iso(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat()
-
-
-def _to_sql(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return _iso(value)
-    if isinstance(value, Decimal):
-        return format_money(value)
-    if isinstance(value, RowStatus):
-        return str(value)
-    return value
-
-
-def _money_or_none(value: Decimal | None) -> str | None:
-    return None if value is None else format_money(value)
-
-
-def _parse_time(text: str | None) -> datetime | None:
-    return None if text is None else datetime.fromisoformat(text)
-
-
-def _row_values(verdict: RowVerdict, now: str) -> tuple[Any, ...]:
-    item = verdict.instruction
-    if item is not None:
-        return (
-            item.row,
-            item.row_id,
-            item.payee_name,
-            item.sort_code,
-            item.account_number,
-            format_money(item.amount),
-            item.reference,
-            item.source_account,
-            str(RowStatus.PENDING),
-            None,
-            now,
-        )
-    raw = verdict.raw
-    error = "; ".join(problem.message for problem in verdict.errors) or "invalid row"
-    return (
-        verdict.row,
-        raw.get("row_id") or None,
-        raw.get("payee_name", ""),
-        raw.get("sort_code", ""),
-        raw.get("account_number", ""),
-        raw.get("amount", ""),
-        raw.get("reference") or None,
-        raw.get("source_account", ""),
-        str(RowStatus.INVALID),
-        error,
-        now,
-    )
-
-
-def _row_from_record(record: sqlite3.Row) -> LedgerRow:
-    values = dict(zip(record.keys(), record, strict=True))
-    amount_text = values["amount"]
-    try:
-        amount = Decimal(amount_text)
-    except ArithmeticError:  # an invalid row keeps its original text
-        amount = Decimal(0)
-    return LedgerRow(
-        **{
-            name: values[name]
-            for name in _ROW_COLUMNS
-            if name not in {"amount", "status", "intent_at", "updated_at"}
-        },
-        amount=amount,
-        amount_text=amount_text,
-        status=RowStatus(values["status"]),
-        intent_at=_parse_time(values["intent_at"]),
-        updated_at=_parse_time(values["updated_at"]),
-    )
-
-
-def _batch_from_record(record: sqlite3.Row) -> BatchInfo:
-    values = dict(zip(record.keys(), record, strict=True))
-    expect_total = values["expect_total"]
-    return BatchInfo(
-        file_path=values["file_path"],
-        file_sha256=values["file_sha256"],
-        valid_count=values["valid_count"],
-        valid_total=Decimal(values["valid_total"]),
-        base_url=values["base_url"],
-        organization_url=values["organization_url"],
-        expect_count=values["expect_count"],
-        expect_total=None if expect_total is None else Decimal(expect_total),
-        created_at=_parse_time(values["created_at"]),
-        started_at=_parse_time(values["started_at"]),
-        ended_at=_parse_time(values["ended_at"]),
-    )

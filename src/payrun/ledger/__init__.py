@@ -1,0 +1,19 @@
+"""The result ledger: one SQLite file per batch that makes reruns exactly-once.
+
+Input: the batch's rows (``RowVerdict``) and every state change of a run. Output: durable
+``LedgerRow`` records a later run resumes from. WAL mode with ``synchronous=NORMAL``
+survives a process crash (kill -9); every write goes through ``atomic()``, and the
+execution stage commits an *intent* (``creating``/``submitting`` with its time) before each
+POST and the outcome after it. A lock file stops two runs of one ledger at once.
+Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated here only.
+"""
+
+from __future__ import annotations
+
+from payrun.ledger._records import BatchInfo as BatchInfo
+from payrun.ledger._records import LedgerRow as LedgerRow
+from payrun.ledger._records import utc_now as utc_now
+from payrun.ledger._store import Ledger as Ledger
+from payrun.ledger._store import default_ledger_path as default_ledger_path
+
+__all__ = ["BatchInfo", "Ledger", "LedgerRow", "default_ledger_path", "utc_now"]

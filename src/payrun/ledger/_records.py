@@ -1,0 +1,187 @@
+"""Ledger records: the batch and row values, and their conversion to and from SQLite rows.
+
+Input: validation verdicts and SQLite rows. Output: frozen ``BatchInfo`` and ``LedgerRow``
+values. No I/O.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from payrun.domain import RowStatus, RowVerdict, format_money
+
+__all__ = [
+    "ROW_COLUMNS",
+    "BatchInfo",
+    "LedgerRow",
+    "batch_from_record",
+    "iso",
+    "money_or_none",
+    "row_from_record",
+    "row_values",
+    "to_sql",
+    "utc_now",
+]
+
+
+def utc_now() -> datetime:
+    """The current time in UTC (the ledger stores ISO 8601 UTC text)."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """What a ledger was made for: file content, bank and organization, control totals."""
+
+    file_path: str
+    file_sha256: str
+    valid_count: int
+    valid_total: Decimal
+    base_url: str | None = None
+    organization_url: str | None = None
+    expect_count: int | None = None
+    expect_total: Decimal | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRow:
+    """One batch row as the ledger holds it; ``intent_at`` is the last committed intent's time."""
+
+    row: int
+    row_id: str | None
+    payee_name: str
+    sort_code: str
+    account_number: str
+    amount: Decimal
+    reference: str | None
+    source_account: str
+    status: RowStatus
+    account_url: str | None = None
+    payee_url: str | None = None
+    payment_url: str | None = None
+    submission_url: str | None = None
+    intent_at: datetime | None = None
+    attempts: int = 0
+    error: str | None = None
+    updated_at: datetime | None = None
+    amount_text: str = ""
+
+    @property
+    def payment_key(self) -> tuple[str, str, str, str]:
+        """Sort code, account number, amount and reference: what the bank can match on."""
+        return (
+            self.sort_code,
+            self.account_number,
+            format_money(self.amount),
+            self.reference or "",
+        )
+
+
+ROW_COLUMNS = tuple(f.name for f in fields(LedgerRow) if f.name != "amount_text")
+
+
+def iso(value: datetime) -> str:
+    """ISO 8601 text in UTC, as the ledger stores times."""
+    return value.astimezone(UTC).isoformat()
+
+
+def to_sql(value: Any) -> Any:
+    """A value as SQLite stores it: times and money as text, statuses as their word."""
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, Decimal):
+        return format_money(value)
+    if isinstance(value, RowStatus):
+        return str(value)
+    return value
+
+
+def money_or_none(value: Decimal | None) -> str | None:
+    """Money as ledger text, or None."""
+    return None if value is None else format_money(value)
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def row_values(verdict: RowVerdict, now: str) -> tuple[Any, ...]:
+    """The INSERT values of one verdict: valid rows pending, invalid rows with their reasons."""
+    item = verdict.instruction
+    if item is not None:
+        return (
+            item.row,
+            item.row_id,
+            item.payee_name,
+            item.sort_code,
+            item.account_number,
+            format_money(item.amount),
+            item.reference,
+            item.source_account,
+            str(RowStatus.PENDING),
+            None,
+            now,
+        )
+    raw = verdict.raw
+    error = "; ".join(problem.message for problem in verdict.errors) or "invalid row"
+    return (
+        verdict.row,
+        raw.get("row_id") or None,
+        raw.get("payee_name", ""),
+        raw.get("sort_code", ""),
+        raw.get("account_number", ""),
+        raw.get("amount", ""),
+        raw.get("reference") or None,
+        raw.get("source_account", ""),
+        str(RowStatus.INVALID),
+        error,
+        now,
+    )
+
+
+def row_from_record(record: sqlite3.Row) -> LedgerRow:
+    """A ``LedgerRow`` from its SQLite row."""
+    values = dict(zip(record.keys(), record, strict=True))
+    amount_text = values["amount"]
+    try:
+        amount = Decimal(amount_text)
+    except ArithmeticError:  # an invalid row keeps its original text
+        amount = Decimal(0)
+    return LedgerRow(
+        **{
+            name: values[name]
+            for name in ROW_COLUMNS
+            if name not in {"amount", "status", "intent_at", "updated_at"}
+        },
+        amount=amount,
+        amount_text=amount_text,
+        status=RowStatus(values["status"]),
+        intent_at=_parse_time(values["intent_at"]),
+        updated_at=_parse_time(values["updated_at"]),
+    )
+
+
+def batch_from_record(record: sqlite3.Row) -> BatchInfo:
+    """A ``BatchInfo`` from its SQLite row."""
+    values = dict(zip(record.keys(), record, strict=True))
+    expect_total = values["expect_total"]
+    return BatchInfo(
+        file_path=values["file_path"],
+        file_sha256=values["file_sha256"],
+        valid_count=values["valid_count"],
+        valid_total=Decimal(values["valid_total"]),
+        base_url=values["base_url"],
+        organization_url=values["organization_url"],
+        expect_count=values["expect_count"],
+        expect_total=None if expect_total is None else Decimal(expect_total),
+        created_at=_parse_time(values["created_at"]),
+        started_at=_parse_time(values["started_at"]),
+        ended_at=_parse_time(values["ended_at"]),
+    )

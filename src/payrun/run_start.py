@@ -1,0 +1,191 @@
+"""Starting a run's record: a new ledger from the validated file, or the old one checked.
+
+Input: the batch file, its ledger path and the options. Output: an open ``Ledger`` whose
+rows are the file's (control totals checked before anything is sent), or, for a dry run,
+a ``RowBook`` built without writing anything. Raises ``BatchFileError``,
+``ControlTotalsError`` and ``LedgerMismatchError`` (another file, bank or organization).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from payrun.config import RunOptions, Settings, ValidationOptions
+from payrun.domain import RowStatus, RowVerdict
+from payrun.errors import BatchFileError, LedgerMismatchError
+from payrun.intake import read_batch
+from payrun.ledger import BatchInfo, Ledger, LedgerRow, utc_now
+from payrun.planning import check_control_totals
+from payrun.records import RowBook
+from payrun.validation import validate_rows
+
+if TYPE_CHECKING:
+    from payrun.bank import Organization
+
+__all__ = ["check_same_bank", "dry_run_book", "file_sha256", "open_run_ledger"]
+
+
+def open_run_ledger(
+    batch_path: Path, ledger_path: Path, validation: ValidationOptions, options: RunOptions
+) -> Ledger:
+    """Open the ledger; a new one gets every row of the validated file (control totals first)."""
+    is_new = not ledger_path.exists()
+    ledger = Ledger.open(ledger_path)
+    try:
+        info = ledger.batch()
+        if info is None:
+            _record_new_batch(ledger, batch_path, validation, options)
+        else:
+            _check_same_file(info, batch_path, ledger_path, validation)
+            check_control_totals(
+                info.valid_count,
+                info.valid_total,
+                expect_count=options.expect_count,
+                expect_total=options.expect_total,
+            )
+    except BaseException:
+        ledger.close()
+        if is_new:
+            for suffix in ("", "-wal", "-shm", ".lock"):
+                ledger_path.with_name(ledger_path.name + suffix).unlink(missing_ok=True)
+        raise
+    return ledger
+
+
+def _record_new_batch(
+    ledger: Ledger, batch_path: Path, validation: ValidationOptions, options: RunOptions
+) -> None:
+    with read_batch(batch_path, sheet=validation.sheet, max_rows=validation.max_rows) as batch:
+        counter = _ValidCounter()
+        with ledger.atomic():
+            ledger.start(
+                BatchInfo(
+                    file_path=str(batch_path.resolve()),
+                    file_sha256=batch.sha256,
+                    valid_count=0,
+                    valid_total=Decimal(0),
+                    expect_count=options.expect_count,
+                    expect_total=options.expect_total,
+                ),
+                counter.count(validate_rows(batch, validation)),
+            )
+            check_control_totals(
+                counter.valid,
+                counter.total,
+                expect_count=options.expect_count,
+                expect_total=options.expect_total,
+            )
+            ledger.set_valid_totals(counter.valid, counter.total)
+
+
+class _ValidCounter:
+    def __init__(self) -> None:
+        self.valid = 0
+        self.total = Decimal(0)
+
+    def count(self, verdicts: Iterator[RowVerdict]) -> Iterator[RowVerdict]:
+        for verdict in verdicts:
+            if verdict.instruction is not None:
+                self.valid += 1
+                self.total += verdict.instruction.amount
+            yield verdict
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, hex (what the ledger records as the batch's identity)."""
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        msg = f"cannot read {path}: {exc.strerror}"
+        raise BatchFileError(msg, path=path) from None
+    return digest.hexdigest()
+
+
+def _check_same_file(
+    info: BatchInfo, batch_path: Path, ledger_path: Path, validation: ValidationOptions
+) -> None:
+    if file_sha256(batch_path) != info.file_sha256:
+        msg = (
+            f"the ledger {ledger_path} was made for a different content of {batch_path.name}"
+            " (the file changed since its first run); restore the original file to finish"
+            " that run, or pay the new file with a fresh ledger (--ledger NEW.ledger.sqlite)"
+        )
+        raise LedgerMismatchError(msg)
+
+
+def check_same_bank(ledger: Ledger, settings: Settings, org: Organization) -> None:
+    """Refuse a ledger used with another bank or organization; bind a new one to this one."""
+    info = ledger.batch()
+    assert info is not None
+    for what, recorded, now in (
+        ("bank", info.base_url, settings.base_url),
+        ("organization", info.organization_url, org.url),
+    ):
+        if recorded is not None and recorded != now:
+            msg = (
+                f"the ledger {ledger.path} was used with {what} {recorded}, not {now}; run it"
+                f" against the same {what}, or start a fresh ledger with --ledger NEW.ledger.sqlite"
+            )
+            raise LedgerMismatchError(msg)
+    if info.base_url is None:
+        ledger.set_batch(base_url=settings.base_url, organization_url=org.url, started_at=utc_now())
+
+
+def dry_run_book(
+    batch_path: Path, ledger_path: Path, validation: ValidationOptions, options: RunOptions
+) -> RowBook:
+    """The rows a dry run checks: the ledger's if it exists, else the file's (nothing written)."""
+    if ledger_path.exists():
+        with Ledger.open(ledger_path, readonly=True) as ledger:
+            info = ledger.batch()
+            if info is not None:
+                _check_same_file(info, batch_path, ledger_path, validation)
+                return RowBook(ledger.rows())
+    with read_batch(batch_path, sheet=validation.sheet, max_rows=validation.max_rows) as batch:
+        rows = [_row_of(verdict) for verdict in validate_rows(batch, validation)]
+    valid = [r for r in rows if r.status is RowStatus.PENDING]
+    check_control_totals(
+        len(valid),
+        sum((r.amount for r in valid), Decimal(0)),
+        expect_count=options.expect_count,
+        expect_total=options.expect_total,
+    )
+    return RowBook(rows)
+
+
+def _row_of(verdict: RowVerdict) -> LedgerRow:
+    item = verdict.instruction
+    if item is None:
+        raw = verdict.raw
+        return LedgerRow(
+            row=verdict.row,
+            row_id=raw.get("row_id") or None,
+            payee_name=raw.get("payee_name", ""),
+            sort_code=raw.get("sort_code", ""),
+            account_number=raw.get("account_number", ""),
+            amount=Decimal(0),
+            amount_text=raw.get("amount", ""),
+            reference=raw.get("reference"),
+            source_account=raw.get("source_account", ""),
+            status=RowStatus.INVALID,
+            error="; ".join(p.message for p in verdict.errors),
+        )
+    return LedgerRow(
+        row=item.row,
+        row_id=item.row_id,
+        payee_name=item.payee_name,
+        sort_code=item.sort_code,
+        account_number=item.account_number,
+        amount=item.amount,
+        amount_text=str(item.amount),
+        reference=item.reference,
+        source_account=item.source_account,
+        status=RowStatus.PENDING,
+    )
