@@ -44,6 +44,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         description="Pay every valid row of BATCH through the bank API. Running the same"
         " command again resumes: rows already paid are never paid again.",
     )
+    _add_file_options(parser)
+    _add_ledger_and_bank_options(parser)
+    _add_payment_options(parser)
+    parser.set_defaults(handler=execute)
+
+
+def _add_file_options(parser: argparse.ArgumentParser) -> None:
+    """The batch file and how to read and validate it."""
     parser.add_argument("batch", type=Path, metavar="BATCH", help="the CSV or .xlsx batch file")
     parser.add_argument(
         "--source-account",
@@ -63,6 +71,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         action="store_true",
         help="allow the same payee, amount and reference twice in the file",
     )
+
+
+def _add_ledger_and_bank_options(parser: argparse.ArgumentParser) -> None:
+    """Where the ledger and report go, and which bank to pay through."""
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -83,6 +95,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         type=Path,
         help="file holding the API key (default PAYRUN_API_KEY or PAYRUN_API_KEY_FILE)",
     )
+
+
+def _add_payment_options(parser: argparse.ArgumentParser) -> None:
+    """Limits, control totals and what to do about payees and repeats."""
     parser.add_argument(
         "--max-in-flight",
         type=int,
@@ -139,7 +155,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         default="text",
         help="text (a progress bar on a terminal) or json lines for schedulers",
     )
-    parser.set_defaults(handler=execute)
 
 
 def _money(text: str) -> Decimal:
