@@ -21,9 +21,17 @@ __all__ = [
     "RowStatus",
     "RowVerdict",
     "format_money",
+    "payment_key",
 ]
 
 CENTS = Decimal("0.01")
+
+
+def payment_key(
+    sort_code: str, account_number: str, amount: Decimal, reference: str | None
+) -> tuple[str, str, str, str]:
+    """What makes two payments the same payment: payee account, amount and reference."""
+    return (sort_code, account_number, format_money(amount), reference or "")
 
 
 def format_money(value: Decimal) -> str:
@@ -87,12 +95,7 @@ class PaymentInstruction(BaseModel):
     @property
     def payment_key(self) -> tuple[str, str, str, str]:
         """Sort code, account number, amount and reference: what makes a payment a repeat."""
-        return (
-            self.sort_code,
-            self.account_number,
-            format_money(self.amount),
-            self.reference or "",
-        )
+        return payment_key(self.sort_code, self.account_number, self.amount, self.reference)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from payrun.domain import RowStatus, RowVerdict, format_money
+from payrun.domain import RowStatus, RowVerdict, format_money, payment_key
 
 __all__ = [
     "ROW_COLUMNS",
@@ -76,12 +76,7 @@ class LedgerRow:
     @property
     def payment_key(self) -> tuple[str, str, str, str]:
         """Sort code, account number, amount and reference: what the bank can match on."""
-        return (
-            self.sort_code,
-            self.account_number,
-            format_money(self.amount),
-            self.reference or "",
-        )
+        return payment_key(self.sort_code, self.account_number, self.amount, self.reference)
 
 
 ROW_COLUMNS = tuple(f.name for f in fields(LedgerRow) if f.name != "amount_text")
