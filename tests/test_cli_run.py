@@ -356,3 +356,97 @@ def test_sandbox_mode_runs_the_sample(tmp_path: Path, capsys: pytest.CaptureFixt
     out = capsys.readouterr().out
     assert f"ledger: {ledger}" in out
     assert (tmp_path / "r.csv").read_text(encoding="utf-8-sig").startswith("row,row_id,payee_name")
+
+
+def test_several_matching_payments_need_attention_and_nothing_is_guessed(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row left 'creating' that matches two bank payments exits 3 naming it; none is added."""
+    import sqlite3
+    from datetime import UTC, datetime, timedelta
+
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    assert main(["run", str(batch), "--create-only"]) == 0
+    row = report(ledger, capsys)[0]
+    headers = {"Authorization": f"ServiceAPIKey {bank.api_key}"}
+    payment = httpx.get(bank.base_url + row["payment_url"], headers=headers).json()
+    account_url = (
+        payment.get("account-url") or f"/v0/bank/accounts/{next(iter(bank.state.accounts))}"
+    )
+    body = {
+        "creditor": {
+            k: v for k, v in payment["creditor"].items() if k in ("creditor-type", "payee-url")
+        },
+        "payment-amount": payment["payment-amount"],
+        "payment-reference": payment["payment-reference"],
+    }
+    httpx.post(
+        f"{bank.base_url}{account_url}/payments", json=body, headers=headers
+    ).raise_for_status()
+    earlier = (datetime.now(UTC) - timedelta(seconds=30)).isoformat()
+    with sqlite3.connect(ledger) as db:  # as if killed after the intent, before the answer
+        db.execute("UPDATE rows SET status='creating', payment_url=NULL, intent_at=?", (earlier,))
+    assert main(["run", str(batch)]) == 3
+    out = capsys.readouterr().out
+    assert "needs attention: rows 2" in out
+    assert [g["payments"] for g in payment_groups(bank)] == [2]  # nothing new was created
+    assert all(g["submissions"] == 0 for g in payment_groups(bank))  # and nothing submitted
+
+
+def test_ledger_of_another_organization_is_refused(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ledger bound to another organization at the same address is refused (exit 2)."""
+    import sqlite3
+
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    assert main(["run", str(batch)]) == 0
+    with sqlite3.connect(ledger) as db:
+        db.execute("UPDATE batch SET organization_url='/v0/organizations/og.someone-else'")
+    assert main(["run", str(batch)]) == 2
+    assert "organization" in capsys.readouterr().err
+
+
+def test_report_works_while_a_run_holds_the_ledger(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`payrun report` reads a ledger whose lock another run holds."""
+    from payrun.ledger import Ledger
+
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:2])
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    assert main(["run", str(batch)]) == 0
+    with Ledger.open(ledger):  # the writer's lock is held
+        rows = report(ledger, capsys)
+    assert [r["status"] for r in rows] == ["submitted", "submitted"]
+
+
+def test_json_logs_are_one_object_per_line(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--log-format json writes only JSON objects on stderr, each with an event."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    assert main(["run", str(batch), "--log-format", "json"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    events = [json.loads(line) for line in lines]
+    assert {"started", "progress"} <= {e["event"] for e in events}
+    assert events[-1]["done"] == 4
+
+
+def test_sandbox_mode_says_where_the_ledger_goes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --ledger, a sandbox run keeps its ledger and report in a fresh temp folder."""
+    sample = Path(__file__).parents[1] / "samples" / "payroll.csv"
+    assert main(["run", str(sample), "--sandbox"]) == 0
+    captured = capsys.readouterr()
+    folder = Path(captured.err.split("go to ", 1)[1].split()[0])
+    assert (folder / "payroll.csv.ledger.sqlite").exists()
+    assert (folder / "report.csv").exists()
+    assert not (sample.parent / "payroll.csv.ledger.sqlite").exists()
