@@ -191,35 +191,50 @@ def _csv_rows(
 
 
 def _xlsx_rows(
-    records: Iterator[tuple[int, list[Cell]]], header: HeaderMap, book: XlsxSource,
+    records: Iterator[tuple[int, list[Cell]]],
+    header: HeaderMap,
+    book: XlsxSource,
     limit: _RowLimit,
 ) -> Iterator[RawRow]:
     offset, positions, formulas = book.first_column, header.positions, book.formulas
+    names = tuple(name for name, _ in positions)
+    indexes = tuple(index for _, index in positions)
+    needed = max(indexes, default=-1) + 1
+    pick = itemgetter(*indexes) if len(indexes) > 1 else (lambda cells: (cells[indexes[0]],))
     for number, cells in records:
         if (not cells or cells[0] == "") and all(cell == "" for cell in cells):
             continue
         limit.count += 1
         if limit.count > limit.limit:
             raise limit.exceeded()
+        if len(cells) >= needed:
+            picked = pick(cells)
+        else:
+            picked = tuple(cells[i] if i < len(cells) else "" for i in indexes)
+        values: dict[str, str] = dict(zip(names, picked, strict=True))
+        damage = _typed_cells(values, number, book)
         in_row = formulas.get(number) if formulas else None
-        size = len(cells)
-        values: dict[str, str] = {}
-        damage: dict[str, Damage] | None = None
-        for name, index in positions:
-            cell = cells[index] if index < size else ""
-            kind = None
-            if type(cell) is str:  # text cells are most cells: no conversion, no damage
-                text = cell
-            else:
-                text, kind = cell_text(name, cell)
-            if len(text) > MAX_FIELD_BYTES:
+        if in_row:
+            damage = damage or {}
+            for name, index in positions:
+                if index + offset in in_row:
+                    damage[name] = Damage.FORMULA
+        yield RawRow(number, values, damage or _NO_DAMAGE)
+
+
+def _typed_cells(values: dict[str, Any], number: int, book: XlsxSource) -> dict[str, Damage] | None:
+    """Turn non-text cells into text in place; return the damage their types show."""
+    damage: dict[str, Damage] | None = None
+    for name, cell in values.items():
+        if type(cell) is str:  # text cells are most cells: no conversion, no damage
+            if len(cell) > MAX_FIELD_BYTES:
                 msg = f"{book.path.name}: row {number} has a cell over 1 MB in {name}"
                 raise BatchFileError(msg, path=book.path)
-            if in_row and index + offset in in_row:
-                kind = Damage.FORMULA
-            values[name] = text
-            if kind is not None:
-                if damage is None:
-                    damage = {}
-                damage[name] = kind
-        yield RawRow(number, values, damage or _NO_DAMAGE)
+            continue
+        text, kind = cell_text(name, cell)
+        values[name] = text  # replacing a value while iterating keeps the keys: allowed
+        if kind is not None:
+            if damage is None:
+                damage = {}
+            damage[name] = kind
+    return damage
