@@ -94,6 +94,7 @@ class RowBook:
         if not numbers:
             return
         if self._ledger is not None:
+            self.flush()  # held outcomes first: a row's changes reach the disk in order
             self._ledger.update_many(numbers, **values)
         for number in numbers:
             self._apply(number, values)
