@@ -1,0 +1,103 @@
+"""The row book: intents are on disk before they return; outcomes ride with the next commit."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+from payrun.domain import PaymentInstruction, RowStatus, RowVerdict
+from payrun.ledger import BatchInfo, Ledger
+from payrun.records import RowBook
+
+
+def _ledger(tmp_path: Path) -> Ledger:
+    ledger = Ledger.open(tmp_path / "b.ledger.sqlite")
+    verdicts = [
+        RowVerdict(
+            row,
+            PaymentInstruction(
+                row=row,
+                payee_name="Ada",
+                sort_code="200000",
+                account_number=f"{row:08d}",
+                amount=Decimal("5.00"),
+                reference="R",
+                source_account="040004 30000001",
+            ),
+            {},
+        )
+        for row in (2, 3)
+    ]
+    ledger.start(
+        BatchInfo(file_path="f", file_sha256="s", valid_count=2, valid_total=Decimal("10.00")),
+        verdicts,
+    )
+    return ledger
+
+
+def _on_disk(path: Path) -> dict[int, RowStatus]:
+    with Ledger.open(path, readonly=True) as reader:
+        return {row.row: row.status for row in reader.rows()}
+
+
+def test_intent_is_on_disk_when_mark_intent_returns(tmp_path: Path) -> None:
+    """A committed intent is visible to another reader at once."""
+    ledger = _ledger(tmp_path)
+    book = RowBook(ledger.rows(), ledger=ledger)
+    book.mark_intent(2, RowStatus.CREATING)
+    assert _on_disk(ledger.path)[2] is RowStatus.CREATING
+    ledger.close()
+
+
+def test_outcome_is_held_until_the_next_intent(tmp_path: Path) -> None:
+    """An outcome is in memory at once and on disk with the next intent, in order."""
+    ledger = _ledger(tmp_path)
+    book = RowBook(ledger.rows(), ledger=ledger)
+    book.mark_intent(2, RowStatus.CREATING)
+    book.record(2, status=RowStatus.CREATED, payment_url="/v0/payments/pm.1")
+    assert book.get(2).status is RowStatus.CREATED
+    assert _on_disk(ledger.path)[2] is RowStatus.CREATING  # not yet: a crash here is safe
+    book.mark_intent(3, RowStatus.CREATING)
+    assert _on_disk(ledger.path) == {2: RowStatus.CREATED, 3: RowStatus.CREATING}
+    ledger.close()
+
+
+def test_flush_writes_held_outcomes(tmp_path: Path) -> None:
+    """flush() commits every held outcome."""
+    ledger = _ledger(tmp_path)
+    book = RowBook(ledger.rows(), ledger=ledger)
+    book.record(2, status=RowStatus.FAILED, error="refused")
+    book.record(3, status=RowStatus.HELD, error="held")
+    book.flush()
+    assert _on_disk(ledger.path) == {2: RowStatus.FAILED, 3: RowStatus.HELD}
+    ledger.close()
+
+
+def test_book_without_ledger_writes_nothing(tmp_path: Path) -> None:
+    """A dry-run book changes rows in memory only."""
+    ledger = _ledger(tmp_path)
+    book = RowBook(ledger.rows())
+    book.set(2, status=RowStatus.HELD)
+    book.record(3, status=RowStatus.FAILED)
+    book.flush()
+    assert _on_disk(ledger.path) == {2: RowStatus.PENDING, 3: RowStatus.PENDING}
+    ledger.close()
+
+
+def test_status_changes_reach_the_observer(tmp_path: Path) -> None:
+    """on_change sees each status change once, with the before and after rows."""
+    ledger = _ledger(tmp_path)
+    seen: list[tuple[RowStatus, RowStatus]] = []
+    book = RowBook(
+        ledger.rows(),
+        ledger=ledger,
+        on_change=lambda before, after: seen.append((before.status, after.status)),
+    )
+    book.mark_intent(2, RowStatus.CREATING)
+    book.record(2, error="x")  # no status change: not reported
+    book.record(2, status=RowStatus.CREATED)
+    assert seen == [
+        (RowStatus.PENDING, RowStatus.CREATING),
+        (RowStatus.CREATING, RowStatus.CREATED),
+    ]
+    ledger.close()
