@@ -1,0 +1,69 @@
+"""Progress for people (a bar) and for schedulers (text or JSON lines)."""
+
+from __future__ import annotations
+
+import io
+import json
+from decimal import Decimal
+
+import pytest
+
+from payrun.cli._progress import BarObserver, LineObserver, make_observer
+from payrun.domain import RowStatus
+from payrun.ledger import LedgerRow
+
+
+def _row(status: RowStatus, *, error: str | None = None) -> LedgerRow:
+    return LedgerRow(
+        row=2,
+        row_id=None,
+        payee_name="Ada",
+        sort_code="200000",
+        account_number="12345678",
+        amount=Decimal("1.00"),
+        reference="R",
+        source_account="040004 30000001",
+        status=status,
+        error=error,
+    )
+
+
+def test_bar_counts_done_rows_and_failures() -> None:
+    """The bar advances on rows reaching a resting state and counts failures."""
+    bar = BarObserver(create_only=False)
+    bar.started(total=3, done=0)
+    bar.row_changed(_row(RowStatus.PENDING), _row(RowStatus.CREATING))
+    bar.row_changed(_row(RowStatus.SUBMITTING), _row(RowStatus.SUBMITTED))
+    bar.row_changed(_row(RowStatus.CREATING), _row(RowStatus.FAILED, error="no"))
+    task = bar._progress.tasks[0]  # noqa: SLF001 - the bar's own state is what is drawn
+    bar.close()
+    assert task.completed == 2 and task.total == 3
+    assert task.fields["bad"] == 1
+
+
+def test_lines_name_failed_rows_and_progress() -> None:
+    """Plain lines name each failed or held row and report progress."""
+    stream = io.StringIO()
+    lines = LineObserver(stream, json_lines=False, create_only=False)
+    lines.note("checking")
+    lines.started(total=1, done=0)
+    lines.row_changed(_row(RowStatus.PENDING), _row(RowStatus.HELD, error="close match"))
+    text = stream.getvalue()
+    assert "checking" in text and "row 2: held: close match" in text and "1 of 1 rows done" in text
+
+
+def test_json_lines_are_objects() -> None:
+    """JSON lines carry an event name and the row's fields."""
+    stream = io.StringIO()
+    lines = LineObserver(stream, json_lines=True, create_only=True)
+    lines.started(total=1, done=0)
+    lines.row_changed(_row(RowStatus.CREATING), _row(RowStatus.CREATED))
+    events = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [e["event"] for e in events] == ["started", "progress"]
+    assert events[-1]["done"] == 1
+
+
+def test_no_terminal_means_log_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off a terminal the text format writes log lines rather than a bar."""
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    assert isinstance(make_observer(log_format="text", create_only=False), LineObserver)
