@@ -11,6 +11,7 @@ refused connection (safe to resend) from a reset after sending (outcome unknown)
 from __future__ import annotations
 
 import json
+from types import TracebackType
 from typing import Any
 
 import aiohttp
@@ -89,7 +90,12 @@ class AiohttpClient:
     async def __aenter__(self) -> AiohttpClient:
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:

@@ -17,7 +17,8 @@ of the request reached the bank.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, Protocol
+from types import TracebackType
+from typing import Any, Literal, Protocol, Self
 
 import aiohttp
 import httpx
@@ -134,6 +135,15 @@ class HttpClient(Protocol):
     async def aclose(self) -> None:
         """Close connections."""
         ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None: ...
 
 
 def never_sent(exc: BaseException) -> bool:
