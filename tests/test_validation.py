@@ -9,10 +9,13 @@ from typing import Any
 
 import openpyxl  # type: ignore[import-untyped]
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from payrun.config import ValidationOptions
 from payrun.domain import RowVerdict
-from payrun.intake import read_batch
+from payrun.intake import RawRow, read_batch
+from payrun.intake._xlsx import cell_text
 from payrun.validation import (
     COLUMNS,
     BatchSummary,
@@ -325,12 +328,14 @@ def test_fast_path_gives_the_full_rules_verdict(
     path = _csv(tmp_path / "b.csv", header, rows)
     with read_batch(path) as batch:
         raws = list(batch.rows)
+    cells = [list(raw.values.values()) for raw in raws]
     if not change:  # the plain row does take the fast path
-        assert type(RowChecker(tuple(header), ValidationOptions()).fast(raws[0])) is tuple
+        assert type(RowChecker(tuple(header), ValidationOptions()).fast(2, cells[0])) is tuple
     fast = RowChecker(tuple(header), ValidationOptions(**options))
     full = RowChecker(tuple(header), ValidationOptions(**options))
     expected = [full.check(raw) for raw in raws]
-    assert [fast.verdict(raw) for raw in raws] == expected
+    assert [fast.verdict(raw, row) for raw, row in zip(raws, cells, strict=True)] == expected
+    assert list(validate_rows(read_batch(path), ValidationOptions(**options))) == expected
     summary = validate_batch(read_batch(path), ValidationOptions(**options))
     by_verdicts = BatchSummary(w for w in summary.warnings if w.row == 1)  # header warnings
     for verdict in expected:
@@ -391,3 +396,27 @@ def test_fast_instruction_build_matches_pydantic() -> None:
     assert built == made and built.model_dump() == made.model_dump()
     with pytest.raises(ValueError, match="frozen"):
         built.row = 3  # type: ignore[misc]
+
+
+@settings(max_examples=500)
+@given(
+    st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(-10, 10**9).map(lambda cents: cents / 100),
+        st.integers(0, 10**6).map(lambda cents: cents / 1000),
+    )
+)
+def test_numeric_xlsx_amount_fast_path_agrees_with_the_rules(value: float) -> None:
+    """A float amount cell takes the fast path only when the rules give it the same Decimal."""
+    columns = ("payee_name", "sort_code", "account_number", "amount")
+    cells: list[Any] = ["Ada", "123456", "12345678", value]
+    text, damage = cell_text("amount", value)
+    raw = RawRow(2, dict(zip(columns, [*cells[:3], text], strict=True)))
+    verdict = RowChecker(columns, ValidationOptions(source_account="040004 30000001")).verdict
+    fast, full = verdict(raw, cells), verdict(raw)
+    assert damage is not None or fast == full
+    plain = RowChecker(columns, ValidationOptions(source_account="040004 30000001")).fast(2, cells)
+    if isinstance(plain, tuple):
+        assert full.instruction is not None and str(full.instruction.amount) == plain[4]
+    elif full.instruction is not None:  # valid, yet not taken fast: not in whole pence
+        assert round(value * 100) / 100 != value

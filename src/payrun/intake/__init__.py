@@ -12,7 +12,7 @@ the cells' types reveal. CSV rows are streamed, never all held. Raises ``BatchFi
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
@@ -36,6 +36,7 @@ __all__ = [
     "ROW",
     "Batch",
     "BatchFormat",
+    "Cells",
     "ColumnSpec",
     "Damage",
     "HeaderMap",
@@ -56,12 +57,24 @@ class RawRow(NamedTuple):
     """Canonical column (or ``ROW`` for the whole row) -> the damage intake detected."""
 
 
+Cells = tuple[int, list[Any], bool]
+"""A data row as the file holds it: ``(row_number, cells, usual)``.
+
+``cells`` is the reader's own list (file order, .xlsx cells still typed); ``usual`` says
+every column of the header is there and nothing about the row's shape or cell kinds is
+damaged (no missing or extra values, no formula cells), so ``cells[index]`` for an index
+of ``HeaderMap.positions`` is the cell's value as written. ``Batch.raw_row`` turns any
+such row (usual or not) into its ``RawRow``.
+"""
+
+
 @dataclass(slots=True)
 class Batch:
     """An opened batch file: its identity, header, and the stream of its data rows.
 
-    ``rows`` can be consumed once. Use as a context manager (or call ``close``) to release
-    the file early when not consuming every row.
+    ``cells`` (and ``rows``, the same stream as ``RawRow`` values) can be consumed once.
+    Use as a context manager (or call ``close``) to release the file early when not
+    consuming every row.
     """
 
     path: Path
@@ -69,9 +82,18 @@ class Batch:
     sha256: str
     """sha256 of the file's bytes, hex: identifies the file content (e.g. for a ledger)."""
     header: HeaderMap
-    rows: Iterator[RawRow]
+    cells: Iterator[Cells]
+    """The data rows, unconverted: the fast way in for validation (see ``Cells``)."""
+    raw_row: Callable[[int, list[Any]], RawRow]
+    """``RawRow`` of one item of ``cells``: text by canonical column, plus damage seen."""
     sheet: str | None = None
     _source: Any = field(default=None, repr=False)
+
+    @property
+    def rows(self) -> Iterator[RawRow]:
+        """The data rows as ``RawRow`` values, streaming (consumes ``cells``)."""
+        raw_row = self.raw_row
+        return (raw_row(number, cells) for number, cells, _usual in self.cells)
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -114,19 +136,21 @@ def read_batch(
         records = workbook.records()
     try:
         header = map_header(_header_cells(records, path), path=path)
+        limit = _RowLimit(max_rows, path)
         if kind == "csv":
-            rows = _csv_rows(records, header, _RowLimit(max_rows, path))
+            cells, raw_row = _csv_cells(records, header, limit), _csv_raw_row(header)
         else:
-            rows = _xlsx_rows(records, header, workbook, _RowLimit(max_rows, path))
-        first = next(rows, None)
+            cells = _xlsx_cells(records, header, workbook, limit)
+            raw_row = _xlsx_raw_row(header, workbook)
+        first = next(cells, None)
     except BaseException:
         records.close()  # type: ignore[attr-defined]
         raise
     if first is None:
         msg = f"{path.name} has a header but no payment rows"
         raise BatchFileError(msg, path=path)
-    chained = itertools.chain((first,), rows)
-    return Batch(path, kind, sha256, header, chained, sheet_name, records)
+    chained = itertools.chain((first,), cells)
+    return Batch(path, kind, sha256, header, chained, raw_row, sheet_name, records)
 
 
 def _header_cells(records: Iterator[tuple[int, list[Any]]], path: Path) -> list[str]:
@@ -155,58 +179,75 @@ class _RowLimit:
         return BatchFileError(msg, path=self._path)
 
 
-def _csv_rows(
+def _csv_cells(
     records: Iterator[tuple[int, list[str]]], header: HeaderMap, limit: _RowLimit
-) -> Iterator[RawRow]:
-    names = tuple(name for name, _ in header.positions)
-    indexes = [index for _, index in header.positions]
-    pick = itemgetter(*indexes)
-    in_order = indexes == list(range(len(names)))  # the usual file: zip alone picks them
+) -> Iterator[Cells]:
     width = len(header.headers)
-    pad = [""] * width
-    extra: Mapping[str, Damage] = MappingProxyType({ROW: Damage.EXTRA_VALUES})
     count, most = 0, limit.limit
     for number, fields in records:
-        size = len(fields)
-        if size == width and fields[0]:  # the usual row: not blank, every column there
+        if len(fields) == width and fields[0]:  # the usual row: not blank, every column there
             count += 1
             if count > most:
                 raise limit.exceeded()
-            picked = fields if in_order else pick(fields)
-            yield RawRow(number, dict(zip(names, picked, strict=False)))
+            yield number, fields, True
             continue
         if not any(fields):
             continue  # a blank line: spreadsheets show it as an empty row
         count += 1
         if count > most:
             raise limit.exceeded()
-        if size == width:
-            yield RawRow(number, dict(zip(names, pick(fields), strict=False)))
-        elif size < width:
-            yield RawRow(number, dict(zip(names, pick(fields + pad), strict=False)))
-        elif any(field.strip() for field in fields[width:]):
-            yield RawRow(number, dict(zip(names, pick(fields), strict=False)), extra)
-        else:
-            yield RawRow(number, dict(zip(names, pick(fields), strict=False)))
+        size = len(fields)
+        yield number, fields, size == width or (size > width and not _extra_values(fields, width))
 
 
-def _xlsx_rows(
+def _extra_values(fields: list[str], width: int) -> bool:
+    return any(field.strip() for field in fields[width:])
+
+
+def _csv_raw_row(header: HeaderMap) -> Callable[[int, list[Any]], RawRow]:
+    names = tuple(name for name, _ in header.positions)
+    pick = itemgetter(*(index for _, index in header.positions))
+    width = len(header.headers)
+    pad = [""] * width
+    extra: Mapping[str, Damage] = MappingProxyType({ROW: Damage.EXTRA_VALUES})
+
+    def raw_row(number: int, fields: list[Any]) -> RawRow:
+        size = len(fields)
+        if size < width:
+            return RawRow(number, dict(zip(names, pick(fields + pad), strict=False)))
+        values = dict(zip(names, pick(fields), strict=False))
+        if size > width and _extra_values(fields, width):
+            return RawRow(number, values, extra)
+        return RawRow(number, values)
+
+    return raw_row
+
+
+def _xlsx_cells(
     records: Iterator[tuple[int, list[Cell]]],
     header: HeaderMap,
     book: XlsxSource,
     limit: _RowLimit,
-) -> Iterator[RawRow]:
-    offset, positions, formulas = book.first_column, header.positions, book.formulas
-    names = tuple(name for name, _ in positions)
-    indexes = tuple(index for _, index in positions)
-    needed = max(indexes, default=-1) + 1
-    pick = itemgetter(*indexes) if len(indexes) > 1 else (lambda cells: (cells[indexes[0]],))
+) -> Iterator[Cells]:
+    needed = max((index for _, index in header.positions), default=-1) + 1
+    formulas = book.formulas
     for number, cells in records:
         if (not cells or cells[0] == "") and all(cell == "" for cell in cells):
             continue
         limit.count += 1
         if limit.count > limit.limit:
             raise limit.exceeded()
+        yield number, cells, len(cells) >= needed and not (formulas and number in formulas)
+
+
+def _xlsx_raw_row(header: HeaderMap, book: XlsxSource) -> Callable[[int, list[Any]], RawRow]:
+    offset, positions, formulas = book.first_column, header.positions, book.formulas
+    names = tuple(name for name, _ in positions)
+    indexes = tuple(index for _, index in positions)
+    needed = max(indexes, default=-1) + 1
+    pick = itemgetter(*indexes) if len(indexes) > 1 else (lambda cells: (cells[indexes[0]],))
+
+    def raw_row(number: int, cells: list[Any]) -> RawRow:
         if len(cells) >= needed:
             picked = pick(cells)
         else:
@@ -219,7 +260,9 @@ def _xlsx_rows(
             for name, index in positions:
                 if index + offset in in_row:
                     damage[name] = Damage.FORMULA
-        yield RawRow(number, values, damage or _NO_DAMAGE)
+        return RawRow(number, values, damage or _NO_DAMAGE)
+
+    return raw_row
 
 
 def _typed_cells(values: dict[str, Any], number: int, book: XlsxSource) -> dict[str, Damage] | None:

@@ -30,31 +30,32 @@ __all__ = [
 
 
 def validate_batch(batch: Batch, options: ValidationOptions) -> BatchSummary:
-    """Validate every row of ``batch`` and return the summary (consumes ``batch.rows``).
+    """Validate every row of ``batch`` and return the summary (consumes ``batch.cells``).
 
-    A plain valid row goes straight from its normalised values into the summary: no
-    ``PaymentInstruction`` or ``RowVerdict`` is built for it (about 1.5 us a row saved).
+    A plain valid row goes straight from its cells into the summary: no dict, ``RawRow``,
+    ``PaymentInstruction`` or ``RowVerdict`` is built for it.
     """
     summary = BatchSummary(_header_warnings(batch))
     add, add_valid = summary.add, summary.add_valid
-    checker = RowChecker(batch.columns, options)
-    fast, check = checker.fast, checker.check
-    for raw in batch.rows:
-        fields = fast(raw)
+    checker = RowChecker(batch.columns, options, dict(batch.header.positions))
+    fast, check, raw_row = checker.fast, checker.check, batch.raw_row
+    for number, cells, usual in batch.cells:
+        fields = fast(number, cells) if usual else None
         if fields is None:
-            add(check(raw))
-        elif isinstance(fields, RowVerdict):
-            add(fields)
+            add(check(raw_row(number, cells)))
+        elif isinstance(fields, RowProblem):
+            add(RowVerdict(number, None, raw_row(number, cells).values, (fields,)))
         else:
-            add_valid(*fields)
+            add_valid(fields)
     return summary
 
 
 def validate_rows(batch: Batch, options: ValidationOptions) -> Iterator[RowVerdict]:
     """Yield one verdict per data row, in file order, streaming."""
-    verdict = RowChecker(batch.columns, options).verdict
-    for raw in batch.rows:
-        yield verdict(raw)
+    verdict = RowChecker(batch.columns, options, dict(batch.header.positions)).verdict
+    raw_row = batch.raw_row
+    for number, cells, usual in batch.cells:
+        yield verdict(raw_row(number, cells), cells if usual else None)
 
 
 def _header_warnings(batch: Batch) -> list[RowProblem]:

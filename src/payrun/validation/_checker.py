@@ -1,28 +1,28 @@
 """One row's checks: a fast path for the ordinary row, the full rules for every other.
 
-Input: ``RawRow`` values, one at a time, and ``ValidationOptions``. Output: from
-``RowChecker.check``, a ``RowVerdict``; from ``RowChecker.fast``, the normalised fields of
-a valid row (a plain tuple), a ``RowVerdict`` for a repeated row, or ``None`` when the row
-needs the full rules (``RowChecker.check``). The fast path accepts only rows on which every
-rule would report nothing, so both paths give the same verdict; it exists because the full
+Input: one row at a time, as its cells (``payrun.intake.Cells``) or its ``RawRow``, and
+``ValidationOptions``. Output: from ``RowChecker.check``, a ``RowVerdict``; from
+``RowChecker.fast``, the normalised fields of a valid row (``Plain``, a plain tuple), the
+error of a repeated row, or ``None`` when the row needs the full rules
+(``RowChecker.check``). The fast path (``_plain``) accepts only rows on which every rule
+would report nothing, so both paths give the same verdict; it exists because the full
 rules cost about 6 us a row and the benchmark's budget is 6-7 us for everything.
 State across rows: the two duplicate tables (row ids and payments).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
+from typing import Any
 
 from payrun.config import ValidationOptions
 from payrun.domain import RowProblem, RowVerdict
 from payrun.intake import RawRow
 from payrun.validation._build import build_instruction
 from payrun.validation._damage import damage_problems
+from payrun.validation._plain import Plain, plain_check
 from payrun.validation._rules import (
-    MAX_NAME_LENGTH,
-    PLAIN_AMOUNT,
-    PLAIN_TEXT,
-    SHOWN_REFERENCE_LENGTH,
     Problems,
     check_account_number,
     check_amount,
@@ -34,18 +34,10 @@ from payrun.validation._rules import (
 )
 from payrun.validation._seen import DigestTable
 
-__all__ = ["Fields", "RowChecker", "payment_digest"]
-
-Fields = tuple[int, str, str, str, Decimal, str | None, str, str | None]
-"""A valid row's normalised values, in ``build_instruction``'s argument order."""
+__all__ = ["RowChecker", "payment_digest"]
 
 _NOTHING: frozenset[str] = frozenset()
 _NO_SOURCE = "no source account: fill in the source_account column or pass --source-account"
-_SORT_CODE_DIGITS = 6
-_ACCOUNT_DIGITS = 8
-_SOURCE_CACHE_LIMIT = 4096
-_plain_text = PLAIN_TEXT.fullmatch
-_plain_amount = PLAIN_AMOUNT.fullmatch
 
 
 def payment_digest(
@@ -68,9 +60,18 @@ def _repeated_payment(first: int) -> str:
 
 
 class RowChecker:
-    """The rules plus the state they need across rows (duplicate tables)."""
+    """The rules plus the state they need across rows (duplicate tables).
 
-    def __init__(self, columns: tuple[str, ...], options: ValidationOptions) -> None:
+    ``positions`` says where each column's cell sits in the lists given to ``fast`` and
+    ``verdict`` (the header's file indexes); by default, the order of ``columns``.
+    """
+
+    def __init__(
+        self,
+        columns: tuple[str, ...],
+        options: ValidationOptions,
+        positions: Mapping[str, int] | None = None,
+    ) -> None:
         self._max_amount: Decimal = options.max_amount
         self._allow_duplicates = options.allow_duplicates
         self._default_source = (
@@ -78,88 +79,41 @@ class RowChecker:
         )
         self._has = frozenset(columns)
         self._has_reference = "reference" in self._has
-        self._has_currency = "currency" in self._has
-        self._sources: dict[str, str] = {}
         self._row_ids = DigestTable()
         self._payments = DigestTable()
+        if positions is None:
+            positions = {column: index for index, column in enumerate(columns)}
+        self._plain = plain_check(positions, self._max_amount, self._default_source)
 
-    def fast(self, raw: RawRow) -> Fields | RowVerdict | None:
-        """A plain row's fields (or its repeat verdict); ``None``: use ``check`` instead."""
-        if raw.damage:
-            return None
-        values = raw.values
-        fields = self._plain_fields(raw.row, values)
+    def fast(self, row: int, cells: Sequence[Any]) -> Plain | RowProblem | None:
+        """A plain row's fields (or the error of a repeat); ``None``: use ``check`` instead."""
+        fields = self._plain(row, cells)
         if fields is None:
             return None
-        row, row_id = raw.row, fields[7]
+        row_id = fields[7]
         if row_id is not None:
             first = self._row_ids.first_row(hash(row_id), row)
             if first:
-                problem = RowProblem(row, None, _repeated_row_id(row_id, first))
-                return RowVerdict(row, None, values, (problem,))
+                return RowProblem(row, None, _repeated_row_id(row_id, first))
         if not self._allow_duplicates:
-            digest = payment_digest(fields[2], fields[3], fields[4], fields[5])
-            first = self._payments.first_row(digest, row)
+            # fields[4] is str() of the amount's Decimal: the same digest as payment_digest
+            first = self._payments.first_row(hash(fields[2:6]), row)
             if first:
-                problem = RowProblem(row, None, _repeated_payment(first))
-                return RowVerdict(row, None, values, (problem,))
+                return RowProblem(row, None, _repeated_payment(first))
         return fields
 
-    def _plain_fields(self, row: int, values: dict[str, str]) -> Fields | None:
-        """The normalised values when no rule has anything to say about them, else None."""
-        name = values["payee_name"].strip()
-        sort_code = values["sort_code"]
-        account = values["account_number"].strip()
-        text = values["amount"]
-        if not (
-            len(name) <= MAX_NAME_LENGTH
-            and _plain_text(name)
-            and len(sort_code) == _SORT_CODE_DIGITS
-            and sort_code.isdigit()
-            and sort_code.isascii()
-            and len(account) == _ACCOUNT_DIGITS
-            and account.isdigit()
-            and account.isascii()
-            and _plain_amount(text)
-        ):
-            return None
-        amount = Decimal(text)
-        if not 0 < amount <= self._max_amount:
-            return None
-        reference = None
-        if self._has_reference:
-            reference = values["reference"].strip()
-            if len(reference) > SHOWN_REFERENCE_LENGTH or not _plain_text(reference):
-                return None
-        source = self._sources.get(values.get("source_account", "")) or self._plain_source(values)
-        if source is None:
-            return None
-        if self._has_currency:
-            currency = values["currency"].strip()
-            if currency and currency.upper() != "GBP":
-                return None
-        row_id = values.get("row_id", "").strip() or None
-        if row_id is not None and not row_id.isprintable():
-            return None
-        return (row, name, sort_code, account, amount, reference, source, row_id)
-
-    def _plain_source(self, values: dict[str, str]) -> str | None:
-        """The source account a plain row pays from (cached by its text), or None."""
-        text = values.get("source_account", "")
-        stripped = text.strip()
-        source = normalize_source_account(stripped) if stripped else self._default_source
-        if source is not None and len(self._sources) < _SOURCE_CACHE_LIMIT:
-            self._sources[text] = source
-        return source
-
-    def verdict(self, raw: RawRow) -> RowVerdict:
-        """Apply every rule to one row, the fast path first."""
-        fields = self.fast(raw)
+    def verdict(self, raw: RawRow, cells: Sequence[Any] | None = None) -> RowVerdict:
+        """Apply every rule to one row, the fast path first when its ``cells`` are given."""
+        fields = None if cells is None else self.fast(raw.row, cells)
         if fields is None:
             return self.check(raw)
-        if isinstance(fields, RowVerdict):
-            return fields
-        return RowVerdict(raw.row, build_instruction(*fields), raw.values)
+        if isinstance(fields, RowProblem):
+            return RowVerdict(raw.row, None, raw.values, (fields,))
+        row, name, sort_code, account, amount, reference, source, row_id = fields
+        instruction = build_instruction(
+            row, name, sort_code, account, Decimal(amount), reference, source, row_id
+        )
+        return RowVerdict(raw.row, instruction, raw.values)
 
     def check(self, raw: RawRow) -> RowVerdict:
         """Apply every rule to one row (the full rules, with every message)."""

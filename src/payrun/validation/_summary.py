@@ -9,11 +9,13 @@ check as control totals.
 from __future__ import annotations
 
 import hashlib
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
 from payrun.domain import PaymentInstruction, RowProblem, RowVerdict, format_money
+from payrun.validation._plain import Plain
 
 __all__ = ["AccountTotal", "BatchFingerprint", "BatchSummary", "fingerprint_line"]
 
@@ -55,75 +57,98 @@ def _line_text(i: PaymentInstruction) -> str:
 
 
 _LINES_PER_UPDATE = 1024
-"""Fingerprint lines hashed in one ``update``: the same digest, a fifth of the calls."""
+"""Rows held before their lines are hashed (one ``update``) and amounts summed (C loops)."""
+_ZERO = Decimal("0.00")
 
 
 class BatchSummary:
-    """Running totals of a validation; ``add`` each verdict, then read the fields."""
+    """Running totals of a validation; ``add`` each verdict, then read the fields.
+
+    Valid rows are held in batches: their fingerprint lines and amounts (as text, by source
+    account) are folded into the totals every ``_LINES_PER_UPDATE`` rows and whenever a
+    total is read, so the counts and totals read are always those of every row added.
+    """
 
     def __init__(self, warnings: Iterable[RowProblem] = ()) -> None:
-        self.rows = 0
-        self.valid = 0
         self.invalid = 0
-        self.total = Decimal("0.00")
-        self.accounts: dict[str, AccountTotal] = {}
         self.errors: list[RowProblem] = []
         self.warnings: list[RowProblem] = list(warnings)
+        self._rows = 0
+        self._valid = 0
+        self._total = _ZERO
+        self._accounts: dict[str, AccountTotal] = {}
         self._digest = hashlib.sha256()
         self._lines: list[str] = []
+        self._amounts: defaultdict[str, list[str]] = defaultdict(list)
 
     def add(self, verdict: RowVerdict) -> None:
         """Count one row's verdict and keep its problems."""
-        self.rows += 1
         if verdict.errors:
             self.errors.extend(verdict.errors)
         if verdict.warnings:
             self.warnings.extend(verdict.warnings)
         instruction = verdict.instruction
         if instruction is None:
+            self._rows += 1
             self.invalid += 1
             return
-        self.valid += 1
-        self.total += instruction.amount
-        self._count(instruction.source_account, instruction.amount)
+        # every validated amount has two places, so str() is what add_valid is given
+        self._amounts[instruction.source_account].append(str(instruction.amount))
         self._lines.append(_line_text(instruction))
         if len(self._lines) >= _LINES_PER_UPDATE:
             self._flush()
 
-    def add_valid(
-        self, row: int, payee_name: str, sort_code: str, account_number: str, amount: Decimal,
-        reference: str | None, source_account: str, row_id: str | None,
-    ) -> None:
-        """Count one valid row with no problems, from its normalised values.
-
-        ``amount`` must have exactly two decimal places (every validated amount has).
-        """
-        self.rows += 1
-        self.valid += 1
-        self.total += amount
-        account = self.accounts.get(source_account)
-        if account is None:
-            account = self.accounts[source_account] = AccountTotal()
-        account.count += 1
-        account.total += amount
+    def add_valid(self, fields: Plain) -> None:
+        """Count one valid row with no problems, from its normalised values (``Plain``)."""
+        _row, name, sort_code, account, amount, reference, source, row_id = fields
+        self._amounts[source].append(amount)
         lines = self._lines
         lines.append(
-            f"{payee_name}\t{sort_code}\t{account_number}\t{amount}\t{reference or ''}\t"
-            f"{source_account}\t{row_id or ''}\n"
+            f"{name}\t{sort_code}\t{account}\t{amount}\t{reference or ''}\t"
+            f"{source}\t{row_id or ''}\n"
         )
         if len(lines) >= _LINES_PER_UPDATE:
             self._flush()
 
     def _flush(self) -> None:
+        """Hash the held lines and add the held amounts to the totals."""
         self._digest.update("".join(self._lines).encode("utf-8"))
         self._lines.clear()
+        for source, amounts in self._amounts.items():
+            total = sum(map(Decimal, amounts), _ZERO)
+            self._rows += len(amounts)
+            self._valid += len(amounts)
+            self._total += total
+            account = self._accounts.get(source)
+            if account is None:
+                account = self._accounts[source] = AccountTotal()
+            account.count += len(amounts)
+            account.total += total
+        self._amounts.clear()
 
-    def _count(self, source_account: str, amount: Decimal) -> None:
-        account = self.accounts.get(source_account)
-        if account is None:
-            account = self.accounts[source_account] = AccountTotal()
-        account.count += 1
-        account.total += amount
+    @property
+    def rows(self) -> int:
+        """Rows added so far."""
+        self._flush()
+        return self._rows
+
+    @property
+    def valid(self) -> int:
+        """Valid rows added so far."""
+        self._flush()
+        return self._valid
+
+    @property
+    def total(self) -> Decimal:
+        """The total of the valid rows added so far."""
+        self._flush()
+        return self._total
+
+    @property
+    def accounts(self) -> dict[str, AccountTotal]:
+        """Count and total of the valid rows by source account, in order of first use."""
+        self._flush()
+        return self._accounts
 
     @property
     def all_valid(self) -> bool:
@@ -134,4 +159,4 @@ class BatchSummary:
     def fingerprint(self) -> BatchFingerprint:
         """The control totals of the valid rows seen so far."""
         self._flush()
-        return BatchFingerprint(self.valid, self.total, self._digest.hexdigest())
+        return BatchFingerprint(self._valid, self._total, self._digest.hexdigest())
