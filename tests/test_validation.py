@@ -420,3 +420,19 @@ def test_numeric_xlsx_amount_fast_path_agrees_with_the_rules(value: float) -> No
         assert full.instruction is not None and str(full.instruction.amount) == plain[4]
     elif full.instruction is not None:  # valid, yet not taken fast: not in whole pence
         assert round(value * 100) / 100 != value
+
+
+def test_digest_table_moves_to_arrays_keeping_first_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the dict's share, the keys move to the arrays; both call forms keep first rows."""
+    monkeypatch.setattr("payrun.validation._seen._DICT_LIMIT", 100)
+    table = DigestTable()
+    digests = [hash(("k", n)) for n in range(1, 3000)] + [0, -1]
+    for row, digest in enumerate(digests, start=1):
+        if row % 2:
+            assert table.first_row(digest, row) == 0
+        else:
+            assert table.remember(digest, row) == row
+            table.tidy()
+    assert len(table) == len(digests)
+    assert all(table.first_row(d, 10**6) == r for r, d in enumerate(digests, start=1))
+    assert table.remember(digests[5], 10**6 + 1) == 6 and table.remember(-1, 7) == len(digests)

@@ -12,7 +12,7 @@ State across rows: the two duplicate tables (row ids and payments).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -21,7 +21,7 @@ from payrun.domain import RowProblem, RowVerdict
 from payrun.intake import RawRow
 from payrun.validation._build import build_instruction
 from payrun.validation._damage import damage_problems
-from payrun.validation._plain import Plain, plain_check
+from payrun.validation._plain import Plain, PlainCheck, plain_check
 from payrun.validation._rules import (
     Problems,
     check_account_number,
@@ -36,7 +36,10 @@ from payrun.validation._seen import DigestTable
 
 __all__ = ["RowChecker", "payment_digest"]
 
+FastPath = Callable[[int, Sequence[Any]], Plain | RowProblem | None]
 _NOTHING: frozenset[str] = frozenset()
+_TIDY_ROWS = 4096
+"""Rows between the fast path's calls of ``DigestTable.tidy`` (the dict's overshoot)."""
 _NO_SOURCE = "no source account: fill in the source_account column or pass --source-account"
 
 
@@ -83,24 +86,35 @@ class RowChecker:
         self._payments = DigestTable()
         if positions is None:
             positions = {column: index for index, column in enumerate(columns)}
-        self._plain = plain_check(positions, self._max_amount, self._default_source)
-
-    def fast(self, row: int, cells: Sequence[Any]) -> Plain | RowProblem | None:
+        self.fast = self._fast_path(plain_check(positions, self._max_amount, self._default_source))
         """A plain row's fields (or the error of a repeat); ``None``: use ``check`` instead."""
-        fields = self._plain(row, cells)
-        if fields is None:
-            return None
-        row_id = fields[7]
-        if row_id is not None:
-            first = self._row_ids.first_row(hash(row_id), row)
-            if first:
+
+    def _fast_path(self, plain: PlainCheck) -> FastPath:
+        """``fast``: ``plain`` plus the duplicate checks, as a closure (no attribute loads)."""
+        row_ids, payments = self._row_ids, self._payments
+        allow_duplicates = self._allow_duplicates
+        tidy_at = 0
+
+        def fast(row: int, cells: Sequence[Any]) -> Plain | RowProblem | None:
+            nonlocal tidy_at
+            fields = plain(row, cells)
+            if fields is None:
+                return None
+            if row >= tidy_at:  # row numbers only grow: tidy every _TIDY_ROWS rows
+                row_ids.tidy()
+                payments.tidy()
+                tidy_at = row + _TIDY_ROWS
+            row_id = fields[7]
+            if row_id is not None and (first := row_ids.remember(hash(row_id), row)) != row:
                 return RowProblem(row, None, _repeated_row_id(row_id, first))
-        if not self._allow_duplicates:
             # fields[4] is str() of the amount's Decimal: the same digest as payment_digest
-            first = self._payments.first_row(hash(fields[2:6]), row)
-            if first:
+            if not allow_duplicates and (
+                first := payments.remember(hash(fields[2:6]), row)
+            ) != row:
                 return RowProblem(row, None, _repeated_payment(first))
-        return fields
+            return fields
+
+        return fast
 
     def verdict(self, raw: RawRow, cells: Sequence[Any] | None = None) -> RowVerdict:
         """Apply every rule to one row, the fast path first when its ``cells`` are given."""

@@ -129,16 +129,17 @@ def _is_gbp(text: str) -> bool:
 
 def _float_amount(max_cents: int) -> Callable[[Any], str]:
     """A numeric .xlsx amount's canonical text when it is whole pence in range, else ``""``."""
+    # Below _EXACT_FLOAT, distinct whole-pence amounts are distinct floats, so comparing
+    # the float with the float of max_cents compares the pence exactly.
+    largest = min(max_cents / 100, _EXACT_FLOAT)
 
     def money(value: Any) -> str:
-        if type(value) is not float or not 0 < value < _EXACT_FLOAT:
+        if type(value) is not float or not 0 < value <= largest:
             return ""
-        cents = round(value * 100)
-        # cents / 100 == value: the cell's shortest repr is exactly cents / 100, which the
-        # full rules read and quantize to two places: the same Decimal as this text.
-        if cents / 100 != value or not 0 < cents <= max_cents:
-            return ""
-        return _cents_text(cents)
+        text = f"{value:.2f}"
+        # The same float back: the cell is whole pence and its shortest repr (what the full
+        # rules read, then quantize to two places) has the value of this text.
+        return text if float(text) == value else ""
 
     return money
 

@@ -11,6 +11,7 @@ the only effect is a false "duplicate" error, which blocks a payment, never make
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 
 __all__ = ["DigestTable"]
 
@@ -22,13 +23,21 @@ _DICT_LIMIT = 131_072
 
 
 class DigestTable:
-    """An open-addressing table of 64-bit digests, each with the row that first had it."""
+    """An open-addressing table of 64-bit digests, each with the row that first had it.
 
-    __slots__ = ("_digests", "_mask", "_rows", "_small", "_used")
+    ``remember(digest, row)`` is the hot-loop form of ``first_row``: it returns the first
+    row (``row`` itself when the digest is new) and, while the table is a dict, is the
+    dict's own ``setdefault`` (no Python frame). Read the attribute at each call, since it
+    changes when the table moves to the arrays, and call ``tidy`` every few thousand rows
+    (``first_row`` tidies by itself).
+    """
+
+    __slots__ = ("_digests", "_mask", "_rows", "_small", "_used", "remember")
 
     def __init__(self) -> None:
         self._used = 0
         self._small: dict[int, int] | None = {}
+        self.remember: Callable[[int, int], int] = self._small.setdefault
         self._allocate(_INITIAL_SLOTS)
 
     def __len__(self) -> int:
@@ -39,13 +48,26 @@ class DigestTable:
 
         Each row number must be passed at most once per table.
         """
-        key = (digest & _MASK64) or 1  # 0 marks an empty slot
+        first = self.remember(digest, row)
+        if first != row:
+            return first
+        self.tidy()
+        return 0
+
+    def tidy(self) -> None:
+        """Move from the dict to the compact arrays once the dict holds its share of keys."""
         small = self._small
-        if small is not None:
-            first = small.setdefault(key, row)
-            if len(small) > _DICT_LIMIT:
-                self._move_to_arrays(small)
-            return 0 if first == row else first
+        if small is not None and len(small) > _DICT_LIMIT:
+            self._small = None
+            self._allocate(_INITIAL_SLOTS)
+            while (self._mask + 1) < 2 * _GROWTH * len(small):
+                self._allocate((self._mask + 1) * _GROWTH)
+            for digest, row in small.items():  # the dict keeps digests as given
+                self._probe((digest & _MASK64) or 1, row)
+            self.remember = self._remember_in_arrays
+
+    def _remember_in_arrays(self, digest: int, row: int) -> int:
+        key = (digest & _MASK64) or 1  # 0 marks an empty slot
         digests = self._digests
         slot = key & self._mask
         found = digests[slot]
@@ -55,18 +77,10 @@ class DigestTable:
             self._used += 1
             if self._used * 2 > self._mask:
                 self._grow()
-            return 0
+            return row
         if found == key:
             return self._rows[slot]
-        return self._probe(key, row)
-
-    def _move_to_arrays(self, small: dict[int, int]) -> None:
-        self._small = None
-        self._allocate(_INITIAL_SLOTS)
-        while (self._mask + 1) < 2 * _GROWTH * len(small):
-            self._allocate((self._mask + 1) * _GROWTH)
-        for key, row in small.items():
-            self._probe(key, row)
+        return self._probe(key, row) or row
 
     def _probe(self, key: int, row: int) -> int:
         digests, mask = self._digests, self._mask
