@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import python_calamine as calamine
 
@@ -64,9 +65,15 @@ def open_xlsx(path: Path, *, sheet: str | None) -> XlsxSource:
         msg = f"{path.name} has no sheets"
         raise BatchFileError(msg, path=path)
     index = _sheet_index(path, names, sheet)
-    found = _guard(path, lambda: book.get_sheet_by_index(index))
+    # calamine releases the GIL while it parses the sheet: find the formulas meanwhile.
+    formulas_found = _Background(lambda: formula_cells(path, index))
+    try:
+        found = _guard(path, lambda: book.get_sheet_by_index(index))
+    except BaseException:
+        formulas_found.wait()  # the sheet's own error is the one to report
+        raise
+    formulas = formulas_found.result()
     start = found.start
-    formulas = formula_cells(path, index)
     return XlsxSource(path, _sha256(path), names[index], formulas, start[1] if start else 0, found)
 
 
@@ -104,6 +111,34 @@ def _sheet_index(path: Path, names: list[str], sheet: str | None) -> int:
     listed = ", ".join(repr(name) for name in names[:20])
     msg = f"{path.name} has no sheet named {sheet!r}; its sheets are: {listed}"
     raise BatchFileError(msg, path=path)
+
+
+class _Background(Generic[_T]):
+    """One call run on a thread: ``result`` waits for it and returns (or raises) its outcome."""
+
+    def __init__(self, call: Callable[[], _T]) -> None:
+        self._call = call
+        self._outcome: list[_T] = []
+        self._failure: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, name="payrun-xlsx", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._outcome.append(self._call())
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            self._failure.append(exc)
+
+    def wait(self) -> None:
+        """Wait for the call to end, ignoring its outcome."""
+        self._thread.join()
+
+    def result(self) -> _T:
+        """Wait for the call to end and return its value, or raise its exception."""
+        self._thread.join()
+        if self._failure:
+            raise self._failure[0]
+        return self._outcome[0]
 
 
 def _guard(path: Path, call: Callable[[], _T]) -> _T:
