@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -168,7 +167,7 @@ async def test_rejected_create_fails_the_row(sandbox: tuple[Any, BankClient]) ->
     """A 422 from the bank fails the row with the bank's reason; nothing else is sent for it."""
     _, client = sandbox
     rows = await _rows(client, 1)
-    big = [dataclasses.replace(rows[0], amount=Decimal("2000000.00"))]
+    big = [rows[0]._replace(amount=Decimal("2000000.00"))]
     book = RowBook(big)
     result = await execute_rows(
         client,

@@ -299,7 +299,10 @@ async def execute_rows(
     create_only: bool,
     stop: StopFlag,
 ) -> ExecutionResult:
-    """Create ``to_create`` rows (then submit them) and submit ``to_submit`` rows."""
+    """Create ``to_create`` rows (then submit them) and submit ``to_submit`` rows.
+
+    Both lists are emptied once planned (the engine works from row numbers and the book).
+    """
     engine = _Engine(
         client,
         book,
@@ -309,4 +312,6 @@ async def execute_rows(
         stop=stop,
     )
     engine.plan(to_create, to_submit)
+    to_create.clear()  # the engine keeps row numbers: let the rows' old versions be freed
+    to_submit.clear()
     return await engine.run()

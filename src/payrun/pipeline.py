@@ -67,8 +67,9 @@ class RunObserver(Protocol):
 class RunOutcome:
     """How a run ended: rows, per-account plans, exit code and where things were written."""
 
-    rows: list[LedgerRow]
-    plans: list[AccountPlan]
+    # Not in repr: asyncio may repr a finished task's result, and 100k rows make 130 MB.
+    rows: list[LedgerRow] = field(repr=False)
+    plans: list[AccountPlan] = field(repr=False)
     ledger_path: Path | None
     dry_run: bool = False
     interrupted: bool = False

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -91,13 +91,12 @@ class Preflight:
             for source in sorted({r.source_account for r in rows})
         }
         await _run_pool(list(self.plans.values()), self._check_plan)
-        bind: dict[str, list[int]] = defaultdict(list)
+        bind: dict[int, dict[str, Any]] = {}
         for row in rows:
             plan = self.plans[row.source_account]
             if plan.account is not None and row.account_url != plan.account.url:
-                bind[plan.account.url].append(row.row)
-        for url, numbers in bind.items():
-            self.book.set_many(numbers, account_url=url)
+                bind[row.row] = {"account_url": plan.account.url}
+        self.book.set_each(bind)
         for row in self.book.in_status(RowStatus.PENDING, RowStatus.CREATED):
             problem = self.plans[row.source_account].problem
             if problem:
@@ -232,7 +231,7 @@ class Preflight:
     async def prepare_payees(self) -> None:
         """Give every pending row an active payee: reuse, or check and create one."""
         groups: dict[tuple[str, str, str, str], list[LedgerRow]] = defaultdict(list)
-        reuse: dict[str, list[int]] = defaultdict(list)
+        reuse: dict[int, dict[str, Any]] = {}
         for row in self.book.in_status(RowStatus.PENDING):
             if row.payee_url or row.account_url not in self.accounts:
                 continue
@@ -241,7 +240,7 @@ class Preflight:
             plan = self._plan_for(row.account_url)
             url = index.lookup(row.payee_name, row.sort_code, row.account_number)
             if url is not None:
-                reuse[url].append(row.row)
+                reuse[row.row] = {"payee_url": url}
                 if plan is not None:
                     plan.payees_existing += 1
             elif index.is_deactivated(row.payee_name, row.sort_code, row.account_number):
@@ -255,8 +254,7 @@ class Preflight:
                 )
             else:
                 groups[(owner, row.payee_name, row.sort_code, row.account_number)].append(row)
-        for url, numbers in reuse.items():
-            self.book.set_many(numbers, payee_url=url)
+        self.book.set_each(reuse)
         for rows in groups.values():
             plan = self._plan_for(rows[0].account_url or "")
             if plan is not None:

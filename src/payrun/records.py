@@ -12,7 +12,6 @@ ledger: it changes nothing on disk.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
@@ -76,6 +75,16 @@ class RowBook:
                 self._ledger.update(row, **values)
         return self._apply(row, values)
 
+    def set_each(self, changes: dict[int, dict[str, Any]]) -> None:
+        """Commit each row's own new values, all in one transaction."""
+        if not changes:
+            return
+        if self._ledger is not None:
+            self._held.extend(changes.items())
+            self.flush()
+        for number, values in changes.items():
+            self._apply(number, values)
+
     def record(self, row: int, **values: Any) -> LedgerRow:
         """Note an outcome now; it is committed with the next intent or ``flush``."""
         if self._ledger is not None:
@@ -111,7 +120,7 @@ class RowBook:
 
     def _apply(self, row: int, values: dict[str, Any]) -> LedgerRow:
         before = self._rows[row]
-        after = dataclasses.replace(before, **values)
+        after = before._replace(**values)
         self._rows[row] = after
         if self._on_change is not None and before.status != after.status:
             self._on_change(before, after)

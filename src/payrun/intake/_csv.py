@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import csv
 import hashlib
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,16 +41,18 @@ class CsvSource:
         """Yield ``(row_number, fields)``; the header is row 1, as in a spreadsheet."""
         # csv's field limit is process-wide; 1 MB is a bound every caller can live with.
         csv.field_size_limit(MAX_FIELD_BYTES)
-        number = 0
+        numbers = itertools.count(1)
         try:
             with self.path.open(encoding=self.encoding, newline="") as handle:
                 reader = csv.reader(handle, delimiter=self.delimiter, strict=False)
-                for number, fields in enumerate(reader, start=1):
-                    yield number, fields
+                # zip takes the row's number before reading it: the failing row is the
+                # number before the next one (read below, after an error)
+                yield from zip(numbers, reader, strict=False)
         except csv.Error as exc:
-            raise BatchFileError(_csv_message(self.path, number + 1, exc), path=self.path) from exc
+            row = next(numbers) - 1
+            raise BatchFileError(_csv_message(self.path, row, exc), path=self.path) from exc
         except UnicodeDecodeError as exc:
-            msg = f"{self.path.name}: row {number + 1} is not valid {self.encoding} text"
+            msg = f"{self.path.name}: row {next(numbers) - 1} is not valid {self.encoding} text"
             raise BatchFileError(msg, path=self.path) from exc
         except OSError as exc:
             msg = f"cannot read the batch file {self.path}: {exc.strerror or exc}"

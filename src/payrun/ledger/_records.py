@@ -7,10 +7,10 @@ values. No I/O.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from payrun.domain import RowStatus, RowVerdict, format_money, payment_key
 
@@ -50,9 +50,12 @@ class BatchInfo:
     ended_at: datetime | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class LedgerRow:
-    """One batch row as the ledger holds it; ``intent_at`` is the last committed intent's time."""
+class LedgerRow(NamedTuple):
+    """One batch row as the ledger holds it; ``intent_at`` is the last committed intent's time.
+
+    A NamedTuple rather than a frozen dataclass: a run makes six new versions of every row
+    (``_replace``: about 1 us, against 7 us for ``dataclasses.replace``).
+    """
 
     row: int
     row_id: str | None
@@ -79,7 +82,7 @@ class LedgerRow:
         return payment_key(self.sort_code, self.account_number, self.amount, self.reference)
 
 
-ROW_COLUMNS = tuple(f.name for f in fields(LedgerRow) if f.name != "amount_text")
+ROW_COLUMNS = tuple(name for name in LedgerRow._fields if name != "amount_text")
 
 
 def iso(value: datetime) -> str:

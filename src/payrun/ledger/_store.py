@@ -10,6 +10,7 @@ Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated here 
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -240,13 +241,20 @@ class Ledger:
         return sql
 
     def update_each(self, changes: Iterable[tuple[int, dict[str, Any]]]) -> None:
-        """Commit several rows' own changes in one transaction (a group commit)."""
+        """Commit several rows' own changes in one transaction (a group commit), in order.
+
+        Consecutive changes of the same fields go to SQLite as one ``executemany``.
+        """
         now = iso(utc_now())
         with self.atomic():
-            for row, values in changes:
-                params = [to_sql(value) for value in values.values()]
-                params += [now, row]
-                self._execute(self._update_sql(tuple(values)), params)
+            for names, run in itertools.groupby(changes, key=lambda change: tuple(change[1])):
+                self._executemany(
+                    self._update_sql(names),
+                    (
+                        [*(to_sql(value) for value in values.values()), now, row]
+                        for row, values in run
+                    ),
+                )
 
     def update_many(self, rows: Iterable[int], **values: Any) -> None:
         """Commit the same new values for several rows in one transaction."""

@@ -69,7 +69,8 @@ def plain_check(
     max_text = _cents_text(max_cents)
     max_len = len(max_text) if max_cents else 0
     money = _float_amount(max_cents)
-    source_of = _source_lookup(default_source)
+    sources: dict[str, str] = {}
+    cached, source_of = sources.get, _source_lookup(sources, default_source)
 
     def plain(row: int, cells: Sequence[Any]) -> Plain | None:
         # A typed .xlsx cell (a number, a date) where text belongs fails len() or a str method.
@@ -103,7 +104,8 @@ def plain_check(
                     reference := reference.strip()
                 ):
                     return None
-            source = source_of(cells[i_source] if i_source >= 0 else "")
+            source_text = cells[i_source] if i_source >= 0 else ""
+            source = cached(source_text) or source_of(source_text)
             row_id = cells[i_row_id] if i_row_id >= 0 else ""
             if (
                 source is None
@@ -144,15 +146,13 @@ def _float_amount(max_cents: int) -> Callable[[Any], str]:
     return money
 
 
-def _source_lookup(default_source: str | None) -> Callable[[str], str | None]:
-    """The source account a plain row pays from, cached by its cell text (None: full rules)."""
-    sources: dict[str, str] = {}
-    cached = sources.get
+def _source_lookup(
+    sources: dict[str, str], default_source: str | None
+) -> Callable[[str], str | None]:
+    """The source account a plain row pays from, cached in ``sources`` by its cell text
+    (look there first); None: the full rules."""
 
     def source_of(text: str) -> str | None:
-        source = cached(text)
-        if source is not None:
-            return source
         if len(text) > _LONG_TEXT:
             return None
         stripped = text.strip()
