@@ -374,6 +374,7 @@ def test_columns_spec_is_the_contract() -> None:
 def test_digest_table_moves_to_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
     """Past the dict limit, keys move to the compact arrays and are still found."""
     monkeypatch.setattr("payrun.validation._seen._DICT_LIMIT", 100)
+    monkeypatch.setattr("payrun.validation._seen._ARRAY_SLOTS", 512)  # then growth, twice
     table = DigestTable()
     for row in range(1, 1001):
         assert table.first_row(hash(("key", row)), row) == 0
@@ -423,8 +424,9 @@ def test_numeric_xlsx_amount_fast_path_agrees_with_the_rules(value: float) -> No
 
 
 def test_digest_table_moves_to_arrays_keeping_first_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Past the dict's share, the keys move to the arrays; both call forms keep first rows."""
+    """Past the dict's share the keys move to the arrays, which grow; first rows are kept."""
     monkeypatch.setattr("payrun.validation._seen._DICT_LIMIT", 100)
+    monkeypatch.setattr("payrun.validation._seen._ARRAY_SLOTS", 512)  # then growth, twice
     table = DigestTable()
     digests = [hash(("k", n)) for n in range(1, 3000)] + [0, -1]
     for row, digest in enumerate(digests, start=1):

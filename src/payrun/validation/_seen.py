@@ -20,6 +20,10 @@ _INITIAL_SLOTS = 1024
 _GROWTH = 2
 _DICT_LIMIT = 131_072
 """Keys kept in the fast dict before moving to the compact arrays (about 15 MB)."""
+_ARRAY_SLOTS = 2_097_152
+"""Slots the arrays start with (24 MB): room for a million keys at half load, the default
+--max-rows, so a big batch never pays for growing them (each growth re-inserts every key
+in Python: about 0.4 s a table on the way to a million)."""
 
 
 class DigestTable:
@@ -59,28 +63,35 @@ class DigestTable:
         small = self._small
         if small is not None and len(small) > _DICT_LIMIT:
             self._small = None
-            self._allocate(_INITIAL_SLOTS)
-            while (self._mask + 1) < 2 * _GROWTH * len(small):
-                self._allocate((self._mask + 1) * _GROWTH)
+            slots = _ARRAY_SLOTS
+            while slots < 2 * _GROWTH * len(small):
+                slots *= _GROWTH
+            self._allocate(slots)
             for digest, row in small.items():  # the dict keeps digests as given
                 self._probe((digest & _MASK64) or 1, row)
-            self.remember = self._remember_in_arrays
+            self.remember = self._array_remember()
 
-    def _remember_in_arrays(self, digest: int, row: int) -> int:
-        key = (digest & _MASK64) or 1  # 0 marks an empty slot
-        digests = self._digests
-        slot = key & self._mask
-        found = digests[slot]
-        if found == 0:  # the usual case at half load: the first slot is free
-            digests[slot] = key
-            self._rows[slot] = row
-            self._used += 1
-            if self._used * 2 > self._mask:
-                self._grow()
-            return row
-        if found == key:
-            return self._rows[slot]
-        return self._probe(key, row) or row
+    def _array_remember(self) -> Callable[[int, int], int]:
+        """``remember`` over the current arrays (a closure: no attribute loads a row)."""
+        digests, rows, mask, probe = self._digests, self._rows, self._mask, self._probe
+        full = (mask + 1) // 2  # grow at half load
+
+        def remember(digest: int, row: int) -> int:
+            key = (digest & _MASK64) or 1  # 0 marks an empty slot
+            slot = key & mask
+            found = digests[slot]
+            if found == 0:  # the usual case at half load: the first slot is free
+                digests[slot] = key
+                rows[slot] = row
+                self._used += 1
+                if self._used >= full:
+                    self._grow()
+                return row
+            if found == key:
+                return rows[slot]
+            return probe(key, row) or row
+
+        return remember
 
     def _probe(self, key: int, row: int) -> int:
         digests, mask = self._digests, self._mask
@@ -115,3 +126,4 @@ class DigestTable:
                     slot = (slot + 1) & mask
                 digests[slot] = key
                 rows[slot] = row
+        self.remember = self._array_remember()
