@@ -163,12 +163,12 @@ def _header_cells(records: Iterator[tuple[int, list[Any]]], path: Path) -> list[
 
 
 class _RowLimit:
-    """Counts data rows and raises once there are more than ``--max-rows``."""
+    """The ``--max-rows`` bound and its error (the row streams count in a local)."""
 
-    __slots__ = ("_path", "count", "limit")
+    __slots__ = ("_path", "limit")
 
     def __init__(self, limit: int, path: Path) -> None:
-        self.limit, self.count, self._path = limit, 0, path
+        self.limit, self._path = limit, path
 
     def exceeded(self) -> BatchFileError:
         """The error for a file with too many rows."""
@@ -231,11 +231,12 @@ def _xlsx_cells(
 ) -> Iterator[Cells]:
     needed = max((index for _, index in header.positions), default=-1) + 1
     formulas = book.formulas
+    count, most = 0, limit.limit
     for number, cells in records:
         if (not cells or cells[0] == "") and all(cell == "" for cell in cells):
             continue
-        limit.count += 1
-        if limit.count > limit.limit:
+        count += 1
+        if count > most:
             raise limit.exceeded()
         yield number, cells, len(cells) >= needed and not (formulas and number in formulas)
 

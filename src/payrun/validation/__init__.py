@@ -36,7 +36,7 @@ def validate_batch(batch: Batch, options: ValidationOptions) -> BatchSummary:
     ``PaymentInstruction`` or ``RowVerdict`` is built for it.
     """
     summary = BatchSummary(_header_warnings(batch))
-    add, add_valid = summary.add, summary.add_valid
+    add, add_valid = summary.add, summary.valid_adder()
     checker = RowChecker(batch.columns, options, dict(batch.header.positions))
     fast, check, raw_row = checker.fast, checker.check, batch.raw_row
     for number, cells, usual in batch.cells:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -100,15 +100,23 @@ class BatchSummary:
 
     def add_valid(self, fields: Plain) -> None:
         """Count one valid row with no problems, from its normalised values (``Plain``)."""
-        _row, name, sort_code, account, amount, reference, source, row_id = fields
-        self._amounts[source].append(amount)
-        lines = self._lines
-        lines.append(
-            f"{name}\t{sort_code}\t{account}\t{amount}\t{reference or ''}\t"
-            f"{source}\t{row_id or ''}\n"
-        )
-        if len(lines) >= _LINES_PER_UPDATE:
-            self._flush()
+        self.valid_adder()(fields)
+
+    def valid_adder(self) -> Callable[[Plain], None]:
+        """``add_valid`` as a closure over the held lines and amounts (for a hot loop)."""
+        lines, amounts, flush = self._lines, self._amounts, self._flush
+
+        def add_valid(fields: Plain) -> None:
+            _row, name, sort_code, account, amount, reference, source, row_id = fields
+            amounts[source].append(amount)
+            lines.append(
+                f"{name}\t{sort_code}\t{account}\t{amount}\t{reference or ''}\t"
+                f"{source}\t{row_id or ''}\n"
+            )
+            if len(lines) >= _LINES_PER_UPDATE:
+                flush()
+
+        return add_valid
 
     def _flush(self) -> None:
         """Hash the held lines and add the held amounts to the totals."""
