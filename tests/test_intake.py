@@ -10,7 +10,7 @@ from typing import Any
 
 import openpyxl  # type: ignore[import-untyped]
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from payrun.errors import BatchFileError
@@ -274,6 +274,7 @@ _TEXT = (
     )
     .map(str.strip)
     .filter(bool)
+    .filter(lambda text: not text.startswith(("=", "+", "@")))  # invalid: formula starts
 )
 _ROW = st.tuples(
     _TEXT,
@@ -282,6 +283,14 @@ _ROW = st.tuples(
     st.decimals(min_value=1, max_value=999999, places=2).map(str),
     _TEXT,
 )
+
+
+def _is_utf8_too(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return not data.isascii()
 
 
 @settings(
@@ -296,6 +305,8 @@ def test_any_valid_row_reads_back_from_csv(
     tmp_path: Path, row: tuple[str, ...], encoding: str, sep: str
 ) -> None:
     """Any valid row written as CSV, in every encoding and delimiter, reads back identical."""
+    if encoding == "cp1252":  # bytes that are also UTF-8 read as UTF-8, by design
+        assume(not _is_utf8_too(";".join(row).encode("cp1252")))
     path = write_csv(tmp_path / "p.csv", [HEADER, list(row)], encoding=encoding, sep=sep)
     assert read_all(path)[0].values == dict(zip(HEADER, row, strict=True))
 

@@ -66,9 +66,8 @@ def plain_check(
         positions.get(column, -1) for column in _COLUMNS
     )
     max_cents = amount_limit(max_amount)
-    max_text = _cents_text(max_cents)
+    max_text, money = _cents_text(max_cents), _float_amount(max_cents)
     max_len = len(max_text) if max_cents else 0
-    money = _float_amount(max_cents)
     sources: dict[str, str] = {}
     cached, source_of = sources.get, _source_lookup(sources, default_source)
 
