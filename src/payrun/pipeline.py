@@ -8,7 +8,9 @@ file, bank or organization; locked), ``BankError`` (bank unreachable, API key re
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import gc
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -40,6 +42,7 @@ __all__ = [
 
 _MAX_ROUNDS = 6
 _STOP_POLL_SECONDS = 0.05
+_GC_YOUNG_THRESHOLD = 50_000
 _UNPAID = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.SUBMITTING)
 _NOT_PAID = (
     RowStatus.INVALID,
@@ -128,18 +131,37 @@ async def run_batch(
     ledger = open_run_ledger(batch_path, ledger_path, validation, options)
     try:
         book = RowBook(ledger.rows(), ledger=ledger, on_change=watcher.row_changed)
-        outcome = await _with_client(
-            settings,
-            options,
-            lambda c: _guarded(
-                stop, lambda: _pay(c, ledger, book, settings, options, watcher, stop)
-            ),
-        )
+        with _collector_tuned():
+            outcome = await _with_client(
+                settings,
+                options,
+                lambda c: _guarded(
+                    stop, lambda: _pay(c, ledger, book, settings, options, watcher, stop)
+                ),
+            )
         ledger.set_batch(ended_at=utc_now())
     finally:
         ledger.close()
     outcome.ledger_path = ledger_path
     return outcome
+
+
+@contextmanager
+def _collector_tuned() -> Iterator[None]:
+    """Collect garbage less often while paying, then restore the caller's settings.
+
+    Each request makes short-lived containers (JSON, HTTP state) and the book holds every
+    row: with the default thresholds, garbage collection took about 20% of a 100,000-row
+    run's CPU, mostly re-scanning objects that live for the whole run.
+    """
+    previous = gc.get_threshold()
+    gc.set_threshold(_GC_YOUNG_THRESHOLD, *previous[1:])
+    gc.freeze()  # what exists now (the book, the indexes) lives for the whole run
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*previous)
 
 
 async def _with_client(
