@@ -67,7 +67,7 @@ class Scenario:
                    per_account * latency / PER_ACCOUNT_SUBMITS)
 
 
-def scenarios(quick: bool, rows_100k: int) -> list[Scenario]:
+def scenarios(quick: bool, rows_100k: int) -> list[Scenario]:  # noqa: FBT001
     """The issue-4 scenarios (or small versions of them with ``quick``)."""
     if quick:
         return [
@@ -135,11 +135,13 @@ def write_batch(directory: Path, rows: int, accounts: int) -> Path:
 # -- processes --------------------------------------------------------------------------
 
 
-def _can_pin(pin: bool) -> bool:
+def _can_pin(pin: bool) -> bool:  # noqa: FBT001
     return pin and shutil.which("taskset") is not None and (os.cpu_count() or 1) > 1
 
 
-def start_sandbox(seed: Path, latency_ms: float, *, pin: bool) -> tuple[subprocess.Popen[str], str, str]:
+def start_sandbox(
+    seed: Path, latency_ms: float, *, pin: bool
+) -> tuple[subprocess.Popen[str], str, str]:
     """``payrun sandbox`` on a free port; returns the process, base URL and API key."""
     command = [sys.executable, "-m", "payrun", "sandbox", "--port", "0", "--seed", str(seed),
                "--latency-ms", str(latency_ms)]
@@ -411,10 +413,10 @@ def run_scenario(
             server_cpu0 = cpu_seconds(process.pid)
             server_wait0 = run_queue_wait(process.pid)
             load0 = os.getloadavg()[0]
+            profile_path = profile and str(Path(profile) / f"{scenario.name}.prof")
             result = run_client({"dir": tmp, "base_url": base_url, "api_key": api_key,
                                  "rows": scenario.rows, "uvloop": uvloop,
-                                 "profile": profile and str(Path(profile) / f"{scenario.name}.prof")},
-                                pin=pin)
+                                 "profile": profile_path}, pin=pin)
             result["server_cpu_s"] = cpu_seconds(process.pid) - server_cpu0
             result["server_wait_s"] = run_queue_wait(process.pid) - server_wait0
             result["load"] = (load0 + os.getloadavg()[0]) / 2
@@ -459,7 +461,8 @@ def verdicts(scenario: Scenario, r: dict[str, Any]) -> list[str]:
 
 def print_table(results: list[tuple[Scenario, dict[str, Any]]]) -> None:
     """Print the timing, CPU and limits tables, then the verdicts."""
-    head = (f"{'scenario':<16}{'L ms':>5}{'bound s':>8}{'import':>7}{'pre s':>7}{'exec s':>8}{'whole s':>8}"
+    head = (f"{'scenario':<16}{'L ms':>5}{'bound s':>8}{'import':>7}{'pre s':>7}{'exec s':>8}"
+            f"{'whole s':>8}"
             f"{'eff ex':>7}{'eff wh':>7}{'pay/s':>7}{'cpu ms/p':>9}{'exec cpu':>9}"
             f"{'RSS MB':>7}")
     print(head)
@@ -518,7 +521,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke check < 1 min")
     parser.add_argument("--no-pin", action="store_true", help="do not pin to cores")
-    parser.add_argument("--uvloop", action="store_true", help="run the client on uvloop")
+    parser.add_argument("--asyncio", dest="uvloop", action="store_false",
+                        help="run the client on plain asyncio (default: uvloop, as payrun run)")
     parser.add_argument("--only", help="run only scenarios whose name contains this")
     parser.add_argument("--rows-100k", type=int, default=None,
                         help="rows of the memory scenario (default 100,000; 5,000 with --quick)")
@@ -540,7 +544,8 @@ def main() -> int:
     for scenario in chosen:
         print(f"  running {scenario.name} ({scenario.rows} rows, {scenario.accounts} accounts,"
               f" L={scenario.latency_ms:.0f} ms) ...", flush=True)
-        results.append((scenario, run_scenario(scenario, pin=pin, uvloop=args.uvloop, profile=args.profile)))
+        outcome = run_scenario(scenario, pin=pin, uvloop=args.uvloop, profile=args.profile)
+        results.append((scenario, outcome))
     print(f"  done in {time.perf_counter() - started:.0f} s\n")
     print_table(results)
     failed = any(line.endswith("FAIL") for s, r in results for line in verdicts(s, r))
