@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from decimal import Decimal
 
-from payrun.domain import PaymentInstruction
+from payrun.instruction import PaymentInstruction
 
 __all__ = ["FAST_BUILD", "build_instruction"]
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from payrun.config import ValidationOptions
 from payrun.domain import RowProblem, RowVerdict
 from payrun.intake import RawRow
-from payrun.validation._build import build_instruction
 from payrun.validation._damage import damage_problems
 from payrun.validation._plain import Plain, PlainCheck, plain_check
 from payrun.validation._rules import (
@@ -34,6 +33,9 @@ from payrun.validation._rules import (
 )
 from payrun.validation._seen import DigestTable
 
+if TYPE_CHECKING:
+    from payrun.instruction import PaymentInstruction
+
 __all__ = ["RowChecker", "payment_digest"]
 
 FastPath = Callable[[int, Sequence[Any]], Plain | RowProblem | None]
@@ -43,9 +45,7 @@ _TIDY_ROWS = 4096
 _NO_SOURCE = "no source account: fill in the source_account column or pass --source-account"
 
 
-def payment_digest(
-    sort_code: str, account: str, amount: Decimal, reference: str | None
-) -> int:
+def payment_digest(sort_code: str, account: str, amount: Decimal, reference: str | None) -> int:
     """The duplicate-payment digest; ``str(amount)`` is canonical (always 2 places) and,
     unlike a Decimal, cheap to hash (0.06 us against 0.8 us)."""
     return hash((sort_code, account, str(amount), reference))
@@ -108,9 +108,7 @@ class RowChecker:
             if row_id is not None and (first := row_ids.remember(hash(row_id), row)) != row:
                 return RowProblem(row, None, _repeated_row_id(row_id, first))
             # fields[4] is str() of the amount's Decimal: the same digest as payment_digest
-            if not allow_duplicates and (
-                first := payments.remember(hash(fields[2:6]), row)
-            ) != row:
+            if not allow_duplicates and (first := payments.remember(hash(fields[2:6]), row)) != row:
                 return RowProblem(row, None, _repeated_payment(first))
             return fields
 
@@ -124,7 +122,7 @@ class RowChecker:
         if isinstance(fields, RowProblem):
             return RowVerdict(raw.row, None, raw.values, (fields,))
         row, name, sort_code, account, amount, reference, source, row_id = fields
-        instruction = build_instruction(
+        instruction = _build_instruction(
             row, name, sort_code, account, Decimal(amount), reference, source, row_id
         )
         return RowVerdict(raw.row, instruction, raw.values)
@@ -152,7 +150,7 @@ class RowChecker:
             or self._is_repeat(raw.row, (sort_code, account, amount, reference), problems)
         ):
             return RowVerdict(raw.row, None, values, (*problems.errors,), (*problems.warnings,))
-        instruction = build_instruction(
+        instruction = _build_instruction(
             raw.row, name, sort_code, account, amount, reference, source, row_id
         )
         return RowVerdict(raw.row, instruction, values, (), (*problems.warnings,))
@@ -205,3 +203,19 @@ class RowChecker:
         if first:
             problems.error(None, _repeated_payment(first))
         return bool(first)
+
+
+def _build_instruction(
+    row: int,
+    name: str,
+    sort_code: str,
+    account: str,
+    amount: Decimal,
+    reference: str | None,
+    source: str,
+    row_id: str | None,
+) -> PaymentInstruction:
+    """Build a ``PaymentInstruction`` (pydantic is imported on the first one)."""
+    from payrun.validation._build import build_instruction  # noqa: PLC0415
+
+    return build_instruction(row, name, sort_code, account, amount, reference, source, row_id)
