@@ -44,6 +44,9 @@ if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a ban
 
 __all__ = ["ExecutionResult", "StopFlag", "execute_rows"]
 
+_WATCH_SECONDS = 0.25
+"""How often the engine looks at the stop flag and flushes held outcomes."""
+
 
 class StopFlag(Protocol):
     """Set when the run must start nothing new (Ctrl-C, SIGTERM)."""
@@ -100,6 +103,7 @@ class _Engine:
         self._eligible: deque[_Lane] = deque()
         self._creates_left = 0
         self._idle: deque[anyio.Event] = deque()  # create workers waiting for work
+        self._done = anyio.Event()  # set once every lane is closed
         self.result = ExecutionResult()
 
     def plan(self, to_create: list[LedgerRow], to_submit: list[LedgerRow]) -> None:
@@ -150,10 +154,12 @@ class _Engine:
         return self.result
 
     async def _watch_stop(self) -> None:
-        """Wake idle workers once a stop is requested; end when the workers are done."""
-        # The stop flag is set from a signal task: poll it rather than share an Event.
-        while not self._stop.is_set() and not self._all_done():  # noqa: ASYNC110
-            await anyio.sleep(0.02)
+        """Wake idle workers once a stop is requested; end as soon as the lanes are done."""
+        # The stop flag is set by a signal handler, which cannot set an anyio Event: look at
+        # it a few times a second (each wake-up costs CPU, so not more often than that).
+        while not self._stop.is_set() and not self._all_done():
+            with anyio.move_on_after(_WATCH_SECONDS):
+                await self._done.wait()
             self._book.flush()  # an outcome waits at most this long for the next intent
         if self._stop.is_set():
             self._stop_all()
@@ -206,11 +212,12 @@ class _Engine:
         if not lane.to_create and lane.creating == 0:
             self._close(lane)
 
-    @staticmethod
-    def _close(lane: _Lane) -> None:
+    def _close(self, lane: _Lane) -> None:
         lane.closed = True
         if lane.send is not None:
             lane.send.close()
+        if self._all_done():
+            self._done.set()
 
     def _release_credit(self, lane: _Lane) -> None:
         lane.credit += 1

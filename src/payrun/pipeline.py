@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 _MAX_ROUNDS = 6
-_STOP_POLL_SECONDS = 0.05
+_STOP_POLL_SECONDS = 0.25  # each wake-up costs CPU; a quarter second is prompt enough
 _GC_YOUNG_THRESHOLD = 50_000
 _UNPAID = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.SUBMITTING)
 _NOT_PAID = (
