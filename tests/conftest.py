@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
+import httpx
 import pytest
 
 
@@ -28,7 +29,7 @@ def anyio_backend() -> str:
 # A real uvicorn server on loopback, shared by the whole session (start-up costs ~0.1 s).
 # Tests that need their own settings (latency, faults) start their own with serve_in_thread.
 
-from payrun.sandbox import RunningSandbox, serve_in_thread  # noqa: E402
+from payrun.sandbox import RunningSandbox, SandboxApp, serve_in_thread  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -36,3 +37,14 @@ def sandbox_server() -> Iterator[RunningSandbox]:
     """Yield a running sandbox bank: ``.base_url``, ``.api_key``, ``.state``, ``.app``."""
     with serve_in_thread(deliver_after_ms=50) as running:
         yield running
+
+
+@pytest.fixture
+async def client(app: SandboxApp) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client bound in-process to the module's sandbox ``app``, with its key."""
+    transport = httpx.ASGITransport(app=app)
+    headers = {"Authorization": f"ServiceAPIKey {app.api_key}"}
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://sandbox", headers=headers
+    ) as http:
+        yield http

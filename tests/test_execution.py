@@ -12,7 +12,7 @@ import pytest
 
 from payrun.bank import AdaptiveLimiter, BankClient, RetryPolicy
 from payrun.domain import RowStatus
-from payrun.execution import execute_rows
+from payrun.execution import ExecutionResult, execute_rows
 from payrun.ledger import LedgerRow
 from payrun.records import RowBook
 from payrun.sandbox import create_app, default_seed
@@ -67,6 +67,29 @@ async def _rows(client: BankClient, count: int, *, reference: str = "EXEC") -> l
     ]
 
 
+async def _execute(
+    client: BankClient,
+    book: RowBook,
+    rows: list[LedgerRow],
+    *,
+    per_account_submits: int = 3,
+    create_workers: int = 50,
+    create_only: bool = False,
+    stop: _Flag | None = None,
+) -> ExecutionResult:
+    """Create (and submit) ``rows`` with the engine, as a run would."""
+    return await execute_rows(
+        client,
+        book,
+        to_create=rows,
+        to_submit=[],
+        per_account_submits=per_account_submits,
+        create_workers=create_workers,
+        create_only=create_only,
+        stop=stop or _Flag(),
+    )
+
+
 def _stats(app: Any) -> Any:
     return app.state.sandbox.stats
 
@@ -78,16 +101,7 @@ async def test_engine_creates_and_submits_within_account_limit(
     app, client = sandbox
     rows = await _rows(client, 30)
     book = RowBook(rows)
-    result = await execute_rows(
-        client,
-        book,
-        to_create=rows,
-        to_submit=[],
-        per_account_submits=3,
-        create_workers=50,
-        create_only=False,
-        stop=_Flag(),
-    )
+    result = await _execute(client, book, rows)
     assert result.created == 30 and result.submitted == 30
     assert {r.status for r in book.all()} == {RowStatus.SUBMITTED}
     stats = _stats(app)
@@ -101,15 +115,8 @@ async def test_engine_respects_lower_limits(sandbox: tuple[Any, BankClient]) -> 
     app, client = sandbox
     rows = await _rows(client, 12)
     client_limited = BankClient(client._http, limiter=AdaptiveLimiter(5))  # noqa: SLF001
-    result = await execute_rows(
-        client_limited,
-        RowBook(rows),
-        to_create=rows,
-        to_submit=[],
-        per_account_submits=1,
-        create_workers=5,
-        create_only=False,
-        stop=_Flag(),
+    result = await _execute(
+        client_limited, RowBook(rows), rows, per_account_submits=1, create_workers=5
     )
     assert result.submitted == 12
     assert max(_stats(app).max_concurrent_submits.values()) == 1
@@ -121,16 +128,7 @@ async def test_create_only_submits_nothing(sandbox: tuple[Any, BankClient]) -> N
     _, client = sandbox
     rows = await _rows(client, 5)
     book = RowBook(rows)
-    result = await execute_rows(
-        client,
-        book,
-        to_create=rows,
-        to_submit=[],
-        per_account_submits=3,
-        create_workers=50,
-        create_only=True,
-        stop=_Flag(),
-    )
+    result = await _execute(client, book, rows, create_only=True)
     assert result.created == 5 and result.submitted == 0
     for row in book.all():
         assert row.status is RowStatus.CREATED and row.payment_url
@@ -148,16 +146,7 @@ async def test_stop_starts_nothing_new(sandbox: tuple[Any, BankClient]) -> None:
             setattr(flag, "value", True) if a.status is RowStatus.CREATED else None
         ),
     )
-    await execute_rows(
-        client,
-        book,
-        to_create=rows,
-        to_submit=[],
-        per_account_submits=3,
-        create_workers=2,
-        create_only=False,
-        stop=flag,
-    )
+    await _execute(client, book, rows, create_workers=2, stop=flag)
     statuses = [r.status for r in book.all()]
     assert statuses.count(RowStatus.PENDING) >= 30
     assert RowStatus.CREATING not in statuses
@@ -169,16 +158,7 @@ async def test_rejected_create_fails_the_row(sandbox: tuple[Any, BankClient]) ->
     rows = await _rows(client, 1)
     big = [rows[0]._replace(amount=Decimal("2000000.00"))]
     book = RowBook(big)
-    result = await execute_rows(
-        client,
-        book,
-        to_create=big,
-        to_submit=[],
-        per_account_submits=3,
-        create_workers=5,
-        create_only=False,
-        stop=_Flag(),
-    )
+    result = await _execute(client, book, big, create_workers=5)
     assert result.failed == 1
     row = book.all()[0]
     assert row.status is RowStatus.FAILED and row.error
@@ -195,16 +175,7 @@ async def test_unknown_outcome_is_left_for_reconciliation() -> None:
     async with BankClient(http, retry=RetryPolicy.no_wait()) as client:
         rows = await _rows(client, 3)
         book = RowBook(rows)
-        result = await execute_rows(
-            client,
-            book,
-            to_create=rows,
-            to_submit=[],
-            per_account_submits=3,
-            create_workers=5,
-            create_only=False,
-            stop=_Flag(),
-        )
+        result = await _execute(client, book, rows, create_workers=5)
     assert result.unknown == 3
     assert {r.status for r in book.all()} == {RowStatus.CREATING}
     stats = app.state.sandbox.stats

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -37,14 +36,6 @@ ACCOUNT_FIELDS = {
 def app() -> SandboxApp:
     """A fresh sandbox bank with the default seed and a fixed key."""
     return create_app(api_key=KEY, deliver_after_ms=0)
-
-
-@pytest.fixture
-async def client(app: SandboxApp) -> AsyncIterator[httpx.AsyncClient]:
-    """An httpx client bound to ``app`` in-process."""
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://sandbox", headers=AUTH) as c:
-        yield c
 
 
 async def _org(client: httpx.AsyncClient) -> dict[str, Any]:

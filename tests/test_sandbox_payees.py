@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +19,6 @@ KEY = "test-key"
 def app() -> SandboxApp:
     """A fresh sandbox bank with the default seed."""
     return create_app(api_key=KEY)
-
-
-@pytest.fixture
-async def client(app: SandboxApp) -> AsyncIterator[httpx.AsyncClient]:
-    """An httpx client bound to ``app`` in-process."""
-    transport = httpx.ASGITransport(app=app)
-    headers = {"Authorization": f"ServiceAPIKey {KEY}"}
-    async with httpx.AsyncClient(
-        transport=transport, base_url="http://sandbox", headers=headers
-    ) as c:
-        yield c
 
 
 async def _org(client: httpx.AsyncClient) -> dict[str, Any]:

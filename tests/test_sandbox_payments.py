@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -26,17 +25,6 @@ SUBMISSION_FIELDS = {
 def app() -> SandboxApp:
     """A fresh sandbox bank whose submissions settle on the next request."""
     return create_app(api_key=KEY, deliver_after_ms=0)
-
-
-@pytest.fixture
-async def client(app: SandboxApp) -> AsyncIterator[httpx.AsyncClient]:
-    """An httpx client bound to ``app`` in-process."""
-    transport = httpx.ASGITransport(app=app)
-    headers = {"Authorization": f"ServiceAPIKey {KEY}"}
-    async with httpx.AsyncClient(
-        transport=transport, base_url="http://sandbox", headers=headers
-    ) as c:
-        yield c
 
 
 class Bank:

@@ -271,14 +271,27 @@ class _Engine:
             self._stop_all()
         elif isinstance(exc, OutcomeUnknownError):
             # It may have happened: leave the intent for reconciliation, never resend blindly.
-            self._book.record(number, error=f"{action} outcome unknown ({exc}); reconciling")
+            self._book.record(
+                number,
+                error=(
+                    f"the bank's answer to the {action} was lost ({exc}); payrun checks with the"
+                    " bank before trying again, so it is never paid twice"
+                ),
+            )
             self.result.unknown += 1
         elif isinstance(exc, BankRejectedError):
             prefix = "payment created but not submitted: " if action == "submit" else ""
             self._book.record(number, status=RowStatus.FAILED, error=f"{prefix}{exc}")
             self.result.failed += 1
         else:  # 429 or never sent, after the retry policy gave up: nothing happened
-            self._book.record(number, status=before, error=f"{action} deferred: {exc}")
+            self._book.record(
+                number,
+                status=before,
+                error=(
+                    f"{action} not sent yet: the bank was busy or unreachable ({exc});"
+                    " run the same command again to finish"
+                ),
+            )
             self.result.deferred += 1
 
     def _wake_all(self) -> None:

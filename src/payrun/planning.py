@@ -32,7 +32,6 @@ __all__ = [
     "find_repeats",
     "match_half_created",
     "normalise_name",
-    "totals_by_source",
 ]
 
 CLOCK_SKEW = timedelta(minutes=1)
@@ -142,15 +141,6 @@ def check_control_totals(
     if problems:
         msg = "control totals differ: " + "; ".join(problems) + " (nothing was sent to the bank)"
         raise ControlTotalsError(msg)
-
-
-def totals_by_source(rows: Iterable[LedgerRow]) -> dict[str, tuple[int, Decimal]]:
-    """Count and total of the given rows per source account."""
-    totals: dict[str, tuple[int, Decimal]] = {}
-    for row in rows:
-        count, total = totals.get(row.source_account, (0, Decimal(0)))
-        totals[row.source_account] = (count + 1, total + row.amount)
-    return totals
 
 
 def _creditor_details(

@@ -291,7 +291,13 @@ class Preflight:
         except AuthError:
             raise
         except OutcomeUnknownError as exc:
-            self.book.set_many(numbers, error=f"payee not confirmed created ({exc}); run again")
+            self.book.set_many(
+                numbers,
+                error=(
+                    f"the bank's answer to creating the payee was lost ({exc});"
+                    " run the same command again (the payee is looked up first, never doubled)"
+                ),
+            )
             return
         except BankError as exc:
             self.book.set_many(numbers, status=RowStatus.FAILED, error=f"payee not created: {exc}")

@@ -33,10 +33,6 @@ class StopSignal:
         if self._first is None:
             self._first = time.monotonic()
 
-    def set(self) -> None:
-        """Same as ``request()``."""
-        self.request()
-
     def is_set(self) -> bool:
         """True once a stop was asked for: start nothing new."""
         return self._count > 0

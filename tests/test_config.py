@@ -1,0 +1,71 @@
+"""Settings from the environment: base URL rules, the API key's sources, caps on options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from payrun.config import RunOptions, Secret, load_settings
+from payrun.errors import ConfigError
+
+
+def test_key_from_environment_never_shows() -> None:
+    """PAYRUN_API_KEY is read, and the key hides itself in repr and str."""
+    settings = load_settings(
+        environ={"PAYRUN_BASE_URL": "https://bank.example/", "PAYRUN_API_KEY": "s3cret"}
+    )
+    assert settings.base_url == "https://bank.example"
+    assert settings.api_key.reveal() == "s3cret"
+    assert "s3cret" not in repr(settings) + str(settings.api_key)
+    assert settings.auth_scheme == "ServiceAPIKey"
+
+
+def test_key_file_wins_and_scheme_is_configurable(tmp_path: Path) -> None:
+    """PAYRUN_API_KEY_FILE is read (trimmed) and PAYRUN_AUTH_SCHEME changes the scheme word."""
+    key = tmp_path / "key"
+    key.write_text("from-file\n", encoding="utf-8")
+    settings = load_settings(
+        environ={
+            "PAYRUN_BASE_URL": "http://127.0.0.1:8080",
+            "PAYRUN_API_KEY_FILE": str(key),
+            "PAYRUN_AUTH_SCHEME": "GriffinAPIKey",
+        }
+    )
+    assert settings.api_key == Secret("from-file")
+    assert settings.auth_scheme == "GriffinAPIKey"
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"PAYRUN_API_KEY": "k"}, "PAYRUN_BASE_URL"),
+        ({"PAYRUN_BASE_URL": "https://bank.example"}, "PAYRUN_API_KEY"),
+        ({"PAYRUN_BASE_URL": "http://bank.example", "PAYRUN_API_KEY": "k"}, "https"),
+        ({"PAYRUN_BASE_URL": "ftp://bank.example", "PAYRUN_API_KEY": "k"}, "http(s)"),
+        (
+            {"PAYRUN_BASE_URL": "https://bank.example", "PAYRUN_API_KEY_FILE": "/no/such"},
+            "cannot read the API key file",
+        ),
+    ],
+)
+def test_bad_settings_say_what_to_do(environ: dict[str, str], message: str) -> None:
+    """Each missing or unsafe setting is a ConfigError naming the fix."""
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_settings(environ=environ)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "[::1]"])
+def test_plain_http_allowed_on_loopback(host: str) -> None:
+    """http:// is accepted for loopback hosts (the sandbox)."""
+    settings = load_settings(environ={"PAYRUN_BASE_URL": f"http://{host}:9", "PAYRUN_API_KEY": "k"})
+    assert settings.base_url.startswith("http://")
+
+
+def test_run_option_caps() -> None:
+    """The bank's limits are hard caps on the run options."""
+    RunOptions(max_in_flight=50, per_account_submits=3)
+    with pytest.raises(ConfigError, match="between 1 and 50"):
+        RunOptions(max_in_flight=51)
+    with pytest.raises(ConfigError, match="between 1 and 3"):
+        RunOptions(per_account_submits=0)
