@@ -31,6 +31,7 @@ import csv
 import json
 import math
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -116,9 +117,11 @@ def write_seed(directory: Path, accounts: int) -> Path:
     return path
 
 
-def write_batch(directory: Path, rows: int, accounts: int) -> Path:
+def write_batch(
+    directory: Path, rows: int, accounts: int, *, name: str = "batch.csv", tag: str = "BENCH"
+) -> Path:
     """Rows round-robin over the accounts, paying existing payees, unique references."""
-    path = directory / "batch.csv"
+    path = directory / name
     with path.open("w", newline="", encoding="utf-8") as handle:
         out = csv.writer(handle)
         out.writerow(["row_id", "payee_name", "sort_code", "account_number", "amount",
@@ -127,7 +130,7 @@ def write_batch(directory: Path, rows: int, accounts: int) -> Path:
             a = i % accounts
             p = (i // accounts) % PAYEES_PER_ACCOUNT
             out.writerow([f"R{i}", f"Payee {a}-{p}", "20-00-00", _payee_account(a, p),
-                          f"{1 + i % 97}.{i % 100:02d}", f"BENCH {i:07d}",
+                          f"{1 + i % 97}.{i % 100:02d}", f"{tag} {i:07d}",
                           f"040004 {_account_number(a)}"])
     return path
 
@@ -185,7 +188,12 @@ def run_queue_wait(pid: int | str = "self") -> float:
 
 def run_client(job: dict[str, Any], *, pin: bool) -> dict[str, Any]:
     """Run ``--child`` in a fresh interpreter (pinned to core 0); return its JSON result."""
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(job)]
+    return run_child("--child", job, pin=pin)
+
+
+def run_child(flag: str, job: dict[str, Any], *, pin: bool) -> dict[str, Any]:
+    """Run this script with ``flag JOB`` in a fresh interpreter (pinned to core 0)."""
+    command = [sys.executable, str(Path(__file__).resolve()), flag, json.dumps(job)]
     if _can_pin(pin):
         command = ["taskset", "-c", "0", *command]
     done = subprocess.run(command, capture_output=True, text=True, check=False,
@@ -203,7 +211,6 @@ def run_client(job: dict[str, Any], *, pin: bool) -> dict[str, Any]:
 
 def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one measured run
     """Pay the batch in-process with ``anyio.run(run_batch, ...)`` and measure it."""
-    import resource  # noqa: PLC0415
 
     t_import = time.perf_counter()
     import anyio  # noqa: PLC0415
@@ -243,18 +250,21 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
 
     BankClient.submit_payment = counted_submit  # type: ignore[method-assign]
 
-    ledger_time = [0.0, 0]
-    original_update = Ledger.update
+    ledger_time = [0.0, 0]  # seconds inside row updates, how many (each is one commit)
 
-    def timed_update(self: Ledger, *args: Any, **kwargs: Any) -> None:
-        t = time.perf_counter()
-        try:
-            original_update(self, *args, **kwargs)
-        finally:
-            ledger_time[0] += time.perf_counter() - t
-            ledger_time[1] += 1
+    def timed(original: Any) -> Any:
+        def wrapper(self: Ledger, *args: Any, **kwargs: Any) -> None:
+            t = time.perf_counter()
+            try:
+                original(self, *args, **kwargs)
+            finally:
+                ledger_time[0] += time.perf_counter() - t
+                ledger_time[1] += 1
 
-    Ledger.update = timed_update  # type: ignore[method-assign]
+        return wrapper
+
+    for name in ("update", "update_each", "update_many"):
+        setattr(Ledger, name, timed(getattr(Ledger, name)))
 
     class Observer:
         def __init__(self) -> None:
@@ -273,7 +283,8 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
             if after.status is RowStatus.SUBMITTED:
                 self.submitted += 1
                 self.t_last_submit = time.perf_counter()
-                self.cpu_last_submit = time.process_time()
+                if self.submitted == job["rows"]:  # process_time is a costly syscall here
+                    self.cpu_last_submit = time.process_time()
 
         def note(self, message: str) -> None:
             self.notes.append(message)
@@ -310,6 +321,7 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
 
     profile = job.get("profile")
     wait0 = run_queue_wait()
+    usage0 = resource.getrusage(resource.RUSAGE_SELF)
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     if profile:
@@ -323,6 +335,7 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
     t1 = time.perf_counter()
     cpu1 = time.process_time()
     wait1 = run_queue_wait()
+    usage1 = resource.getrusage(resource.RUSAGE_SELF)
     statuses: dict[str, int] = {}
     for row in outcome.rows:
         statuses[row.status.value] = statuses.get(row.status.value, 0) + 1
@@ -333,6 +346,8 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
         "exec_s": observer.t_last_submit - observer.t_started,
         "tail_s": t1 - observer.t_last_submit,
         "cpu_s": cpu1 - cpu0,
+        "cpu_sys_s": usage1.ru_stime - usage0.ru_stime,
+        "switches": (usage1.ru_nvcsw - usage0.ru_nvcsw) + (usage1.ru_nivcsw - usage0.ru_nivcsw),
         "runq_wait_s": wait1 - wait0,
         "cpu_exec_s": observer.cpu_last_submit - observer.cpu_started,
         "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -352,6 +367,70 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
         "submit_ms": 1000 * submit_time[0] / max(1, submit_time[1]),
         "ledger_updates": ledger_time[1],
     }
+
+
+def calibrate(job: dict[str, Any]) -> dict[str, Any]:
+    """The floor: a bare aiohttp client (no payrun) at the run's concurrency and latency.
+
+    ``workers`` tasks send ``requests`` GETs of ``/v0/index`` in all, on uvloop, as a run
+    does; the answer is this process's CPU per request. Any aiohttp-based client pays at
+    least this much per request on this machine at this latency and concurrency.
+    """
+    import asyncio  # noqa: PLC0415
+
+    import aiohttp  # noqa: PLC0415
+    import uvloop  # noqa: PLC0415
+
+    from payrun.config import DEFAULT_AUTH_SCHEME  # noqa: PLC0415
+
+    url = job["base_url"] + "/v0/index"
+    headers = {"Authorization": f"{DEFAULT_AUTH_SCHEME} {job['api_key']}",
+               "Accept": "application/json"}
+
+    async def main() -> float:
+        left = [job["requests"]]
+        connector = aiohttp.TCPConnector(limit=job["workers"])
+        async with aiohttp.ClientSession(headers=headers, connector=connector) as session:
+
+            async def worker() -> None:
+                while left[0] > 0:
+                    left[0] -= 1
+                    async with session.get(url) as response:
+                        json.loads(await response.read())
+
+            left[0] = job["workers"]  # warm the connections up, as a run's preflight does
+            await asyncio.gather(*(worker() for _ in range(job["workers"])))
+            left[0] = job["requests"]
+            cpu0 = time.process_time()
+            await asyncio.gather(*(worker() for _ in range(job["workers"])))
+            return time.process_time() - cpu0
+
+    return {"cpu_per_request_s": uvloop.run(main()) / job["requests"]}
+
+
+def run_command(directory: Path, base_url: str, api_key: str, rows: int, accounts: int,
+                *, pin: bool) -> dict[str, float]:
+    """``payrun run`` as a user runs it (its own process): wall time and process CPU.
+
+    The batch pays the same payees with other references, so the repeat guard is quiet.
+    """
+    batch = write_batch(directory, rows, accounts, name="command.csv", tag="CMD")
+    command = [sys.executable, "-m", "payrun", "run", str(batch), "--no-confirm-payees",
+               "--ledger", str(directory / "command.ledger.sqlite")]
+    if _can_pin(pin):
+        command = ["taskset", "-c", "0", *command]
+    env = {**os.environ, "PAYRUN_API_KEY": api_key, "PAYRUN_BASE_URL": base_url}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout[-2000:] + done.stderr[-2000:])
+        msg = f"payrun run failed (exit {done.returncode})"
+        raise RuntimeError(msg)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"cmd_wall_s": wall, "cmd_cpu_s": cpu}
 
 
 def _time_phases(phases: dict[str, float]) -> None:
@@ -421,6 +500,15 @@ def run_scenario(
             result["server_wait_s"] = run_queue_wait(process.pid) - server_wait0
             result["load"] = (load0 + os.getloadavg()[0]) / 2
             stats = sandbox_stats(base_url)
+            if scenario.goal == "eff":
+                workers = max(1, round(result["avg_in_flight"]))
+                floor = run_child("--calibrate", {"base_url": base_url, "api_key": api_key,
+                                                  "workers": workers,
+                                                  "requests": 2 * scenario.rows}, pin=pin)
+                result["floor_ms_per_payment"] = 2000 * floor["cpu_per_request_s"]
+                result["floor_workers"] = workers
+                result.update(run_command(directory, base_url, api_key, scenario.rows,
+                                          scenario.accounts, pin=pin))
         finally:
             process.terminate()
             process.wait(10)
@@ -453,6 +541,11 @@ def verdicts(scenario: Scenario, r: dict[str, Any]) -> list[str]:
     if scenario.goal in ("eff", "rss"):
         verdict = "PASS" if cpu_ms < GOAL_CPU_MS else "FAIL"
         out.append(f"client CPU {cpu_ms:.2f} ms/payment < {GOAL_CPU_MS} ms: {verdict}")
+    if "cmd_cpu_s" in r:
+        cmd_ms = 1000 * r["cmd_cpu_s"] / scenario.rows
+        verdict = "PASS" if cmd_ms < GOAL_CPU_MS else "FAIL"
+        out.append(f"whole `payrun run` process CPU {cmd_ms:.2f} ms/payment < {GOAL_CPU_MS} ms"
+                   f" (a bare aiohttp client: {r['floor_ms_per_payment']:.2f}): {verdict}")
     if scenario.goal == "rss":
         verdict = "PASS" if r["maxrss_mb"] < GOAL_RSS_MB else "FAIL"
         out.append(f"client peak RSS {r['maxrss_mb']:.0f} MB < {GOAL_RSS_MB:.0f} MB: {verdict}")
@@ -478,7 +571,8 @@ def print_table(results: list[tuple[Scenario, dict[str, Any]]]) -> None:
     print()
     head2 = (f"{'scenario':<16}{'srv peak':>9}{'sub peak':>9}{'429s':>5}{'reqs':>8}"
              f"{'avg infl':>9}{'avg sub':>8}{'sub slots':>10}{'sub ms':>7}{'lag avg/max ms':>16}"
-             f"{'ledger ms/p':>12}{'srv cpu%':>9}{'runq cli/srv s':>15}{'load':>6}")
+             f"{'ledger ms/p':>12}{'commits/p':>10}{'sys%':>5}{'csw/p':>6}{'srv cpu%':>9}"
+             f"{'runq cli/srv s':>15}{'load':>6}")
     print(head2)
     print("-" * len(head2))
     for s, r in results:
@@ -486,10 +580,31 @@ def print_table(results: list[tuple[Scenario, dict[str, Any]]]) -> None:
         print(f"{s.name:<16}{r['max_in_flight']:>9}{r['max_submits']:>9}{r['rate_limited']:>5}"
               f"{r['requests']:>8}{r['avg_in_flight']:>9.1f}{r['avg_submits']:>8.1f}"
               f"{slots:>10}{r['submit_ms']:>7.1f}{r['lag_mean_ms']:>8.1f}/{r['lag_max_ms']:<7.0f}"
-              f"{1000 * r['ledger_s'] / s.rows:>12.3f}"
+              f"{1000 * r['ledger_s'] / s.rows:>12.3f}{r['ledger_updates'] / s.rows:>10.2f}"
+              f"{r['cpu_sys_s'] / max(r['cpu_s'], 1e-9):>5.0%}{r['switches'] / s.rows:>6.1f}"
               f"{r['server_cpu_s'] / r['whole_s']:>9.0%}"
               f"{r['runq_wait_s']:>9.2f}/{r['server_wait_s']:<5.2f}{r['load']:>6.1f}")
     print()
+    commands = [(s, r) for s, r in results if "cmd_cpu_s" in r]
+    if commands:
+        head3 = (f"{'scenario':<16}{'cmd wall s':>11}{'cmd eff':>8}{'cmd cpu ms/p':>13}"
+                 f"{'in-proc ms/p':>13}{'floor ms/p':>11}{'floor infl':>11}{'payrun - floor':>15}")
+        print(head3)
+        print("-" * len(head3))
+        for s, r in commands:
+            in_process = 1000 * r["cpu_s"] / s.rows
+            print(f"{s.name:<16}{r['cmd_wall_s']:>11.2f}{s.bound() / r['cmd_wall_s']:>8.2f}"
+                  f"{1000 * r['cmd_cpu_s'] / s.rows:>13.3f}{in_process:>13.3f}"
+                  f"{r['floor_ms_per_payment']:>11.3f}{r['floor_workers']:>11}"
+                  f"{in_process - r['floor_ms_per_payment']:>15.3f}")
+        print()
+        print("  cmd = `payrun run` in its own process, as a user runs it (interpreter start-up,"
+              " imports, the file, preflight, paying, summary): wall and process CPU;")
+        print("  in-proc = the first table's cpu ms/p; floor = a bare aiohttp client (no payrun:"
+              " GETs, no ledger) at the run's average in-flight count and the same latency,")
+        print("  CPU per 2 requests: what any aiohttp client pays per payment on this machine;"
+              " payrun - floor = what payrun itself adds per payment.")
+        print()
     print("columns: import = importing anyio + payrun's bank stack (before the clock starts);"
           " pre = start -> started() (read, validate, ledger inserts, preflight);"
           " exec = started() -> last submitted; whole = anyio.run(run_batch) end to end;")
@@ -500,7 +615,10 @@ def print_table(results: list[tuple[Scenario, dict[str, Any]]]) -> None:
     print("  sub ms = mean duration of BankClient.submit_payment (slot wait + wire + parse);"
           " a submit slot's cycle = exec s * 3 / rows-per-account, the rest is client gap;")
     print("  lag = that sampler's event-loop lateness; ledger ms/p = time inside ledger"
-          " update calls per payment (all phases); srv cpu% = sandbox CPU / whole time;")
+          " row updates per payment (all phases); commits/p = how many (each one commit);")
+    print("  sys% = kernel share of the client's CPU;")
+    print("  csw/p = the client's context switches per payment (each one a sleep and a wake-up);"
+          " srv cpu% = sandbox CPU / whole time;")
     print("  runq = seconds the client / sandbox waited for a CPU held by other processes"
           " (/proc/PID/schedstat; > 0 means the machine was shared and times are inflated);"
           " load = 1-min load average")
@@ -529,9 +647,13 @@ def main() -> int:
     parser.add_argument("--profile", metavar="DIR",
                         help="write a cProfile of each client run to DIR/<scenario>.prof")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--calibrate", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
+        return 0
+    if args.calibrate:
+        print(json.dumps(calibrate(json.loads(args.calibrate))))
         return 0
     rows_100k = args.rows_100k or (3000 if args.quick else 100_000)
     chosen = [s for s in scenarios(args.quick, rows_100k)

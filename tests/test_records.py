@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
 
 from payrun.domain import PaymentInstruction, RowStatus, RowVerdict
+from payrun.errors import LedgerError
 from payrun.ledger import BatchInfo, Ledger
 from payrun.records import RowBook
 
@@ -100,4 +105,66 @@ def test_status_changes_reach_the_observer(tmp_path: Path) -> None:
         (RowStatus.PENDING, RowStatus.CREATING),
         (RowStatus.CREATING, RowStatus.CREATED),
     ]
+    ledger.close()
+
+
+async def test_concurrent_intents_share_one_commit_and_are_on_disk_when_they_return(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Intents staged in one turn of the loop go to disk in one transaction, before any call."""
+    ledger = _ledger(tmp_path)
+    book = RowBook(ledger.rows(), ledger=ledger)
+    commits: list[int] = []
+    original = Ledger.update_each
+
+    def counted(self: Ledger, changes: Any) -> None:
+        changes = list(changes)
+        commits.append(len(changes))
+        original(self, changes)
+
+    monkeypatch.setattr(Ledger, "update_each", counted)
+    seen: dict[int, dict[int, RowStatus]] = {}
+
+    async def worker(row: int) -> None:
+        await book.intent(row, RowStatus.CREATING)
+        seen[row] = _on_disk(ledger.path)  # what a crash right now would leave
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(worker, 2)
+        group.start_soon(worker, 3)
+    assert commits == [2]
+    assert seen[2][2] is RowStatus.CREATING and seen[3][3] is RowStatus.CREATING
+    assert book.get(2).attempts == 1 and book.get(3).status is RowStatus.CREATING
+    ledger.close()
+
+
+async def test_a_failed_group_commit_stops_every_worker_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If the shared commit fails, no worker of the group goes on to make its call."""
+    ledger = _ledger(tmp_path)
+    book = RowBook(ledger.rows(), ledger=ledger)
+
+    def broken(self: Ledger, changes: Any) -> None:
+        msg = "disk full"
+        raise LedgerError(msg)
+
+    monkeypatch.setattr(Ledger, "update_each", broken)
+    calls: list[int] = []
+    failures: list[int] = []
+
+    async def worker(row: int) -> None:
+        try:
+            await book.intent(row, RowStatus.CREATING)
+        except LedgerError:
+            failures.append(row)
+            return
+        calls.append(row)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(worker, 2)
+        group.start_soon(worker, 3)
+    assert calls == []
+    assert sorted(failures) == [2, 3]
+    assert book.get(2).status is RowStatus.PENDING  # memory follows the disk
     ledger.close()

@@ -235,7 +235,7 @@ class _Engine:
                     self._release_credit(lane)
 
     async def _create(self, number: int) -> bool:
-        row = self._book.mark_intent(number, RowStatus.CREATING)
+        row = await self._book.intent(number, RowStatus.CREATING)
         assert row.account_url is not None and row.payee_url is not None
         try:
             payment = await self._client.create_payment(
@@ -249,7 +249,7 @@ class _Engine:
         return True
 
     async def _submit(self, number: int) -> None:
-        row = self._book.mark_intent(number, RowStatus.SUBMITTING)
+        row = await self._book.intent(number, RowStatus.SUBMITTING)
         assert row.payment_url is not None
         try:
             submission = await self._client.submit_payment(row.payment_url)

@@ -2,12 +2,14 @@
 
 Input: the ledger's rows at the start of a run. Output: the current state of every row,
 readable without a query. ``set`` commits a change before it returns. The execution stage
-uses the pair ``mark_intent``/``record``: an intent is committed before it returns (the
+uses the pair ``intent``/``record``: an intent is committed before ``intent`` returns (the
 call may be made once it has), while an outcome is held back and goes to disk in the
-same transaction as the next intent (or at ``flush``), so a payment costs two commits
-instead of four. An outcome lost to a crash in that short window leaves the row in its
-intent state, which reconciliation settles with the bank. A dry run uses a book with no
-ledger: it changes nothing on disk.
+same transaction as the next intent (or at ``flush``), so a payment costs at most two
+commits instead of four. Intents staged by several workers in the same turn of the event
+loop share one commit (a group commit): the first waits one turn, then commits them all.
+An outcome lost to a crash in that short window leaves the row in its intent state, which
+reconciliation settles with the bank. A dry run uses a book with no ledger: it changes
+nothing on disk.
 """
 
 from __future__ import annotations
@@ -16,10 +18,24 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+import anyio
+import anyio.lowlevel
+
 from payrun.domain import RowStatus
+from payrun.errors import LedgerError
 from payrun.ledger import Ledger, LedgerRow, utc_now
 
 __all__ = ["RowBook"]
+
+
+class _GroupCommit:
+    """One shared commit of staged intents: set when it is on disk (or failed)."""
+
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.error: BaseException | None = None
 
 
 class RowBook:
@@ -36,6 +52,7 @@ class RowBook:
         self._ledger = ledger
         self._on_change = on_change
         self._held: list[tuple[int, dict[str, Any]]] = []
+        self._group: _GroupCommit | None = None  # the commit intents are gathering for
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -113,10 +130,44 @@ class RowBook:
 
         Held outcomes go in the same transaction, ahead of the intent.
         """
-        current = self._rows[row]
-        return self.set(
-            row, status=status, intent_at=at or utc_now(), attempts=current.attempts + 1
-        )
+        return self.set(row, **self._intent_values(row, status, at))
+
+    async def intent(self, row: int, status: RowStatus) -> LedgerRow:
+        """``mark_intent`` for concurrent workers: intents of one loop turn share a commit.
+
+        The first worker to stage an intent lets every other ready worker run once (they
+        stage theirs), then commits them all, with held outcomes, in one transaction. Each
+        returns only once its own intent is on disk; if that commit failed, each raises
+        ``LedgerError`` and must not make its call.
+        """
+        values = self._intent_values(row, status, None)
+        if self._ledger is None:
+            return self._apply(row, values)
+        self._held.append((row, values))
+        group = self._group
+        if group is None:
+            group = self._group = _GroupCommit()
+            try:
+                await anyio.lowlevel.cancel_shielded_checkpoint()
+            finally:
+                self._group = None
+                try:
+                    self.flush()
+                except BaseException as exc:
+                    group.error = exc
+                    raise
+                finally:
+                    group.done.set()
+        else:
+            await group.done.wait()
+            if group.error is not None:
+                msg = f"the intent for row {row} was not recorded: {group.error}"
+                raise LedgerError(msg) from group.error
+        return self._apply(row, values)
+
+    def _intent_values(self, row: int, status: RowStatus, at: datetime | None) -> dict[str, Any]:
+        attempts = self._rows[row].attempts + 1
+        return {"status": status, "intent_at": at or utc_now(), "attempts": attempts}
 
     def _apply(self, row: int, values: dict[str, Any]) -> LedgerRow:
         before = self._rows[row]

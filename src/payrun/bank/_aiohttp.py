@@ -15,7 +15,6 @@ from types import TracebackType
 from typing import Any
 
 import aiohttp
-import httpx
 
 __all__ = ["AiohttpAnswer", "AiohttpClient"]
 
@@ -35,6 +34,16 @@ class AiohttpAnswer:
         return self.content.decode("utf-8", "replace")
 
 
+class _Headers(dict[str, str]):
+    """Default headers under lower-case names; the repr hides the Authorization value."""
+
+    def __repr__(self) -> str:
+        shown = {
+            name: "[secure]" if name == "authorization" else value for name, value in self.items()
+        }
+        return f"Headers({shown!r})"
+
+
 def _dumps(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
@@ -51,8 +60,8 @@ class AiohttpClient:
         max_connections: int,
         keepalive_seconds: float,
     ) -> None:
-        self.base_url = httpx.URL(base_url)
-        self.headers = httpx.Headers(headers)
+        self.base_url = base_url
+        self.headers = _Headers({name.lower(): value for name, value in headers.items()})
         self._base = base_url.rstrip("/")
         self._session_headers = headers
         self._timeout = aiohttp.ClientTimeout(total=timeout)

@@ -4,7 +4,7 @@ Input: an ``httpx.AsyncClient`` (``make_http_client``, or one bound to
 ``httpx.ASGITransport``/``MockTransport`` in tests), an ``AdaptiveLimiter`` shared by
 every request of the organization, and a ``RetryPolicy``. Output: ``payrun.bank.wire``
 values. Raises ``payrun.errors.BankError`` subclasses only; this is the one module that
-catches httpx (and transport) errors.
+catches transport errors (aiohttp's, httpx's, ``OSError``).
 
 Every attempt holds one limiter slot exactly while it is on the wire (never while
 backing off). Reads (GET and the read-only searches) are retried on 429, connection
@@ -22,12 +22,15 @@ from decimal import Decimal
 from types import TracebackType
 from typing import Any, TypeVar
 
-import httpx
-
 from payrun.bank._refusals import error_from_response
 from payrun.bank.limiter import AdaptiveLimiter
 from payrun.bank.retry import DEFAULT_RETRY, RetryPolicy
-from payrun.bank.transport import TRANSPORT_ERRORS, HttpClient, never_sent
+from payrun.bank.transport import (
+    HttpClient,
+    is_transport_error,
+    is_unsupported_protocol,
+    never_sent,
+)
 from payrun.bank.wire import (
     BankAccount,
     CopResult,
@@ -354,8 +357,10 @@ class BankClient:
         async with self._limiter.slot() as generation:
             try:
                 response = await self._http.request(method, url, params=params, json=body)
-            except TRANSPORT_ERRORS as exc:
-                raise self._transport_error(method, url, exc) from exc
+            except Exception as exc:
+                if is_transport_error(exc):
+                    raise self._transport_error(method, url, exc) from exc
+                raise
         status = response.status_code
         if status < _HTTP_REDIRECT:
             self._limiter.on_success()
@@ -369,7 +374,7 @@ class BankClient:
     def _transport_error(self, method: str, url: str, exc: BaseException) -> BankError:
         where = f"{method} {url}"
         kind = type(exc).__name__
-        if isinstance(exc, httpx.UnsupportedProtocol):
+        if is_unsupported_protocol(exc):
             msg = f"cannot send {where}: {exc}"
             return BankError(msg)
         if never_sent(exc):

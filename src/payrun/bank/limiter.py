@@ -73,7 +73,10 @@ class AdaptiveLimiter:
     async def slot(self) -> AsyncIterator[int]:
         """Hold one slot for the body of the ``async with``; yields the window generation."""
         token = object()
-        await self._inner.acquire_on_behalf_of(token)
+        try:  # a free slot is taken without a trip through the event loop
+            self._inner.acquire_on_behalf_of_nowait(token)
+        except anyio.WouldBlock:
+            await self._inner.acquire_on_behalf_of(token)
         try:
             held = self._inner.borrowed_tokens
             if held > self._peak:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import anyio
-import tenacity as _t
 
 __all__ = ["DEFAULT_RETRY", "RetryPolicy"]
 
@@ -73,6 +72,8 @@ class RetryPolicy:
                 pending, replayed = replayed, None
                 raise pending
             return await fn()
+
+        import tenacity as _t  # noqa: PLC0415 - loaded on the first retry, not at start-up
 
         retrying = _t.AsyncRetrying(
             stop=_t.stop_after_attempt(self.attempts) | _t.stop_after_delay(self.max_seconds),

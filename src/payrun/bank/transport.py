@@ -11,28 +11,32 @@ bind it to the sandbox with ``httpx.ASGITransport`` and to single faults with
   (benchmarks/bench_transport.py, benchmarks/bench_run.py).
 
 ``never_sent`` tells, for every transport, whether a transport error proves that no byte
-of the request reached the bank.
+of the request reached the bank. httpx is imported only when an httpx transport is chosen
+(or a test brings its own ``httpx.AsyncClient``): the default run never loads it (0.1 s).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Literal, Protocol, Self
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 
 import aiohttp
-import httpx
-from httpx_aiohttp import HttpxAiohttpClient
 
 from payrun.bank._aiohttp import AiohttpClient
 from payrun.config import Settings
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "DEFAULT_TRANSPORT",
     "HttpAnswer",
     "HttpClient",
-    "TRANSPORT_ERRORS",
     "TransportName",
+    "is_transport_error",
+    "is_unsupported_protocol",
     "make_http_client",
     "never_sent",
 ]
@@ -43,18 +47,34 @@ DEFAULT_TRANSPORT: TransportName = "aiohttp"
 # httpx-aiohttp maps every aiohttp connection error to httpx.ConnectTimeout, including a
 # reset after the request was sent; only the original aiohttp exception tells them apart.
 _AIOHTTP_NOT_SENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
-_HTTPX_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 # Idle connections are dropped before common server keep-alive timeouts (uvicorn: 5 s), so a
 # write is rarely sent on a connection the server is closing (that would be an unknown outcome).
 _KEEPALIVE_SECONDS = 3.0
 
-TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
-    httpx.TransportError,
-    aiohttp.ClientError,  # the few aiohttp errors httpx-aiohttp does not map
-    OSError,  # includes TimeoutError and connection resets leaking from either transport
+_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
+    aiohttp.ClientError,  # also the few aiohttp errors httpx-aiohttp does not map
+    OSError,  # includes TimeoutError and connection resets leaking from any transport
 )
-"""What a request on either transport raises when the exchange itself failed."""
+
+
+def _httpx() -> Any:
+    """The httpx module if something has loaded it (an httpx transport, a test), else None."""
+    return sys.modules.get("httpx")
+
+
+def is_transport_error(exc: BaseException) -> bool:
+    """True when a request failed in the exchange itself (no HTTP answer), on any transport."""
+    if isinstance(exc, _TRANSPORT_ERRORS):
+        return True
+    httpx_module = _httpx()
+    return httpx_module is not None and isinstance(exc, httpx_module.TransportError)
+
+
+def is_unsupported_protocol(exc: BaseException) -> bool:
+    """True for httpx's refusal of a URL scheme it cannot speak (a configuration error)."""
+    httpx_module = _httpx()
+    return httpx_module is not None and isinstance(exc, httpx_module.UnsupportedProtocol)
 
 
 def make_http_client(
@@ -69,11 +89,6 @@ def make_http_client(
         "Authorization": f"{settings.auth_scheme} {settings.api_key.reveal()}",
         "Accept": "application/json",
     }
-    limits = httpx.Limits(
-        max_connections=max_connections,
-        max_keepalive_connections=max_connections,
-        keepalive_expiry=_KEEPALIVE_SECONDS,
-    )
     if transport == "aiohttp":
         return AiohttpClient(
             settings.base_url,
@@ -82,16 +97,24 @@ def make_http_client(
             max_connections=max_connections,
             keepalive_seconds=_KEEPALIVE_SECONDS,
         )
+    if transport not in ("httpx-aiohttp", "httpx"):
+        msg = f"unknown HTTP transport {transport!r}: use 'aiohttp', 'httpx-aiohttp' or 'httpx'"
+        raise ValueError(msg)
+    import httpx  # noqa: PLC0415 - only these transports need it
+    from httpx_aiohttp import HttpxAiohttpClient  # noqa: PLC0415
+
+    limits = httpx.Limits(
+        max_connections=max_connections,
+        max_keepalive_connections=max_connections,
+        keepalive_expiry=_KEEPALIVE_SECONDS,
+    )
     if transport == "httpx-aiohttp":
         return HttpxAiohttpClient(
             base_url=settings.base_url, headers=headers, timeout=timeout, limits=limits
         )
-    if transport == "httpx":
-        return httpx.AsyncClient(
-            base_url=settings.base_url, headers=headers, timeout=timeout, limits=limits
-        )
-    msg = f"unknown HTTP transport {transport!r}: use 'aiohttp', 'httpx-aiohttp' or 'httpx'"
-    raise ValueError(msg)
+    return httpx.AsyncClient(
+        base_url=settings.base_url, headers=headers, timeout=timeout, limits=limits
+    )
 
 
 class HttpAnswer(Protocol):
@@ -117,7 +140,7 @@ class HttpClient(Protocol):
     """What the bank client uses of an HTTP client (``httpx.AsyncClient`` fits)."""
 
     @property
-    def base_url(self) -> httpx.URL:
+    def base_url(self) -> httpx.URL | str:
         """The bank's base address."""
         ...
 
@@ -158,4 +181,7 @@ def never_sent(exc: BaseException) -> bool:
     cause = exc.__cause__
     if isinstance(cause, aiohttp.ClientError):
         return isinstance(cause, _AIOHTTP_NOT_SENT)
-    return isinstance(exc, _HTTPX_NOT_SENT)
+    httpx_module = _httpx()
+    return httpx_module is not None and isinstance(
+        exc, (httpx_module.ConnectError, httpx_module.ConnectTimeout, httpx_module.PoolTimeout)
+    )

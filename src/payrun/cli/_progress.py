@@ -12,16 +12,6 @@ import sys
 import time
 from typing import TextIO
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-
 from payrun.domain import FINAL_STATUSES, RowStatus
 from payrun.ledger import LedgerRow
 
@@ -36,6 +26,16 @@ class BarObserver:
     """A rich progress bar on stderr."""
 
     def __init__(self, *, create_only: bool) -> None:
+        from rich.console import Console  # noqa: PLC0415 - a terminal only: log runs skip rich
+        from rich.progress import (  # noqa: PLC0415
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
         self._done_states = _DONE | ({RowStatus.CREATED} if create_only else set())
         self._progress = Progress(
             TextColumn("paying"),
