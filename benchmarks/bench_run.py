@@ -372,9 +372,11 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
 def calibrate(job: dict[str, Any]) -> dict[str, Any]:
     """The floor: a bare aiohttp client (no payrun) at the run's concurrency and latency.
 
-    ``workers`` tasks send ``requests`` GETs of ``/v0/index`` in all, on uvloop, as a run
-    does; the answer is this process's CPU per request. Any aiohttp-based client pays at
-    least this much per request on this machine at this latency and concurrency.
+    ``workers`` tasks send ``requests`` POSTs in all, each with a create-payment body, on
+    uvloop as a run does, and parse each JSON answer. The account does not exist, so the
+    sandbox answers 404 after its latency and nothing changes. The answer is this process's
+    CPU per request: what any aiohttp-based client pays on this machine at this latency
+    and concurrency, before doing anything with the answers.
     """
     import asyncio  # noqa: PLC0415
 
@@ -383,7 +385,10 @@ def calibrate(job: dict[str, Any]) -> dict[str, Any]:
 
     from payrun.config import DEFAULT_AUTH_SCHEME  # noqa: PLC0415
 
-    url = job["base_url"] + "/v0/index"
+    url = job["base_url"] + "/v0/bank/accounts/ba.calibration/payments"
+    body = {"creditor": {"creditor-type": "payee", "payee-url": "/v0/payees/pe.calibration"},
+            "payment-amount": {"currency": "GBP", "value": "1.00"},
+            "payment-reference": "CALIBRATION"}
     headers = {"Authorization": f"{DEFAULT_AUTH_SCHEME} {job['api_key']}",
                "Accept": "application/json"}
 
@@ -395,7 +400,7 @@ def calibrate(job: dict[str, Any]) -> dict[str, Any]:
             async def worker() -> None:
                 while left[0] > 0:
                     left[0] -= 1
-                    async with session.get(url) as response:
+                    async with session.post(url, json=body) as response:
                         json.loads(await response.read())
 
             left[0] = job["workers"]  # warm the connections up, as a run's preflight does
@@ -601,7 +606,7 @@ def print_table(results: list[tuple[Scenario, dict[str, Any]]]) -> None:
         print("  cmd = `payrun run` in its own process, as a user runs it (interpreter start-up,"
               " imports, the file, preflight, paying, summary): wall and process CPU;")
         print("  in-proc = the first table's cpu ms/p; floor = a bare aiohttp client (no payrun:"
-              " GETs, no ledger) at the run's average in-flight count and the same latency,")
+              " POSTs, no ledger) at the run's average in-flight count and the same latency,")
         print("  CPU per 2 requests: what any aiohttp client pays per payment on this machine;"
               " payrun - floor = what payrun itself adds per payment.")
         print()

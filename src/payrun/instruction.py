@@ -23,7 +23,9 @@ class PaymentInstruction(BaseModel):
     the file left it blank (the bank then sends "Sent from <owner>").
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: the validator is built on first use; runs build instructions without it
+    # (payrun.validation._build), and building it at import costs 40 ms of every run's start
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     row: int
     payee_name: str
