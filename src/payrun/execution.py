@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from payrun.domain import RowStatus
 from payrun.errors import (
@@ -70,16 +69,21 @@ class ExecutionResult:
 
 @dataclass(slots=True, eq=False)
 class _Lane:
-    """One source account: rows to create, created rows waiting for a submit worker."""
+    """One source account: rows to create, created rows waiting for a submit worker.
+
+    ``to_submit`` holds (row, took_credit) pairs; a submit worker with nothing to do waits
+    on an event of its own in ``idle`` (a deque and events rather than a memory stream,
+    whose every receive makes an extra trip through the event loop).
+    """
 
     account_url: str
     credit: float
     to_create: deque[int] = field(default_factory=deque)
+    to_submit: deque[tuple[int, bool]] = field(default_factory=deque)
+    idle: deque[anyio.Event] = field(default_factory=deque)
     creating: int = 0
     queued: bool = False
     closed: bool = False
-    send: MemoryObjectSendStream[tuple[int, bool]] | None = None
-    receive: MemoryObjectReceiveStream[tuple[int, bool]] | None = None
 
 
 class _Engine:
@@ -116,20 +120,13 @@ class _Engine:
             else (2 * self._submits + math.ceil(self._create_workers / max(1, len(accounts))))
         )
         for account in sorted(a for a in accounts if a):
-            lane = _Lane(account_url=account, credit=lead)
-            if not self._create_only:
-                lane.send, lane.receive = anyio.create_memory_object_stream[tuple[int, bool]](
-                    max_buffer_size=math.inf
-                )
-            self._lanes[account] = lane
+            self._lanes[account] = _Lane(account_url=account, credit=lead)
         for row in to_create:
             self._lanes[row.account_url or ""].to_create.append(row.row)
             self._creates_left += 1
         for row in to_submit:
             if not self._create_only:
-                send = self._lanes[row.account_url or ""].send
-                assert send is not None
-                send.send_nowait((row.row, False))
+                self._lanes[row.account_url or ""].to_submit.append((row.row, False))
         for lane in self._lanes.values():
             self._enqueue(lane)
             self._close_if_done(lane)
@@ -147,10 +144,6 @@ class _Engine:
                 group.start_soon(self._watch_stop)
         finally:
             self._book.flush()  # outcomes held back for a group commit go to disk now
-            for lane in self._lanes.values():
-                for stream in (lane.send, lane.receive):
-                    if stream is not None:
-                        stream.close()
         return self.result
 
     async def _watch_stop(self) -> None:
@@ -202,8 +195,10 @@ class _Engine:
                 created = await self._create(row)
             finally:
                 lane.creating -= 1
-                if created and lane.send is not None and not lane.closed:
-                    lane.send.send_nowait((row, True))
+                if created and not self._create_only and not lane.closed:
+                    lane.to_submit.append((row, True))
+                    if lane.idle:  # wake one idle submit worker of the account
+                        lane.idle.popleft().set()
                 elif not self._create_only:
                     self._release_credit(lane)
                 self._close_if_done(lane)
@@ -214,8 +209,8 @@ class _Engine:
 
     def _close(self, lane: _Lane) -> None:
         lane.closed = True
-        if lane.send is not None:
-            lane.send.close()
+        while lane.idle:  # idle submit workers drain what is queued, then end
+            lane.idle.popleft().set()
         if self._all_done():
             self._done.set()
 
@@ -224,15 +219,20 @@ class _Engine:
         self._enqueue(lane)
 
     async def _submit_worker(self, lane: _Lane) -> None:
-        assert lane.receive is not None
-        async for row, took_credit in lane.receive:
-            if self._stop.is_set():
-                break
-            try:
-                await self._submit(row)
-            finally:
-                if took_credit:
-                    self._release_credit(lane)
+        while not self._stop.is_set():
+            if lane.to_submit:
+                row, took_credit = lane.to_submit.popleft()
+                try:
+                    await self._submit(row)
+                finally:
+                    if took_credit:
+                        self._release_credit(lane)
+            elif lane.closed:
+                return
+            else:
+                idle = anyio.Event()
+                lane.idle.append(idle)
+                await idle.wait()
 
     async def _create(self, number: int) -> bool:
         row = await self._book.intent(number, RowStatus.CREATING)
