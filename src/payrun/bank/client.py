@@ -1,10 +1,8 @@
 """``BankClient``: the bank's ``/v0`` REST API as typed async methods.
 
-Input: an ``httpx.AsyncClient`` (``make_http_client``, or one bound to
-``httpx.ASGITransport``/``MockTransport`` in tests), an ``AdaptiveLimiter`` shared by
-every request of the organization, and a ``RetryPolicy``. Output: ``payrun.bank.wire``
-values. Raises ``payrun.errors.BankError`` subclasses only; this is the one module that
-catches transport errors (aiohttp's, httpx's, ``OSError``).
+Input: an ``HttpClient`` (``make_http_client``; tests may bind an ``httpx.AsyncClient``),
+an ``AdaptiveLimiter`` shared by every request of the organization, and a ``RetryPolicy``.
+Output: ``payrun.bank.wire`` values; failures only as ``payrun.errors.BankError`` subclasses.
 
 Every attempt holds one limiter slot exactly while it is on the wire (never while
 backing off). Reads (GET and the read-only searches) are retried on 429, connection
@@ -22,15 +20,11 @@ from decimal import Decimal
 from types import TracebackType
 from typing import Any, TypeVar
 
+from payrun.bank import transport
 from payrun.bank._refusals import error_from_response
 from payrun.bank.limiter import AdaptiveLimiter
 from payrun.bank.retry import DEFAULT_RETRY, RetryPolicy
-from payrun.bank.transport import (
-    HttpClient,
-    is_transport_error,
-    is_unsupported_protocol,
-    never_sent,
-)
+from payrun.bank.transport import HttpClient
 from payrun.bank.wire import (
     BankAccount,
     CopResult,
@@ -358,7 +352,7 @@ class BankClient:
             try:
                 response = await self._http.request(method, url, params=params, json=body)
             except Exception as exc:
-                if is_transport_error(exc):
+                if transport.is_transport_error(exc):
                     raise self._transport_error(method, url, exc) from exc
                 raise
         status = response.status_code
@@ -374,10 +368,10 @@ class BankClient:
     def _transport_error(self, method: str, url: str, exc: BaseException) -> BankError:
         where = f"{method} {url}"
         kind = type(exc).__name__
-        if is_unsupported_protocol(exc):
+        if transport.is_unsupported_protocol(exc):
             msg = f"cannot send {where}: {exc}"
             return BankError(msg)
-        if never_sent(exc):
+        if transport.never_sent(exc):
             msg = f"could not reach the bank at {self._http.base_url} for {where} ({kind})"
             return BankUnavailableError(msg, detail=str(exc)[:300] or None)
         msg = f"no answer from the bank for {where} ({kind}): it may or may not have taken effect"
