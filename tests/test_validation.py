@@ -308,6 +308,11 @@ def test_empty_summary() -> None:
         {"payee_name": "  Ada  ", "account_number": " 12345678 "},
         {"payee_name": "Zoë"},
         {"sort_code": "12-34-56"},
+        {"sort_code": "12-34-5x"},
+        {"sort_code": "12 34 56"},
+        {"sort_code": "12-3456-"},
+        {"sort_code": "\uff11\uff12-34-56"},
+        {"sort_code": "12-34-56 "},
         {"sort_code": " 123456"},
         {"amount": "1000.5"},
         {"amount": "0.00"},
@@ -329,7 +334,7 @@ def test_fast_path_gives_the_full_rules_verdict(
     with read_batch(path) as batch:
         raws = list(batch.rows)
     cells = [list(raw.values.values()) for raw in raws]
-    if not change:  # the plain row does take the fast path
+    if not change or change == {"sort_code": "12-34-56"}:  # plain rows take the fast path
         assert type(RowChecker(tuple(header), ValidationOptions()).fast(2, cells[0])) is tuple
     fast = RowChecker(tuple(header), ValidationOptions(**options))
     full = RowChecker(tuple(header), ValidationOptions(**options))

@@ -21,6 +21,7 @@ __all__ = [
     "CENTS",
     "FINAL_STATUSES",
     "PaymentInstruction",
+    "PlainRow",
     "RowProblem",
     "RowStatus",
     "RowVerdict",
@@ -79,6 +80,12 @@ class RowProblem:
     row: int | None
     column: str | None
     message: str
+
+
+PlainRow = tuple[int, str, str, str, str, str | None, str, str | None]
+"""A valid row with nothing to report, as validation's fast path gives it: row, payee name,
+sort code, account number, amount (canonical text with two decimals, as ``str()`` of its
+Decimal), reference, source account, row_id. A plain tuple, never a ``RowVerdict``."""
 
 
 class RowVerdict(NamedTuple):

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from payrun.config import RunOptions, Settings, ValidationOptions
-from payrun.domain import RowStatus, RowVerdict
+from payrun.domain import PlainRow, RowStatus, RowVerdict
 from payrun.errors import BatchFileError, LedgerMismatchError
 from payrun.intake import read_batch
 from payrun.ledger import BatchInfo, Ledger, LedgerRow, utc_now
 from payrun.planning import check_control_totals
 from payrun.records import RowBook
-from payrun.validation import validate_rows
+from payrun.validation import plain_or_verdicts
 
 if TYPE_CHECKING:
     from payrun.bank import Organization
@@ -71,7 +71,7 @@ def _record_new_batch(
                     expect_count=options.expect_count,
                     expect_total=options.expect_total,
                 ),
-                counter.count(validate_rows(batch, validation)),
+                counter.count(plain_or_verdicts(batch, validation)),
             )
             check_control_totals(
                 counter.valid,
@@ -87,9 +87,14 @@ class _ValidCounter:
         self.valid = 0
         self.total = Decimal(0)
 
-    def count(self, verdicts: Iterator[RowVerdict]) -> Iterator[RowVerdict]:
+    def count(
+        self, verdicts: Iterator[RowVerdict | PlainRow]
+    ) -> Iterator[RowVerdict | PlainRow]:
         for verdict in verdicts:
-            if verdict.instruction is not None:
+            if not isinstance(verdict, RowVerdict):  # a plain valid row: canonical amount text
+                self.valid += 1
+                self.total += Decimal(verdict[4])
+            elif verdict.instruction is not None:
                 self.valid += 1
                 self.total += verdict.instruction.amount
             yield verdict
@@ -149,7 +154,7 @@ def dry_run_book(
                 _check_same_file(info, batch_path, ledger_path, validation)
                 return RowBook(ledger.rows())
     with read_batch(batch_path, sheet=validation.sheet, max_rows=validation.max_rows) as batch:
-        rows = [_row_of(verdict) for verdict in validate_rows(batch, validation)]
+        rows = [_row_of(verdict) for verdict in plain_or_verdicts(batch, validation)]
     valid = [r for r in rows if r.status is RowStatus.PENDING]
     check_control_totals(
         len(valid),
@@ -160,7 +165,21 @@ def dry_run_book(
     return RowBook(rows)
 
 
-def _row_of(verdict: RowVerdict) -> LedgerRow:
+def _row_of(verdict: RowVerdict | PlainRow) -> LedgerRow:
+    if not isinstance(verdict, RowVerdict):  # a plain valid row
+        row, name, sort_code, account, amount, reference, source, row_id = verdict
+        return LedgerRow(
+            row=row,
+            row_id=row_id,
+            payee_name=name,
+            sort_code=sort_code,
+            account_number=account,
+            amount=Decimal(amount),
+            amount_text=amount,
+            reference=reference,
+            source_account=source,
+            status=RowStatus.PENDING,
+        )
     item = verdict.instruction
     if item is None:
         raw = verdict.raw

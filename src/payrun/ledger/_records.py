@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from payrun.domain import RowStatus, RowVerdict, format_money, payment_key
+from payrun.domain import PlainRow, RowStatus, RowVerdict, format_money, payment_key
 
 __all__ = [
     "ROW_COLUMNS",
@@ -110,8 +110,16 @@ def _parse_time(text: str | None) -> datetime | None:
     return None if text is None else datetime.fromisoformat(text)
 
 
-def row_values(verdict: RowVerdict, now: str) -> tuple[Any, ...]:
-    """The INSERT values of one verdict: valid rows pending, invalid rows with their reasons."""
+def row_values(verdict: RowVerdict | PlainRow, now: str) -> tuple[Any, ...]:
+    """The INSERT values of one verdict: valid rows pending, invalid rows with their reasons.
+
+    A ``PlainRow`` (a bare tuple: validation's fast path) is a valid row.
+    """
+    if not isinstance(verdict, RowVerdict):
+        row, name, sort_code, account, amount, reference, source, row_id = verdict
+        pending = str(RowStatus.PENDING)
+        return (row, row_id, name, sort_code, account, amount, reference, source, pending, None,
+                now)  # fmt: skip
     item = verdict.instruction
     if item is not None:
         return (

@@ -18,7 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from payrun.domain import RowStatus, RowVerdict, format_money
+from payrun.domain import PlainRow, RowStatus, RowVerdict, format_money
 from payrun.errors import LedgerError
 from payrun.ledger._lock import create_private, release_lock, take_lock
 from payrun.ledger._records import (
@@ -156,7 +156,7 @@ class Ledger:
         record = cursor.fetchone()
         return None if record is None else batch_from_record(record)
 
-    def start(self, info: BatchInfo, verdicts: Iterable[RowVerdict]) -> None:
+    def start(self, info: BatchInfo, verdicts: Iterable[RowVerdict | PlainRow]) -> None:
         """Record a new batch and every row of it (valid rows pending, invalid rows invalid)."""
         now = iso(utc_now())
         with self.atomic():

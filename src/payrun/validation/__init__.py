@@ -1,9 +1,11 @@
 """Validation, stage 2: raw rows -> one ``RowVerdict`` per row (a payment or its problems).
 
 Input: a ``Batch`` from ``payrun.intake`` and ``ValidationOptions``. Output: a stream of
-``RowVerdict`` (``validate_rows``) or a ``BatchSummary`` with the fingerprint
-(``validate_batch``). Bad rows are data, never exceptions: only ``BatchFileError`` from the
-file itself propagates. Duplicate detection is stateful but bounded: 64-bit digests.
+``RowVerdict`` (``validate_rows``), the same with plain valid rows as bare ``PlainRow``
+fields (``plain_or_verdicts``: what a run records, no pydantic model built), or a
+``BatchSummary`` with the fingerprint (``validate_batch``). Bad rows are data, never
+exceptions: only ``BatchFileError`` from the file itself propagates. Duplicate detection is
+stateful but bounded: 64-bit digests.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from payrun.config import ValidationOptions
-from payrun.domain import RowProblem, RowVerdict
+from payrun.domain import PlainRow, RowProblem, RowVerdict
 from payrun.intake import COLUMNS, Batch, ColumnSpec
 from payrun.validation._checker import RowChecker
 from payrun.validation._rules import normalize_source_account
@@ -24,6 +26,7 @@ __all__ = [
     "BatchSummary",
     "ColumnSpec",
     "normalize_source_account",
+    "plain_or_verdicts",
     "validate_batch",
     "validate_rows",
 ]
@@ -37,17 +40,30 @@ def validate_batch(batch: Batch, options: ValidationOptions) -> BatchSummary:
     """
     summary = BatchSummary(_header_warnings(batch))
     add, add_valid = summary.add, summary.valid_adder()
+    for item in plain_or_verdicts(batch, options):
+        if isinstance(item, RowVerdict):
+            add(item)
+        else:
+            add_valid(item)
+    return summary
+
+
+def plain_or_verdicts(batch: Batch, options: ValidationOptions) -> Iterator[PlainRow | RowVerdict]:
+    """Yield, in file order, a plain valid row's fields, or the row's full ``RowVerdict``.
+
+    Tell them apart with ``isinstance(item, RowVerdict)``. Rows with anything to report
+    (an error, a warning, an unusual cell) come as verdicts.
+    """
     checker = RowChecker(batch.columns, options, dict(batch.header.positions))
     fast, check, raw_row = checker.fast, checker.check, batch.raw_row
     for number, cells, usual in batch.cells:
         fields = fast(number, cells) if usual else None
         if fields is None:
-            add(check(raw_row(number, cells)))
+            yield check(raw_row(number, cells))
         elif isinstance(fields, RowProblem):
-            add(RowVerdict(number, None, raw_row(number, cells).values, (fields,)))
+            yield RowVerdict(number, None, raw_row(number, cells).values, (fields,))
         else:
-            add_valid(fields)
-    return summary
+            yield fields
 
 
 def validate_rows(batch: Batch, options: ValidationOptions) -> Iterator[RowVerdict]:

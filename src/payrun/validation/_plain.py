@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any
 
+from payrun.domain import PlainRow
 from payrun.validation._rules import (
     MAX_NAME_LENGTH,
     PLAIN_AMOUNT,
@@ -25,9 +26,8 @@ from payrun.validation._rules import (
 
 __all__ = ["Plain", "PlainCheck", "amount_limit", "plain_check"]
 
-Plain = tuple[int, str, str, str, str, str | None, str, str | None]
-"""A valid row: row, payee name, sort code, account number, amount (canonical text with
-two decimals, as ``str()`` of its Decimal), reference, source account, row_id."""
+Plain = PlainRow
+"""A valid row's normalised fields (``payrun.domain.PlainRow``)."""
 PlainCheck = Callable[[int, Sequence[Any]], Plain | None]
 
 _COLUMNS = (
@@ -35,6 +35,7 @@ _COLUMNS = (
     "reference", "source_account", "row_id", "currency",
 )
 _SORT_CODE_DIGITS = 6
+_DASHED_SORT_CODE = 8  # 12-34-56, the usual way to write one
 _ACCOUNT_DIGITS = 8
 _LONG_TEXT = 256
 """Source accounts and row ids longer than this take the full rules (which bound cells)."""
@@ -84,6 +85,8 @@ def plain_check(
                 and (text[0] != "0" or (len(text) == 4 and text != "0.00"))  # noqa: PLR2004
             ):
                 return None
+            if len(sort_code) == _DASHED_SORT_CODE and sort_code[2] == sort_code[5] == "-":
+                sort_code = sort_code[:2] + sort_code[3:5] + sort_code[6:]
             if not (
                 text
                 and len(name) <= MAX_NAME_LENGTH
