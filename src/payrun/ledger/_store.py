@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
@@ -22,12 +22,13 @@ from payrun.domain import PlainRow, RowStatus, RowVerdict, format_money
 from payrun.errors import LedgerError
 from payrun.ledger._lock import create_private, release_lock, take_lock
 from payrun.ledger._records import (
+    ROW_SELECT,
     BatchInfo,
     LedgerRow,
     batch_from_record,
     iso,
     money_or_none,
-    row_from_record,
+    row_from_values,
     row_values,
     to_sql,
     utc_now,
@@ -205,16 +206,15 @@ class Ledger:
 
     def rows(self, statuses: Iterable[RowStatus] | None = None) -> list[LedgerRow]:
         """Every row (or those in ``statuses``), in row order."""
+        select = f"SELECT {ROW_SELECT} FROM rows"  # noqa: S608 - fixed column names
         if statuses is None:
-            cursor = self._execute("SELECT * FROM rows ORDER BY row")
+            cursor = self._execute(f"{select} ORDER BY row")
         else:
             wanted = [str(status) for status in statuses]
             marks = ", ".join("?" for _ in wanted)
-            cursor = self._execute(
-                f"SELECT * FROM rows WHERE status IN ({marks}) ORDER BY row",
-                wanted,  # noqa: S608
-            )
-        return [row_from_record(record) for record in cursor]
+            cursor = self._execute(f"{select} WHERE status IN ({marks}) ORDER BY row", wanted)
+        cursor.row_factory = None  # plain tuples, in ROW_SELECT order
+        return [row_from_values(values) for values in cursor]
 
     def counts(self) -> dict[RowStatus, int]:
         """How many rows are in each status."""
@@ -250,10 +250,7 @@ class Ledger:
             for names, run in itertools.groupby(changes, key=lambda change: tuple(change[1])):
                 self._executemany(
                     self._update_sql(names),
-                    (
-                        [*(to_sql(value) for value in values.values()), now, row]
-                        for row, values in run
-                    ),
+                    ([*map(to_sql, values.values()), now, row] for row, values in run),
                 )
 
     def update_many(self, rows: Iterable[int], **values: Any) -> None:
@@ -269,9 +266,9 @@ class Ledger:
         except sqlite3.Error as exc:
             raise _ledger_error(self.path, exc) from exc
 
-    def _executemany(self, sql: str, params: Iterable[Iterable[Any]]) -> None:
+    def _executemany(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
         try:
-            self._db.executemany(sql, (tuple(p) for p in params))
+            self._db.executemany(sql, params)
         except sqlite3.Error as exc:
             raise _ledger_error(self.path, exc) from exc
 
