@@ -12,6 +12,7 @@ import pytest
 
 from payrun.bank import AdaptiveLimiter, BankClient, RetryPolicy
 from payrun.domain import RowStatus
+from payrun.errors import AuthError
 from payrun.execution import ExecutionResult, execute_rows
 from payrun.ledger import LedgerRow
 from payrun.records import RowBook
@@ -181,3 +182,27 @@ async def test_unknown_outcome_is_left_for_reconciliation() -> None:
     stats = app.state.sandbox.stats
     assert stats.faults_injected["500"] == 3  # exactly one create per row: nothing resent
     assert all(r.intent_at is not None and r.intent_at <= datetime.now(UTC) for r in book.all())
+
+
+async def test_a_revoked_key_mid_run_stops_everything_cleanly(
+    sandbox: tuple[Any, BankClient],
+) -> None:
+    """A 401 mid-run is fatal: queued creates and submits are dropped, nothing new starts."""
+    app, client = sandbox
+    rows = await _rows(client, 40)
+    created = []
+
+    def on_change(before: LedgerRow, after: LedgerRow) -> None:
+        if after.status is RowStatus.CREATED:
+            created.append(after.row)
+            if len(created) == 3:  # the key is revoked at the bank while requests fly
+                app.state.sandbox.api_key_secret = "revoked"
+
+    book = RowBook(rows, on_change=on_change)
+    result = await _execute(client, book, rows, per_account_submits=1, create_workers=2)
+    assert isinstance(result.fatal, AuthError)
+    statuses = [r.status for r in book.all()]
+    # at most the 2 creates and 1 submit in flight when the key went were answered 401
+    assert len(created) <= 3 + 2
+    assert statuses.count(RowStatus.PENDING) >= 40 - len(created) - 2
+    assert RowStatus.CREATING not in statuses and RowStatus.SUBMITTING not in statuses

@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
+from payrun.bank import AdaptiveLimiter
 from payrun.domain import PaymentInstruction, RowStatus, RowVerdict
 from payrun.errors import LedgerError
 from payrun.ledger import BatchInfo, Ledger
@@ -167,4 +168,70 @@ async def test_a_failed_group_commit_stops_every_worker_in_it(
     assert calls == []
     assert sorted(failures) == [2, 3]
     assert book.get(2).status is RowStatus.PENDING  # memory follows the disk
+    ledger.close()
+
+
+async def test_an_intent_dropped_by_a_failed_flush_elsewhere_is_never_called(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If another caller's flush fails while intents wait for their commit, none goes out."""
+    ledger = _ledger(tmp_path)
+    book = RowBook(ledger.rows(), ledger=ledger)
+    original = Ledger.update_each
+    failures = [1]
+
+    def flaky(self: Ledger, changes: Any) -> None:
+        if failures and failures.pop():
+            msg = "database is locked"
+            raise LedgerError(msg)
+        original(self, changes)
+
+    monkeypatch.setattr(Ledger, "update_each", flaky)
+    calls: list[int] = []
+    refused: list[int] = []
+
+    async def worker(row: int) -> None:
+        try:
+            await book.intent(row, RowStatus.CREATING)
+        except LedgerError:
+            refused.append(row)
+            return
+        calls.append(row)
+
+    async def periodic_flush() -> None:  # as the engine's watcher does
+        with pytest.raises(LedgerError):
+            book.flush()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(worker, 2)
+        group.start_soon(worker, 3)
+        group.start_soon(periodic_flush)
+    assert calls == []
+    assert sorted(refused) == [2, 3]
+    assert _on_disk(ledger.path) == {2: RowStatus.PENDING, 3: RowStatus.PENDING}
+    ledger.close()
+
+
+async def _cancel(scope: anyio.CancelScope) -> None:
+    scope.cancel()
+
+
+async def test_a_cancelled_run_sends_nothing_after_its_intent(tmp_path: Path) -> None:
+    """Once the run is cancelled, a worker whose intent was just committed does not go on."""
+    ledger = _ledger(tmp_path)
+    book = RowBook(ledger.rows(), ledger=ledger)
+    limiter = AdaptiveLimiter(5)
+    sent: list[int] = []
+
+    async def worker(row: int) -> None:
+        await book.intent(row, RowStatus.CREATING)
+        async with limiter.slot():
+            sent.append(row)  # where the request would be written
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(worker, 2)
+        # the run is cancelled (another worker failed) while the intent's commit is pending
+        group.start_soon(lambda: _cancel(group.cancel_scope))
+    assert sent == []
+    assert _on_disk(ledger.path)[2] is RowStatus.CREATING  # reconciliation settles it
     ledger.close()

@@ -108,6 +108,7 @@ class _Engine:
         self._creates_left = 0
         self._idle: deque[anyio.Event] = deque()  # create workers waiting for work
         self._done = anyio.Event()  # set once every lane is closed
+        self._halted = False  # a stop request or a fatal answer: start nothing new
         self.result = ExecutionResult()
 
     def plan(self, to_create: list[LedgerRow], to_submit: list[LedgerRow]) -> None:
@@ -168,7 +169,7 @@ class _Engine:
                 self._idle.popleft().set()
 
     async def _pick(self) -> tuple[_Lane, int] | None:
-        while not self._stop.is_set():
+        while not self._halted and not self._stop.is_set():
             if self._eligible:
                 lane = self._eligible.popleft()
                 lane.queued = False
@@ -219,7 +220,7 @@ class _Engine:
         self._enqueue(lane)
 
     async def _submit_worker(self, lane: _Lane) -> None:
-        while not self._stop.is_set():
+        while not self._halted and not self._stop.is_set():
             if lane.to_submit:
                 row, took_credit = lane.to_submit.popleft()
                 try:
@@ -301,9 +302,12 @@ class _Engine:
 
     def _stop_all(self) -> None:
         """Start nothing new: drop queued creates, end the submit queues, wake idle workers."""
+        self._halted = True
         self._creates_left = 0
+        self._eligible.clear()
         for lane in self._lanes.values():
             lane.to_create.clear()
+            lane.queued = False
             self._close(lane)
         self._wake_all()
 

@@ -53,6 +53,9 @@ class RowBook:
         self._on_change = on_change
         self._held: list[tuple[int, dict[str, Any]]] = []
         self._group: _GroupCommit | None = None  # the commit intents are gathering for
+        self._staged = 0  # intents staged so far (each intent's sequence number)
+        self._durable = 0  # every intent up to this number is on disk
+        self._broken: BaseException | None = None  # a failed write: nothing more is committed
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -109,10 +112,23 @@ class RowBook:
         return self._apply(row, values)
 
     def flush(self) -> None:
-        """Commit every held outcome in one transaction."""
+        """Commit every held change in one transaction.
+
+        After a failed write the book is broken: held changes are never dropped silently
+        and committed later out of order; every later flush raises ``LedgerError``.
+        """
         if self._ledger is not None and self._held:
+            if self._broken is not None:
+                msg = f"the ledger could not be written ({self._broken}); run the command again"
+                raise LedgerError(msg) from self._broken
+            staged = self._staged  # every intent staged so far is in ``held``
             held, self._held = self._held, []
-            self._ledger.update_each(held)
+            try:
+                self._ledger.update_each(held)
+            except BaseException as exc:
+                self._broken = exc
+                raise
+            self._durable = staged
 
     def set_many(self, rows: Iterable[int], **values: Any) -> None:
         """Commit the same values for several rows in one transaction."""
@@ -144,6 +160,8 @@ class RowBook:
         if self._ledger is None:
             return self._apply(row, values)
         self._held.append((row, values))
+        self._staged += 1
+        number = self._staged
         group = self._group
         if group is None:
             group = self._group = _GroupCommit()
@@ -159,11 +177,15 @@ class RowBook:
                 finally:
                     group.done.set()
         else:
-            await group.done.wait()
-            if group.error is not None:
-                msg = f"the intent for row {row} was not recorded: {group.error}"
-                raise LedgerError(msg) from group.error
-        return self._apply(row, values)
+            with anyio.CancelScope(shield=True):  # at most one turn: memory follows the disk
+                await group.done.wait()
+        if number > self._durable:  # the group's commit, or an earlier one, failed
+            cause = group.error or self._broken
+            msg = f"the intent for row {row} was not recorded ({cause}); run the command again"
+            raise LedgerError(msg) from cause
+        after = self._apply(row, values)
+        await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled run sends nothing more
+        return after
 
     def _intent_values(self, row: int, status: RowStatus, at: datetime | None) -> dict[str, Any]:
         attempts = self._rows[row].attempts + 1

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
+import anyio.lowlevel
 
 __all__ = ["DEFAULT_GROW_AFTER", "AdaptiveLimiter"]
 
@@ -73,6 +74,7 @@ class AdaptiveLimiter:
     async def slot(self) -> AsyncIterator[int]:
         """Hold one slot for the body of the ``async with``; yields the window generation."""
         token = object()
+        await anyio.lowlevel.checkpoint_if_cancelled()  # never start a request once cancelled
         try:  # a free slot is taken without a trip through the event loop
             self._inner.acquire_on_behalf_of_nowait(token)
         except anyio.WouldBlock:
