@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -151,24 +152,32 @@ async def test_a_failed_group_commit_stops_every_worker_in_it(
         raise LedgerError(msg)
 
     monkeypatch.setattr(Ledger, "update_each", broken)
-    calls: list[int] = []
-    failures: list[int] = []
+    assert await _two_intents(book) == ([], [2, 3])  # nobody called, both refused
+    assert book.get(2).status is RowStatus.PENDING  # memory follows the disk
+    ledger.close()
+
+
+async def _two_intents(
+    book: RowBook, also: Callable[[], Coroutine[Any, Any, None]] | None = None
+) -> tuple[list[int], list[int]]:
+    """Rows 2 and 3 stage intents concurrently (with ``also``): (called, refused) rows."""
+    called: list[int] = []
+    refused: list[int] = []
 
     async def worker(row: int) -> None:
         try:
             await book.intent(row, RowStatus.CREATING)
         except LedgerError:
-            failures.append(row)
+            refused.append(row)
             return
-        calls.append(row)
+        called.append(row)
 
     async with anyio.create_task_group() as group:
         group.start_soon(worker, 2)
         group.start_soon(worker, 3)
-    assert calls == []
-    assert sorted(failures) == [2, 3]
-    assert book.get(2).status is RowStatus.PENDING  # memory follows the disk
-    ledger.close()
+        if also is not None:
+            group.start_soon(also)
+    return sorted(called), sorted(refused)
 
 
 async def test_an_intent_dropped_by_a_failed_flush_elsewhere_is_never_called(
@@ -187,27 +196,12 @@ async def test_an_intent_dropped_by_a_failed_flush_elsewhere_is_never_called(
         original(self, changes)
 
     monkeypatch.setattr(Ledger, "update_each", flaky)
-    calls: list[int] = []
-    refused: list[int] = []
-
-    async def worker(row: int) -> None:
-        try:
-            await book.intent(row, RowStatus.CREATING)
-        except LedgerError:
-            refused.append(row)
-            return
-        calls.append(row)
 
     async def periodic_flush() -> None:  # as the engine's watcher does
         with pytest.raises(LedgerError):
             book.flush()
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(worker, 2)
-        group.start_soon(worker, 3)
-        group.start_soon(periodic_flush)
-    assert calls == []
-    assert sorted(refused) == [2, 3]
+    assert await _two_intents(book, periodic_flush) == ([], [2, 3])
     assert _on_disk(ledger.path) == {2: RowStatus.PENDING, 3: RowStatus.PENDING}
     ledger.close()
 
