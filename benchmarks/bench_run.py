@@ -271,6 +271,7 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
             self.t_started = 0.0
             self.cpu_started = 0.0
             self.t_last_submit = 0.0
+            self.t_last_created = 0.0
             self.cpu_last_submit = 0.0
             self.submitted = 0
             self.notes: list[str] = []
@@ -280,6 +281,8 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
             self.cpu_started = time.process_time()
 
         def row_changed(self, before: Any, after: Any) -> None:
+            if after.status is RowStatus.CREATED:
+                self.t_last_created = time.perf_counter()
             if after.status is RowStatus.SUBMITTED:
                 self.submitted += 1
                 self.t_last_submit = time.perf_counter()
@@ -345,6 +348,7 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
         "pre_s": observer.t_started - t0,
         "exec_s": observer.t_last_submit - observer.t_started,
         "tail_s": t1 - observer.t_last_submit,
+        "submit_tail_s": observer.t_last_submit - observer.t_last_created,
         "cpu_s": cpu1 - cpu0,
         "cpu_sys_s": usage1.ru_stime - usage0.ru_stime,
         "switches": (usage1.ru_nvcsw - usage0.ru_nvcsw) + (usage1.ru_nivcsw - usage0.ru_nivcsw),
@@ -633,6 +637,8 @@ def print_table(results: list[tuple[Scenario, dict[str, Any]]]) -> None:
         if r.get("phases"):
             parts = ", ".join(f"{k} {v:.2f}" for k, v in r["phases"].items())
             print(f"  pre phase, seconds: {parts}")
+        if r.get("submit_tail_s") is not None:
+            print(f"  submits after the last create: {r['submit_tail_s']:.2f} s")
         if r.get("stalls"):
             print(f"  event-loop stalls > 0.5 s (rows submitted so far, seconds): {r['stalls']}")
         for line in verdicts(s, r):
