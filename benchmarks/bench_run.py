@@ -263,7 +263,7 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
 
         return wrapper
 
-    for name in ("update", "update_each", "update_many"):
+    for name in ("update_each", "update_many"):
         setattr(Ledger, name, timed(getattr(Ledger, name)))
 
     class Observer:

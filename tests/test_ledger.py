@@ -70,7 +70,7 @@ def test_file_is_private(ledger: Ledger) -> None:
 
 def test_update_survives_reopen(ledger: Ledger) -> None:
     """A committed update is there when the file is opened again."""
-    ledger.update(2, status=RowStatus.CREATED, payment_url="/v0/payments/pm.1")
+    ledger.update_each([(2, {"status": RowStatus.CREATED, "payment_url": "/v0/payments/pm.1"})])
     ledger.close()
     with Ledger.open(ledger.path) as again:
         row = again.rows([RowStatus.CREATED])[0]
@@ -80,7 +80,7 @@ def test_update_survives_reopen(ledger: Ledger) -> None:
 def test_atomic_rolls_back_on_error(ledger: Ledger) -> None:
     """An exception inside atomic() leaves no partial write behind."""
     with pytest.raises(RuntimeError), ledger.atomic():
-        ledger.update(2, status=RowStatus.CREATED)
+        ledger.update_each([(2, {"status": RowStatus.CREATED})])
         raise RuntimeError
     assert ledger.rows()[0].status is RowStatus.PENDING
     ledger.close()

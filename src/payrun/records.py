@@ -88,11 +88,8 @@ class RowBook:
     def set(self, row: int, **values: Any) -> LedgerRow:
         """Commit new values for one row (with any held outcomes), then return its new state."""
         if self._ledger is not None:
-            if self._held:
-                self._held.append((row, values))
-                self.flush()
-            else:
-                self._ledger.update(row, **values)
+            self._held.append((row, values))
+            self.flush()
         return self._apply(row, values)
 
     def set_each(self, changes: dict[int, dict[str, Any]]) -> None:
@@ -118,9 +115,7 @@ class RowBook:
         and committed later out of order; every later flush raises ``LedgerError``.
         """
         if self._ledger is not None and self._held:
-            if self._broken is not None:
-                msg = f"the ledger could not be written ({self._broken}); run the command again"
-                raise LedgerError(msg) from self._broken
+            self._ensure_writable()
             staged = self._staged  # every intent staged so far is in ``held``
             held, self._held = self._held, []
             try:
@@ -130,6 +125,12 @@ class RowBook:
                 raise
             self._durable = staged
 
+    def _ensure_writable(self) -> None:
+        """Raise ``LedgerError`` once a write has failed: nothing more is recorded or sent."""
+        if self._broken is not None:
+            msg = f"{self._broken}; then run the same command again (nothing is paid twice)"
+            raise LedgerError(msg) from self._broken
+
     def set_many(self, rows: Iterable[int], **values: Any) -> None:
         """Commit the same values for several rows in one transaction."""
         numbers = list(rows)
@@ -137,7 +138,12 @@ class RowBook:
             return
         if self._ledger is not None:
             self.flush()  # held outcomes first: a row's changes reach the disk in order
-            self._ledger.update_many(numbers, **values)
+            self._ensure_writable()
+            try:
+                self._ledger.update_many(numbers, **values)
+            except BaseException as exc:
+                self._broken = exc
+                raise
         for number in numbers:
             self._apply(number, values)
 
@@ -181,7 +187,7 @@ class RowBook:
                 await group.done.wait()
         if number > self._durable:  # the group's commit, or an earlier one, failed
             cause = group.error or self._broken
-            msg = f"the intent for row {row} was not recorded ({cause}); run the command again"
+            msg = f"row {row} was not sent: {cause}; then run the same command again"
             raise LedgerError(msg) from cause
         after = self._apply(row, values)
         await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled run sends nothing more

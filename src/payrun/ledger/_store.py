@@ -221,13 +221,6 @@ class Ledger:
         cursor = self._execute("SELECT status, COUNT(*) FROM rows GROUP BY status")
         return {RowStatus(status): count for status, count in cursor}
 
-    def update(self, row: int, **values: Any) -> None:
-        """Commit new values for one row: one statement, its own transaction (WAL commit)."""
-        sql = self._update_sql(tuple(values))
-        params = [to_sql(value) for value in values.values()]
-        params += [iso(utc_now()), row]
-        self._execute(sql, params)
-
     def _update_sql(self, names: tuple[str, ...]) -> str:
         sql = self._sql_cache.get(names)
         if sql is None:
