@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from payrun.bank import AdaptiveLimiter, BankClient, RetryPolicy, make_http_client
+from payrun.bank.transport import TRANSPORTS
 from payrun.bank.wire import parse_payment
 from payrun.config import Secret, Settings
 from payrun.errors import (
@@ -589,7 +590,7 @@ def test_every_creditor_shape_parses(
     assert payment.rejected
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx-aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", list(TRANSPORTS))
 async def test_make_http_client_sets_base_url_and_headers(transport: Any) -> None:
     """The factory sets the base URL, Authorization and Accept, and hides the key in reprs."""
     settings = Settings(base_url=BASE, api_key=Secret(SECRET), auth_scheme="GriffinAPIKey")
@@ -621,7 +622,7 @@ def free_port() -> Iterator[int]:
     yield port
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx-aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", list(TRANSPORTS))
 async def test_refused_connection_is_unavailable(transport: Any, free_port: int) -> None:
     """Connection refused on either transport is BankUnavailableError (never sent)."""
     settings = Settings(base_url=f"http://127.0.0.1:{free_port}", api_key=Secret(SECRET))
@@ -632,7 +633,37 @@ async def test_refused_connection_is_unavailable(transport: Any, free_port: int)
     assert SECRET not in str(info.value)
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx-aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", list(TRANSPORTS))
+async def test_a_timeout_after_sending_a_write_is_unknown(transport: Any) -> None:
+    """A server that reads the request and never answers: OutcomeUnknownError, one request.
+
+    pyreqwest calls this a ``ConnectTimeoutError``; it must still count as maybe sent.
+    """
+    received: list[bytes] = []
+
+    async def never_answer(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            received.append(await stream.receive())
+            await anyio.sleep(30)
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    settings = Settings(base_url=f"http://127.0.0.1:{port}", api_key=Secret(SECRET))
+    with anyio.fail_after(10):
+        async with listener, anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, never_answer)
+            http = make_http_client(settings, transport=transport, timeout=0.5)
+            async with BankClient(http, retry=RetryPolicy.no_wait()) as bank:
+                with pytest.raises(OutcomeUnknownError):
+                    await bank.create_payment(
+                        ACCOUNT, payee_url=PAYEE, amount=Decimal(1), reference=None
+                    )
+            tg.cancel_scope.cancel()
+    assert len(received) == 1
+    assert received[0].startswith(b"POST /v0/bank/accounts/")
+
+
+@pytest.mark.parametrize("transport", list(TRANSPORTS))
 async def test_reset_after_sending_a_write_is_unknown(transport: Any) -> None:
     """A server that reads the request then hangs up: OutcomeUnknownError, one request."""
     received: list[bytes] = []

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from payrun.bank import AdaptiveLimiter, BankClient, RetryPolicy, make_http_client
+from payrun.bank.transport import TRANSPORTS
 from payrun.config import Secret, Settings
 from payrun.errors import AuthError, BankRejectedError, OutcomeUnknownError
 from payrun.sandbox import RunningSandbox, SandboxApp, create_app, default_seed, serve_in_thread
@@ -172,7 +173,7 @@ async def test_every_method_in_process(bank: BankClient) -> None:
         await _every_method(bank)
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx-aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", list(TRANSPORTS))
 async def test_every_method_over_loopback(served: RunningSandbox, transport: Any) -> None:
     """Every method works over real loopback HTTP on both transports."""
     settings = Settings(base_url=served.base_url, api_key=Secret(served.api_key))

@@ -16,32 +16,9 @@ from typing import Any
 
 import aiohttp
 
-__all__ = ["AiohttpAnswer", "AiohttpClient"]
+from payrun.bank._answer import Answer, MaskedHeaders
 
-
-class AiohttpAnswer:
-    """A response: status code and body bytes (``text`` decodes them)."""
-
-    __slots__ = ("content", "status_code")
-
-    def __init__(self, status_code: int, content: bytes) -> None:
-        self.status_code = status_code
-        self.content = content
-
-    @property
-    def text(self) -> str:
-        """The body as text (UTF-8, undecodable bytes replaced)."""
-        return self.content.decode("utf-8", "replace")
-
-
-class _Headers(dict[str, str]):
-    """Default headers under lower-case names; the repr hides the Authorization value."""
-
-    def __repr__(self) -> str:
-        shown = {
-            name: "[secure]" if name == "authorization" else value for name, value in self.items()
-        }
-        return f"Headers({shown!r})"
+__all__ = ["AiohttpClient"]
 
 
 def _dumps(value: object) -> str:
@@ -61,7 +38,7 @@ class AiohttpClient:
         keepalive_seconds: float,
     ) -> None:
         self.base_url = base_url
-        self.headers = _Headers({name.lower(): value for name, value in headers.items()})
+        self.headers = MaskedHeaders(headers)
         self._base = base_url.rstrip("/")
         self._session_headers = headers
         self._timeout = aiohttp.ClientTimeout(total=timeout)
@@ -89,12 +66,12 @@ class AiohttpClient:
         *,
         params: dict[str, str] | None = None,
         json: Any = None,
-    ) -> AiohttpAnswer:
+    ) -> Answer:
         """Send one request (a path is joined to the base URL) and read the whole body."""
         session = self._session or self._open()
         target = url if url.startswith(("http://", "https://")) else self._base + url
         async with session.request(method, target, params=params, json=json) as response:
-            return AiohttpAnswer(response.status, await response.read())
+            return Answer(response.status, await response.read())
 
     async def __aenter__(self) -> AiohttpClient:
         return self

@@ -3,16 +3,18 @@
 ``BankClient`` needs only what ``HttpClient`` names, which ``httpx.AsyncClient`` has (tests
 bind it to the sandbox with ``httpx.ASGITransport`` and to single faults with
 ``MockTransport``). ``make_http_client`` builds one for a real bank (base URL,
-``Authorization`` and ``Accept`` headers, timeout, a pool sized for the in-flight cap):
+``Authorization`` and ``Accept`` headers, timeout, a pool sized for the in-flight cap).
+Client CPU per request at 50 in flight, this machine (benchmarks/bench_transport.py):
 
-- ``"aiohttp"`` (default): straight on aiohttp, about 0.25 ms of CPU per request;
+- ``"pyreqwest"`` (default): Rust's reqwest on its own thread, about 0.12-0.16 ms;
+- ``"aiohttp"``: straight on aiohttp, about 0.22-0.32 ms;
 - ``"httpx-aiohttp"``: ``httpx.AsyncClient`` on the aiohttp transport, about 0.5 ms;
-- ``"httpx"``: httpx's own pool, 3-5 ms at 50 concurrent requests
-  (benchmarks/bench_transport.py, benchmarks/bench_run.py).
+- ``"httpx"``: httpx's own pool, 3-5 ms.
 
 ``never_sent`` tells, for every transport, whether a transport error proves that no byte
-of the request reached the bank. httpx is imported only when an httpx transport is chosen
-(or a test brings its own ``httpx.AsyncClient``): the default run never loads it (0.1 s).
+of the request reached the bank. Each stack is imported only when chosen (or when a test
+brings its own ``httpx.AsyncClient``), and the error checks look only at the stacks that
+are loaded: the default run loads neither aiohttp (0.2 s) nor httpx (0.1 s).
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 
-import aiohttp
-
-from payrun.bank._aiohttp import AiohttpClient
 from payrun.config import Settings
 
 if TYPE_CHECKING:
     import httpx
+
+    from payrun.bank._aiohttp import AiohttpClient
+    from payrun.bank._pyreqwest import PyreqwestClient
 
 __all__ = [
     "DEFAULT_TRANSPORT",
@@ -41,39 +43,37 @@ __all__ = [
     "never_sent",
 ]
 
-TransportName = Literal["aiohttp", "httpx-aiohttp", "httpx"]
-DEFAULT_TRANSPORT: TransportName = "aiohttp"
-
-# httpx-aiohttp maps every aiohttp connection error to httpx.ConnectTimeout, including a
-# reset after the request was sent; only the original aiohttp exception tells them apart.
-_AIOHTTP_NOT_SENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+TransportName = Literal["pyreqwest", "aiohttp", "httpx-aiohttp", "httpx"]
+DEFAULT_TRANSPORT: TransportName = "pyreqwest"
+TRANSPORTS: tuple[TransportName, ...] = ("pyreqwest", "aiohttp", "httpx-aiohttp", "httpx")
 
 # Idle connections are dropped before common server keep-alive timeouts (uvicorn: 5 s), so a
 # write is rarely sent on a connection the server is closing (that would be an unknown outcome).
 _KEEPALIVE_SECONDS = 3.0
 
-_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
-    aiohttp.ClientError,  # also the few aiohttp errors httpx-aiohttp does not map
-    OSError,  # includes TimeoutError and connection resets leaking from any transport
-)
 
-
-def _httpx() -> Any:
-    """The httpx module if something has loaded it (an httpx transport, a test), else None."""
-    return sys.modules.get("httpx")
+def _loaded(name: str) -> Any:
+    """A module if something has loaded it (its transport was chosen, a test), else None."""
+    return sys.modules.get(name)
 
 
 def is_transport_error(exc: BaseException) -> bool:
     """True when a request failed in the exchange itself (no HTTP answer), on any transport."""
-    if isinstance(exc, _TRANSPORT_ERRORS):
+    if isinstance(exc, OSError):  # TimeoutError and connection resets leaking from any stack
         return True
-    httpx_module = _httpx()
+    pyreqwest_errors = _loaded("pyreqwest.exceptions")
+    if pyreqwest_errors is not None and isinstance(exc, pyreqwest_errors.RequestError):
+        return True
+    aiohttp_module = _loaded("aiohttp")  # also the few errors httpx-aiohttp does not map
+    if aiohttp_module is not None and isinstance(exc, aiohttp_module.ClientError):
+        return True
+    httpx_module = _loaded("httpx")
     return httpx_module is not None and isinstance(exc, httpx_module.TransportError)
 
 
 def is_unsupported_protocol(exc: BaseException) -> bool:
     """True for httpx's refusal of a URL scheme it cannot speak (a configuration error)."""
-    httpx_module = _httpx()
+    httpx_module = _loaded("httpx")
     return httpx_module is not None and isinstance(exc, httpx_module.UnsupportedProtocol)
 
 
@@ -89,17 +89,22 @@ def make_http_client(
         "Authorization": f"{settings.auth_scheme} {settings.api_key.reveal()}",
         "Accept": "application/json",
     }
-    if transport == "aiohttp":
-        return AiohttpClient(
+    if transport not in TRANSPORTS:
+        msg = f"unknown HTTP transport {transport!r}: use one of {', '.join(TRANSPORTS)}"
+        raise ValueError(msg)
+    if transport in ("pyreqwest", "aiohttp"):
+        lean: type[PyreqwestClient | AiohttpClient]
+        if transport == "pyreqwest":
+            from payrun.bank._pyreqwest import PyreqwestClient as lean  # noqa: PLC0415, N813
+        else:
+            from payrun.bank._aiohttp import AiohttpClient as lean  # noqa: PLC0415, N813
+        return lean(
             settings.base_url,
             headers=headers,
             timeout=timeout,
             max_connections=max_connections,
             keepalive_seconds=_KEEPALIVE_SECONDS,
         )
-    if transport not in ("httpx-aiohttp", "httpx"):
-        msg = f"unknown HTTP transport {transport!r}: use 'aiohttp', 'httpx-aiohttp' or 'httpx'"
-        raise ValueError(msg)
     import httpx  # noqa: PLC0415 - only these transports need it
     from httpx_aiohttp import HttpxAiohttpClient  # noqa: PLC0415
 
@@ -176,12 +181,39 @@ def never_sent(exc: BaseException) -> bool:
     out. Read/write timeouts, resets and protocol errors are not: the bank may have
     acted on the request.
     """
-    if isinstance(exc, aiohttp.ClientError):  # raised straight by the aiohttp client
-        return isinstance(exc, _AIOHTTP_NOT_SENT)
-    cause = exc.__cause__
-    if isinstance(cause, aiohttp.ClientError):
-        return isinstance(cause, _AIOHTTP_NOT_SENT)
-    httpx_module = _httpx()
+    pyreqwest_errors = _loaded("pyreqwest.exceptions")
+    if pyreqwest_errors is not None and isinstance(exc, pyreqwest_errors.RequestError):
+        return _pyreqwest_never_sent(exc, pyreqwest_errors)
+    aiohttp_module = _loaded("aiohttp")
+    if aiohttp_module is not None:
+        # httpx-aiohttp maps every aiohttp connection error to httpx.ConnectTimeout, even a
+        # reset after the request was sent: only the original aiohttp exception tells.
+        not_sent = (aiohttp_module.ClientConnectorError, aiohttp_module.ConnectionTimeoutError)
+        for error in (exc, exc.__cause__):
+            if isinstance(error, aiohttp_module.ClientError):
+                return isinstance(error, not_sent)
+    httpx_module = _loaded("httpx")
     return httpx_module is not None and isinstance(
         exc, (httpx_module.ConnectError, httpx_module.ConnectTimeout, httpx_module.PoolTimeout)
     )
+
+
+def _pyreqwest_never_sent(exc: Any, errors: Any) -> bool:
+    """pyreqwest's class alone does not tell: trust only hyper's connect-phase marker.
+
+    pyreqwest raises ``ConnectError`` both for a refused connection and for a server that
+    hung up after reading the whole request ("client error (SendRequest)"), and
+    ``ConnectTimeoutError`` for a request timeout after sending. Only an error whose causes
+    name hyper's connect phase ("client error (Connect)"), and never the send phase, proves
+    no byte was sent; anything else counts as maybe sent (reconciled, never resent).
+    """
+    if not isinstance(exc, (errors.ConnectError, errors.ConnectTimeoutError)):
+        return False
+    details = getattr(exc, "details", None)
+    causes = details.get("causes") if isinstance(details, dict) else None
+    messages = [str(c.get("message", "")) for c in causes or () if isinstance(c, dict)]
+    return _CONNECT_PHASE in messages and not any(_SEND_PHASE in m for m in messages)
+
+
+_CONNECT_PHASE = "client error (Connect)"
+_SEND_PHASE = "SendRequest"
