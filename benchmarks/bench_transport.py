@@ -1,8 +1,9 @@
 """Transport benchmark: requests/s and client CPU per request at 50 concurrent workers.
 
 Compares, against a bank in another process, plain httpx (one client), httpx over the
-aiohttp transport (httpx-aiohttp), ``BankClient.get_account`` over each (limiter, retry
-and parsing included) and ``BankClient`` create+submit pairs over each. Client CPU is
+aiohttp transport (httpx-aiohttp), payrun's lean aiohttp client and pyreqwest (the
+default), ``BankClient.get_account`` over each (limiter, retry and parsing included) and
+``BankClient`` create+submit pairs over each. Client CPU is
 ``time.process_time()`` of this process only, so the server never counts.
 
     python benchmarks/bench_transport.py                 # payrun sandbox, 0 and 20 ms
@@ -31,7 +32,7 @@ from payrun.bank.transport import TransportName
 from payrun.config import Secret, Settings
 
 WORKERS = 50
-TRANSPORTS: tuple[TransportName, ...] = ("httpx", "httpx-aiohttp", "aiohttp")
+TRANSPORTS: tuple[TransportName, ...] = ("httpx", "httpx-aiohttp", "aiohttp", "pyreqwest")
 
 
 @dataclass(frozen=True)
