@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import compileall
 import csv
+import importlib.util
 import json
 import math
 import os
@@ -678,6 +680,11 @@ def main() -> int:
     if args.calibrate:
         print(json.dumps(calibrate(json.loads(args.calibrate))))
         return 0
+    # What pip does at install time: without it (an editable install where
+    # PYTHONDONTWRITEBYTECODE is set) every run would compile payrun from source again.
+    spec = importlib.util.find_spec("payrun")
+    if spec and spec.origin:
+        compileall.compile_dir(Path(spec.origin).parent, quiet=1)
     rows_100k = args.rows_100k or (3000 if args.quick else 100_000)
     chosen = [s for s in scenarios(args.quick, rows_100k)
               if not args.only or args.only in s.name]
