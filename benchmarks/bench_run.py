@@ -14,7 +14,7 @@ the table shows both:
 
 Efficiency = bound / measured, bound = max(2*rows*L/50, max over accounts of submits*L/3).
 Probes (cheap, always on): the client's limiter ``in_flight`` and the submits in flight
-sampled every 10 ms during the execution phase, event-loop lag of that sampler, and time
+sampled every 100 ms during the execution phase, event-loop lag of that sampler, and time
 spent inside ledger ``update`` calls. The sandbox's own counters (peak in flight, peak
 concurrent submits per account, 429s, payments/submissions per row) show that the limits
 were used and never broken, and that every row was paid exactly once.
@@ -631,7 +631,7 @@ def print_table(results: list[tuple[Scenario, dict[str, Any]]]) -> None:
     print("  eff = bound / time; cpu ms/p = client process CPU (whole command) per payment;"
           " exec cpu = CPU of the execution phase only; srv/sub peak = the sandbox's own")
     print("  peaks of requests in flight / concurrent submits of one account; avg infl/avg sub ="
-          " client limiter slots held / submits in flight, sampled every 10 ms in exec;")
+          " client limiter slots held / submits in flight, sampled every 100 ms in exec;")
     print("  sub ms = mean duration of BankClient.submit_payment (slot wait + wire + parse);"
           " a submit slot's cycle = exec s * 3 / rows-per-account, the rest is client gap;")
     print("  lag = that sampler's event-loop lateness; ledger ms/p = time inside ledger"
