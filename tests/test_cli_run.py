@@ -450,3 +450,23 @@ def test_sandbox_mode_says_where_the_ledger_goes(
     assert (folder / "payroll.csv.ledger.sqlite").exists()
     assert (folder / "report.csv").exists()
     assert not (sample.parent / "payroll.csv.ledger.sqlite").exists()
+
+
+def test_unloadable_ca_certificates_exit_2_before_anything_is_sent(
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CA certificates that cannot be loaded: exit 2, one line naming the cause, no request."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    with monkeypatch.context() as env:
+        env.setenv("SSL_CERT_FILE", str(tmp_path / "no-such-ca.pem"))
+        env.setenv("SSL_CERT_DIR", str(tmp_path / "no-such-dir"))
+        assert main(["run", str(batch)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot set up the HTTP client" in err
+    assert "SSL_CERT_FILE" in err
+    assert "Traceback" not in err
+    assert stats(bank)["requests"] == 0

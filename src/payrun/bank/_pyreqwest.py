@@ -20,14 +20,21 @@ from types import TracebackType
 from typing import Any
 
 from pyreqwest.client import Client, ClientBuilder
+from pyreqwest.exceptions import BuilderError
 
 from payrun.bank._answer import Answer, MaskedHeaders
+from payrun.errors import ConfigError
 
 __all__ = ["PyreqwestClient"]
 
 
 class PyreqwestClient:
-    """A pyreqwest client with a base URL and default headers, opened on first use."""
+    """A pyreqwest client with a base URL and default headers.
+
+    It is built at once, so a machine whose CA certificates cannot be loaded (pyreqwest
+    reads the system's, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``) fails before anything
+    is sent, with a ``ConfigError`` that says so.
+    """
 
     def __init__(
         self,
@@ -41,7 +48,7 @@ class PyreqwestClient:
         self.base_url = base_url
         self.headers = MaskedHeaders(headers)
         self._base = base_url.rstrip("/")
-        self._builder = (
+        builder = (
             ClientBuilder()
             .default_headers(headers)
             .timeout(timedelta(seconds=timeout))
@@ -53,7 +60,14 @@ class PyreqwestClient:
             .no_proxy()
             .tcp_nodelay(True)  # noqa: FBT003
         )
-        self._client: Client | None = None
+        try:
+            self._client: Client | None = builder.build()
+        except BuilderError as exc:
+            msg = (
+                f"cannot set up the HTTP client: {_reason(exc)}; check that SSL_CERT_FILE or"
+                " SSL_CERT_DIR, if set, name CA certificates (or unset them to use the system's)"
+            )
+            raise ConfigError(msg) from exc
 
     async def request(
         self,
@@ -66,7 +80,8 @@ class PyreqwestClient:
         """Send one request (a path is joined to the base URL) and read the whole body."""
         client = self._client
         if client is None:
-            client = self._client = self._builder.build()
+            msg = "the HTTP client is closed"
+            raise RuntimeError(msg)
         target = url if url.startswith(("http://", "https://")) else self._base + url
         builder = client.request(method, target)
         if params:
@@ -92,3 +107,11 @@ class PyreqwestClient:
         if self._client is not None:
             await self._client.close()
             self._client = None
+
+
+def _reason(exc: BuilderError) -> str:
+    """The innermost cause pyreqwest gives (its top-level text is just "builder error")."""
+    details = getattr(exc, "details", None)
+    causes = details.get("causes") if isinstance(details, dict) else None
+    messages = [str(c.get("message", "")) for c in causes or () if isinstance(c, dict)]
+    return messages[-1] if messages else str(exc)
