@@ -1,11 +1,12 @@
 """The bank's HTTP client straight on aiohttp: the few ``httpx.AsyncClient`` members used.
 
-``BankClient`` needs ``request``, ``aclose``, ``base_url`` and ``headers``. Going through
-``httpx.AsyncClient`` on the aiohttp transport costs about 0.5 ms of CPU per request here
-(request building, URL merging, cookie extraction: benchmarks/bench_run.py); this class
-does the same job in about half, which is what lets a run spend under ~1 ms of client CPU
-per payment. aiohttp's own exceptions propagate unchanged, so ``never_sent`` can tell a
-refused connection (safe to resend) from a reset after sending (outcome unknown).
+A selectable transport (``make_http_client(..., transport="aiohttp")``); the default is
+pyreqwest (``_pyreqwest``). ``BankClient`` needs ``request``, ``aclose``, ``base_url`` and
+``headers``. Going through ``httpx.AsyncClient`` on the aiohttp transport costs about
+0.5 ms of CPU per request here (request building, URL merging, cookie extraction); this
+class does the same job in about half (benchmarks/bench_transport.py). aiohttp's own
+exceptions propagate unchanged, so ``never_sent`` can tell a refused connection (safe to
+resend) from a reset after sending (outcome unknown).
 """
 
 from __future__ import annotations
