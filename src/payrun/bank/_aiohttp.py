@@ -12,12 +12,11 @@ resend) from a reset after sending (outcome unknown).
 from __future__ import annotations
 
 import json
-from types import TracebackType
 from typing import Any
 
 import aiohttp
 
-from payrun.bank._answer import Answer, MaskedHeaders
+from payrun.bank._lean import Answer, LeanClient
 
 __all__ = ["AiohttpClient"]
 
@@ -26,7 +25,7 @@ def _dumps(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-class AiohttpClient:
+class AiohttpClient(LeanClient):
     """An aiohttp session with a base URL and default headers, opened on first use."""
 
     def __init__(
@@ -38,9 +37,7 @@ class AiohttpClient:
         max_connections: int,
         keepalive_seconds: float,
     ) -> None:
-        self.base_url = base_url
-        self.headers = MaskedHeaders(headers)
-        self._base = base_url.rstrip("/")
+        super().__init__(base_url, headers)
         self._session_headers = headers
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._max_connections = max_connections
@@ -70,20 +67,9 @@ class AiohttpClient:
     ) -> Answer:
         """Send one request (a path is joined to the base URL) and read the whole body."""
         session = self._session or self._open()
-        target = url if url.startswith(("http://", "https://")) else self._base + url
+        target = self._target(url)
         async with session.request(method, target, params=params, json=json) as response:
             return Answer(response.status, await response.read())
-
-    async def __aenter__(self) -> AiohttpClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None = None,
-        exc_value: BaseException | None = None,
-        traceback: TracebackType | None = None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Close the session and its connections."""

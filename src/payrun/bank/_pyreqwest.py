@@ -16,19 +16,18 @@ a failure after sending (outcome unknown).
 from __future__ import annotations
 
 from datetime import timedelta
-from types import TracebackType
 from typing import Any
 
 from pyreqwest.client import Client, ClientBuilder
 from pyreqwest.exceptions import BuilderError
 
-from payrun.bank._answer import Answer, MaskedHeaders
+from payrun.bank._lean import Answer, LeanClient
 from payrun.errors import ConfigError
 
-__all__ = ["PyreqwestClient"]
+__all__ = ["PyreqwestClient", "error_causes"]
 
 
-class PyreqwestClient:
+class PyreqwestClient(LeanClient):
     """A pyreqwest client with a base URL and default headers.
 
     It is built at once, so a machine whose CA certificates cannot be loaded (pyreqwest
@@ -45,9 +44,7 @@ class PyreqwestClient:
         max_connections: int,
         keepalive_seconds: float,
     ) -> None:
-        self.base_url = base_url
-        self.headers = MaskedHeaders(headers)
-        self._base = base_url.rstrip("/")
+        super().__init__(base_url, headers)
         builder = (
             ClientBuilder()
             .default_headers(headers)
@@ -82,7 +79,7 @@ class PyreqwestClient:
         if client is None:
             msg = "the HTTP client is closed"
             raise RuntimeError(msg)
-        target = url if url.startswith(("http://", "https://")) else self._base + url
+        target = self._target(url)
         builder = client.request(method, target)
         if params:
             builder = builder.query(params)
@@ -91,17 +88,6 @@ class PyreqwestClient:
         response = await builder.build().send()
         return Answer(response.status, bytes(await response.bytes()))
 
-    async def __aenter__(self) -> PyreqwestClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None = None,
-        exc_value: BaseException | None = None,
-        traceback: TracebackType | None = None,
-    ) -> None:
-        await self.aclose()
-
     async def aclose(self) -> None:
         """Close the client and its connections."""
         if self._client is not None:
@@ -109,9 +95,14 @@ class PyreqwestClient:
             self._client = None
 
 
-def _reason(exc: BuilderError) -> str:
-    """The innermost cause pyreqwest gives (its top-level text is just "builder error")."""
+def error_causes(exc: BaseException) -> list[str]:
+    """The messages of a pyreqwest error's causes, outermost first (none for others)."""
     details = getattr(exc, "details", None)
     causes = details.get("causes") if isinstance(details, dict) else None
-    messages = [str(c.get("message", "")) for c in causes or () if isinstance(c, dict)]
+    return [str(c.get("message", "")) for c in causes or () if isinstance(c, dict)]
+
+
+def _reason(exc: BuilderError) -> str:
+    """The innermost cause pyreqwest gives (its top-level text is just "builder error")."""
+    messages = error_causes(exc)
     return messages[-1] if messages else str(exc)

@@ -209,9 +209,9 @@ def _pyreqwest_never_sent(exc: Any, errors: Any) -> bool:
     """
     if not isinstance(exc, (errors.ConnectError, errors.ConnectTimeoutError)):
         return False
-    details = getattr(exc, "details", None)
-    causes = details.get("causes") if isinstance(details, dict) else None
-    messages = [str(c.get("message", "")) for c in causes or () if isinstance(c, dict)]
+    from payrun.bank._pyreqwest import error_causes  # noqa: PLC0415 - pyreqwest is loaded
+
+    messages = error_causes(exc)
     return _CONNECT_PHASE in messages and not any(_SEND_PHASE in m for m in messages)
 
 
