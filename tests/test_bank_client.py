@@ -634,6 +634,142 @@ async def test_refused_connection_is_unavailable(transport: Any, free_port: int)
 
 
 @pytest.mark.parametrize("transport", list(TRANSPORTS))
+async def test_a_redirect_to_a_write_is_not_followed_and_is_unknown(transport: Any) -> None:
+    """A 307 to create payment: never followed nor resent; an unknown outcome, one request."""
+    received: list[bytes] = []
+
+    async def redirect(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            received.append(await stream.receive())
+            await stream.send(
+                b"HTTP/1.1 307 Temporary Redirect\r\nLocation: http://127.0.0.1:9/elsewhere\r\n"
+                b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+            )
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    settings = Settings(base_url=f"http://127.0.0.1:{port}", api_key=Secret(SECRET))
+    with anyio.fail_after(10):
+        async with listener, anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, redirect)
+            http = make_http_client(settings, transport=transport, timeout=5)
+            async with BankClient(http, retry=RetryPolicy.no_wait()) as bank:
+                with pytest.raises(OutcomeUnknownError, match="redirect"):
+                    await bank.create_payment(
+                        ACCOUNT, payee_url=PAYEE, amount=Decimal(1), reference=None
+                    )
+            tg.cancel_scope.cancel()
+    assert len(received) == 1
+
+
+async def test_a_pyreqwest_wait_for_a_pooled_connection_was_never_sent() -> None:
+    """pyreqwest's PoolTimeoutError comes before any connection: never sent (safe to retry)."""
+    from datetime import timedelta
+
+    from pyreqwest.client import ClientBuilder
+    from pyreqwest.exceptions import PoolTimeoutError
+
+    from payrun.bank import transport
+
+    received: list[bytes] = []
+
+    async def slow(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            received.append(await stream.receive())
+            await anyio.sleep(1)
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    client = (
+        ClientBuilder()
+        .max_connections(1)
+        .pool_timeout(timedelta(seconds=0.2))
+        .timeout(timedelta(seconds=5))
+        .build()
+    )
+    caught: list[BaseException] = []
+    with anyio.fail_after(10):
+        async with listener, client, anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, slow)
+
+            held = anyio.Event()
+
+            async def hold() -> None:  # never cancelled: pyreqwest requests run to their end
+                with pytest.raises(Exception, match="connection"):  # the server hangs up
+                    await client.post(f"http://127.0.0.1:{port}/held").build().send()
+                held.set()
+
+            tg.start_soon(hold)
+            await anyio.sleep(0.1)
+            try:
+                await client.post(f"http://127.0.0.1:{port}/waits").build().send()
+            except PoolTimeoutError as exc:
+                caught.append(exc)
+            await held.wait()
+            tg.cancel_scope.cancel()
+    assert len(caught) == 1
+    assert transport.is_transport_error(caught[0])
+    assert transport.never_sent(caught[0])
+    assert len(received) == 1
+    assert received[0].startswith(b"POST /held")
+
+
+async def test_a_cancelled_pyreqwest_request_is_waited_for_not_abandoned() -> None:
+    """Cancelled while in flight, the request still completes before the caller goes on.
+
+    pyreqwest would carry on with an abandoned request (and may send it later); such
+    leftovers can abort the interpreter at exit. The caller waits for the answer instead.
+    """
+    received: list[bytes] = []
+
+    async def answer_late(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            received.append(await stream.receive())
+            await anyio.sleep(0.4)
+            await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    settings = Settings(base_url=f"http://127.0.0.1:{port}", api_key=Secret(SECRET))
+    answers: list[int] = []
+    with anyio.fail_after(10):
+        async with listener, anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, answer_late)
+            async with make_http_client(settings, transport="pyreqwest", timeout=5) as http:
+                started = anyio.current_time()
+                with anyio.move_on_after(0.1):
+                    answers.append((await http.request("POST", "/x", json={})).status_code)
+                    await anyio.sleep(1)  # the cancellation lands here, after the answer
+                waited = anyio.current_time() - started
+            tg.cancel_scope.cancel()
+    assert answers == [200]
+    assert waited >= 0.35  # noqa: PLR2004 - the server answered after 0.4 s
+    assert len(received) == 1
+
+
+async def test_a_hang_up_after_sending_names_the_cause_not_the_class() -> None:
+    """pyreqwest calls a hang-up after sending a ConnectError; the message says what happened."""
+
+    async def hang_up(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            await stream.receive()
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    settings = Settings(base_url=f"http://127.0.0.1:{port}", api_key=Secret(SECRET))
+    with anyio.fail_after(10):
+        async with listener, anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, hang_up)
+            http = make_http_client(settings, transport="pyreqwest", timeout=5)
+            async with BankClient(http, retry=RetryPolicy.no_wait()) as bank:
+                with pytest.raises(OutcomeUnknownError) as info:
+                    await bank.submit_payment(PAYMENT)
+            tg.cancel_scope.cancel()
+    assert "ConnectError" not in str(info.value)
+    assert "closed" in str(info.value)
+
+
+@pytest.mark.parametrize("transport", list(TRANSPORTS))
 async def test_a_timeout_after_sending_a_write_is_unknown(transport: Any) -> None:
     """A server that reads the request and never answers: OutcomeUnknownError, one request.
 
@@ -685,3 +821,21 @@ async def test_reset_after_sending_a_write_is_unknown(transport: Any) -> None:
             tg.cancel_scope.cancel()
     assert len(received) == 1
     assert received[0].startswith(b"POST /v0/payments/pm.one/submissions")
+
+
+async def test_a_url_pyreqwest_cannot_send_is_a_clear_bank_error() -> None:
+    """A link with a bad port is refused before sending, naming the request."""
+    settings = Settings(base_url="http://127.0.0.1:1", api_key=Secret(SECRET))
+    async with make_http_client(settings, transport="pyreqwest", timeout=5) as http:
+        with pytest.raises(BankError, match="cannot send GET http://127.0.0.1:99999/x"):
+            await http.request("GET", "http://127.0.0.1:99999/x")
+
+
+def test_a_header_pyreqwest_refuses_is_a_config_error_without_the_value() -> None:
+    """Were a key with a line break to get this far, the error would not quote it."""
+    from payrun.errors import ConfigError
+
+    settings = Settings(base_url=BASE, api_key=Secret("abc\ndef-" + SECRET))
+    with pytest.raises(ConfigError, match="cannot set up the HTTP client") as info:
+        make_http_client(settings, transport="pyreqwest")
+    assert SECRET not in str(info.value)

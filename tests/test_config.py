@@ -69,3 +69,27 @@ def test_run_option_caps() -> None:
         RunOptions(max_in_flight=51)
     with pytest.raises(ConfigError, match="between 1 and 3"):
         RunOptions(per_account_submits=0)
+
+
+@pytest.mark.parametrize(
+    "key", ["abc\x01def-SECRETKEY", "abc\ndef-SECRETKEY", "abc def-SECRETKEY", "abcé-SECRETKEY"]
+)
+@pytest.mark.parametrize("source", ["env", "file"])
+def test_a_key_that_cannot_travel_in_a_header_is_refused_unshown(
+    key: str, source: str, tmp_path: Path
+) -> None:
+    """A key with a control character, line break, space or non-ASCII letter: ConfigError.
+
+    The message says where the key came from and what is wrong, never the key itself
+    (an HTTP client refusing the header would quote it).
+    """
+    environ = {"PAYRUN_BASE_URL": "https://bank.example"}
+    if source == "env":
+        environ["PAYRUN_API_KEY"] = key
+    else:
+        path = tmp_path / "key"
+        path.write_text(key, encoding="utf-8")
+        environ["PAYRUN_API_KEY_FILE"] = str(path)
+    with pytest.raises(ConfigError, match="cannot be sent in an HTTP header") as info:
+        load_settings(environ=environ)
+    assert "SECRETKEY" not in str(info.value)

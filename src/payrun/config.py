@@ -177,9 +177,25 @@ def _read_api_key(api_key_file: Path | None, env: Mapping[str, str]) -> Secret:
         if not value:
             msg = f"the API key file {path} is empty"
             raise ConfigError(msg)
-        return Secret(value)
+        return _checked_key(value, f"the API key file {path}")
     value = env.get("PAYRUN_API_KEY", "").strip()
     if not value:
         msg = "no API key: set PAYRUN_API_KEY or PAYRUN_API_KEY_FILE (or use --sandbox)"
+        raise ConfigError(msg)
+    return _checked_key(value, "PAYRUN_API_KEY")
+
+
+def _checked_key(value: str, where: str) -> Secret:
+    """The key as a ``Secret``, if it can travel in an HTTP header (visible ASCII only).
+
+    A key with a control character, a line break or a non-ASCII letter would be refused
+    by the HTTP client, and some clients quote the header value in their error; the
+    message here never shows the key.
+    """
+    if not all("!" <= ch <= "~" for ch in value):
+        msg = (
+            f"the API key in {where} has a space, line break, control character or non-ASCII"
+            " letter, which cannot be sent in an HTTP header: copy the key again exactly"
+        )
         raise ConfigError(msg)
     return Secret(value)

@@ -38,7 +38,7 @@ class AiohttpClient(LeanClient):
         keepalive_seconds: float,
     ) -> None:
         super().__init__(base_url, headers)
-        self._session_headers = headers
+        self._session_headers = {"User-Agent": "payrun", **headers}
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._max_connections = max_connections
         self._keepalive = keepalive_seconds
@@ -68,7 +68,9 @@ class AiohttpClient(LeanClient):
         """Send one request (a path is joined to the base URL) and read the whole body."""
         session = self._session or self._open()
         target = self._target(url)
-        async with session.request(method, target, params=params, json=json) as response:
+        async with session.request(
+            method, target, params=params, json=json, allow_redirects=False
+        ) as response:
             return Answer(response.status, await response.read())
 
     async def aclose(self) -> None:

@@ -18,13 +18,17 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import anyio
 from pyreqwest.client import Client, ClientBuilder
 from pyreqwest.exceptions import BuilderError
 
 from payrun.bank._lean import Answer, LeanClient
-from payrun.errors import ConfigError
+from payrun.errors import BankError, ConfigError
 
 __all__ = ["PyreqwestClient", "error_causes"]
+
+_CONNECT_SECONDS = 10.0
+"""A connect that takes longer fails as a connect error: provably never sent, so retried."""
 
 
 class PyreqwestClient(LeanClient):
@@ -45,26 +49,31 @@ class PyreqwestClient(LeanClient):
         keepalive_seconds: float,
     ) -> None:
         super().__init__(base_url, headers)
-        builder = (
-            ClientBuilder()
-            .default_headers(headers)
-            .timeout(timedelta(seconds=timeout))
-            .max_connections(max_connections)
-            .pool_idle_timeout(timedelta(seconds=keepalive_seconds))
-            .http1_only()
-            .follow_redirects(False)  # noqa: FBT003 - pyreqwest's builder takes a bare bool
-            .default_cookie_store(False)  # noqa: FBT003
-            .no_proxy()
-            .tcp_nodelay(True)  # noqa: FBT003
-        )
         try:
-            self._client: Client | None = builder.build()
+            self._client: Client | None = (
+                ClientBuilder()
+                .default_headers(headers)
+                .user_agent("payrun")
+                .timeout(timedelta(seconds=timeout))
+                .connect_timeout(timedelta(seconds=min(timeout, _CONNECT_SECONDS)))
+                .max_connections(max_connections)
+                .pool_idle_timeout(timedelta(seconds=keepalive_seconds))
+                .http1_only()
+                .follow_redirects(False)  # noqa: FBT003 - pyreqwest's builder takes a bare bool
+                .default_cookie_store(False)  # noqa: FBT003
+                .no_proxy()
+                .tcp_nodelay(True)  # noqa: FBT003
+                .build()
+            )
         except BuilderError as exc:
             msg = (
                 f"cannot set up the HTTP client: {_reason(exc)}; check that SSL_CERT_FILE or"
                 " SSL_CERT_DIR, if set, name CA certificates (or unset them to use the system's)"
             )
             raise ConfigError(msg) from exc
+        except ValueError:  # a header value pyreqwest refuses; its message quotes the value
+            msg = "cannot set up the HTTP client: a header (the API key?) has characters HTTP bars"
+            raise ConfigError(msg) from None
 
     async def request(
         self,
@@ -80,13 +89,24 @@ class PyreqwestClient(LeanClient):
             msg = "the HTTP client is closed"
             raise RuntimeError(msg)
         target = self._target(url)
-        builder = client.request(method, target)
-        if params:
-            builder = builder.query(params)
-        if json is not None:
-            builder = builder.body_json(json)
-        response = await builder.build().send()
-        return Answer(response.status, bytes(await response.bytes()))
+        try:
+            builder = client.request(method, target)
+            if params:
+                builder = builder.query(params)
+            if json is not None:
+                builder = builder.body_json(json)
+            sending = builder.build().send()
+        except (ValueError, TypeError) as exc:  # a URL or body it cannot send: nothing was sent
+            msg = f"cannot send {method} {url}: {exc}"
+            raise BankError(msg) from exc
+        # Never cancelled half way: pyreqwest carries on with a request whose await was
+        # cancelled (and may send it later), and such leftovers can abort the interpreter
+        # at exit. So a cancelled caller waits for the answer (at most ``timeout``), which
+        # the caller then records.
+        with anyio.CancelScope(shield=True):
+            response = await sending
+            content = bytes(await response.bytes())
+        return Answer(response.status, content)
 
     async def aclose(self) -> None:
         """Close the client and its connections."""

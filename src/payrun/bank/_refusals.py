@@ -33,6 +33,7 @@ KNOWN_CODES = (
 
 _KEBAB = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _MAX_DETAIL = 300
+_HTTP_CLIENT_ERROR = 400
 _HTTP_UNAUTHORIZED = 401
 _HTTP_FORBIDDEN = 403
 _HTTP_TOO_MANY = 429
@@ -40,9 +41,19 @@ _HTTP_SERVER_ERROR = 500
 
 
 def error_from_response(
-    method: str, path: str, status: int, text: str, *, secret: str | None = None
+    method: str,
+    path: str,
+    status: int,
+    text: str,
+    *,
+    secret: str | None = None,
+    write: bool = False,
 ) -> BankError:
-    """Return the ``BankError`` subclass for a non-2xx answer (the caller raises it)."""
+    """Return the ``BankError`` subclass for a non-2xx answer (the caller raises it).
+
+    A redirect is never followed; to a write it is an unknown outcome (the bank may have
+    acted before pointing elsewhere), to a read a refusal.
+    """
     if secret and secret in text:
         text = text.replace(secret, "***")
     errors = _error_items(text)
@@ -65,6 +76,12 @@ def error_from_response(
         msg = (
             f"the bank failed (HTTP {status} on {where}); the request may or may not have"
             " taken effect"
+        )
+        return OutcomeUnknownError(msg, status=status, code=code, detail=detail)
+    if status < _HTTP_CLIENT_ERROR and write:
+        msg = (
+            f"the bank answered {where} with a redirect (HTTP {status}), which payrun does not"
+            " follow; the request may or may not have taken effect"
         )
         return OutcomeUnknownError(msg, status=status, code=code, detail=detail)
     reason = code or detail or "no reason given"

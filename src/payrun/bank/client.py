@@ -363,11 +363,12 @@ class BankClient:
             self._limiter.on_rate_limited(generation)
         elif status < _HTTP_SERVER_ERROR:
             self._limiter.on_success()
-        raise error_from_response(method, url, status, response.text, secret=self._secret_or_none())
+        secret = self._secret_or_none()
+        raise error_from_response(method, url, status, response.text, secret=secret, write=write)
 
     def _transport_error(self, method: str, url: str, exc: BaseException) -> BankError:
         where = f"{method} {url}"
-        kind = type(exc).__name__
+        kind = transport.describe(exc)
         if transport.is_unsupported_protocol(exc):
             msg = f"cannot send {where}: {exc}"
             return BankError(msg)

@@ -38,6 +38,7 @@ __all__ = [
     "HttpClient",
     "TransportName",
     "is_transport_error",
+    "describe",
     "is_unsupported_protocol",
     "make_http_client",
     "never_sent",
@@ -198,6 +199,20 @@ def never_sent(exc: BaseException) -> bool:
     )
 
 
+def describe(exc: BaseException) -> str:
+    """A few words on what failed: pyreqwest's innermost cause, else the exception's class.
+
+    pyreqwest's class names mislead (a hang-up after sending is a ``ConnectError``).
+    """
+    if _loaded("pyreqwest.exceptions") is not None:
+        from payrun.bank._pyreqwest import error_causes  # noqa: PLC0415 - pyreqwest is loaded
+
+        causes = error_causes(exc)
+        if causes:
+            return causes[-1]
+    return type(exc).__name__
+
+
 def _pyreqwest_never_sent(exc: Any, errors: Any) -> bool:
     """pyreqwest's class alone does not tell: trust only hyper's connect-phase marker.
 
@@ -207,6 +222,8 @@ def _pyreqwest_never_sent(exc: Any, errors: Any) -> bool:
     name hyper's connect phase ("client error (Connect)"), and never the send phase, proves
     no byte was sent; anything else counts as maybe sent (reconciled, never resent).
     """
+    if isinstance(exc, errors.PoolTimeoutError):  # no connection was ever given to it
+        return True
     if not isinstance(exc, (errors.ConnectError, errors.ConnectTimeoutError)):
         return False
     from payrun.bank._pyreqwest import error_causes  # noqa: PLC0415 - pyreqwest is loaded
