@@ -197,8 +197,8 @@ async def _guarded(stop: StopSignal, body: Callable[[], Awaitable[RunOutcome]]) 
         raise
     if not result:
         msg = (
-            "stopped at once: requests in flight were cut off, and the ledger marks them"
-            " for checking; run the same command again to resume"
+            "stopped at once: nothing more was sent, and a request whose answer was not"
+            " recorded is checked with the bank first; run the same command again to resume"
         )
         raise InterruptedRunError(msg)
     return result[0]
