@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -633,6 +634,20 @@ async def test_refused_connection_is_unavailable(transport: Any, free_port: int)
     assert SECRET not in str(info.value)
 
 
+@asynccontextmanager
+async def _raw_bank(
+    handler: Callable[[anyio.abc.SocketStream], Awaitable[None]],
+) -> AsyncIterator[Settings]:
+    """A loopback 'bank' whose every connection goes to ``handler``; yields its settings."""
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    with anyio.fail_after(10):
+        async with listener, anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, handler)
+            yield Settings(base_url=f"http://127.0.0.1:{port}", api_key=Secret(SECRET))
+            tg.cancel_scope.cancel()
+
+
 @pytest.mark.parametrize("transport", list(TRANSPORTS))
 async def test_a_redirect_to_a_write_is_not_followed_and_is_unknown(transport: Any) -> None:
     """A 307 to create payment: never followed nor resent; an unknown outcome, one request."""
@@ -646,19 +661,13 @@ async def test_a_redirect_to_a_write_is_not_followed_and_is_unknown(transport: A
                 b"Content-Length: 0\r\nConnection: close\r\n\r\n"
             )
 
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
-    port = listener.extra(anyio.abc.SocketAttribute.local_port)
-    settings = Settings(base_url=f"http://127.0.0.1:{port}", api_key=Secret(SECRET))
-    with anyio.fail_after(10):
-        async with listener, anyio.create_task_group() as tg:
-            tg.start_soon(listener.serve, redirect)
-            http = make_http_client(settings, transport=transport, timeout=5)
-            async with BankClient(http, retry=RetryPolicy.no_wait()) as bank:
-                with pytest.raises(OutcomeUnknownError, match="redirect"):
-                    await bank.create_payment(
-                        ACCOUNT, payee_url=PAYEE, amount=Decimal(1), reference=None
-                    )
-            tg.cancel_scope.cancel()
+    async with _raw_bank(redirect) as settings:
+        http = make_http_client(settings, transport=transport, timeout=5)
+        async with BankClient(http, retry=RetryPolicy.no_wait()) as bank:
+            with pytest.raises(OutcomeUnknownError, match="redirect"):
+                await bank.create_payment(
+                    ACCOUNT, payee_url=PAYEE, amount=Decimal(1), reference=None
+                )
     assert len(received) == 1
 
 
@@ -728,20 +737,14 @@ async def test_a_cancelled_pyreqwest_request_is_waited_for_not_abandoned() -> No
             await anyio.sleep(0.4)
             await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
 
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
-    port = listener.extra(anyio.abc.SocketAttribute.local_port)
-    settings = Settings(base_url=f"http://127.0.0.1:{port}", api_key=Secret(SECRET))
     answers: list[int] = []
-    with anyio.fail_after(10):
-        async with listener, anyio.create_task_group() as tg:
-            tg.start_soon(listener.serve, answer_late)
-            async with make_http_client(settings, transport="pyreqwest", timeout=5) as http:
-                started = anyio.current_time()
-                with anyio.move_on_after(0.1):
-                    answers.append((await http.request("POST", "/x", json={})).status_code)
-                    await anyio.sleep(1)  # the cancellation lands here, after the answer
-                waited = anyio.current_time() - started
-            tg.cancel_scope.cancel()
+    async with _raw_bank(answer_late) as settings:
+        async with make_http_client(settings, transport="pyreqwest", timeout=5) as http:
+            started = anyio.current_time()
+            with anyio.move_on_after(0.1):
+                answers.append((await http.request("POST", "/x", json={})).status_code)
+                await anyio.sleep(1)  # the cancellation lands here, after the answer
+            waited = anyio.current_time() - started
     assert answers == [200]
     assert waited >= 0.35  # noqa: PLR2004 - the server answered after 0.4 s
     assert len(received) == 1
@@ -754,17 +757,11 @@ async def test_a_hang_up_after_sending_names_the_cause_not_the_class() -> None:
         async with stream:
             await stream.receive()
 
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
-    port = listener.extra(anyio.abc.SocketAttribute.local_port)
-    settings = Settings(base_url=f"http://127.0.0.1:{port}", api_key=Secret(SECRET))
-    with anyio.fail_after(10):
-        async with listener, anyio.create_task_group() as tg:
-            tg.start_soon(listener.serve, hang_up)
-            http = make_http_client(settings, transport="pyreqwest", timeout=5)
-            async with BankClient(http, retry=RetryPolicy.no_wait()) as bank:
-                with pytest.raises(OutcomeUnknownError) as info:
-                    await bank.submit_payment(PAYMENT)
-            tg.cancel_scope.cancel()
+    async with _raw_bank(hang_up) as settings:
+        http = make_http_client(settings, transport="pyreqwest", timeout=5)
+        async with BankClient(http, retry=RetryPolicy.no_wait()) as bank:
+            with pytest.raises(OutcomeUnknownError) as info:
+                await bank.submit_payment(PAYMENT)
     assert "ConnectError" not in str(info.value)
     assert "closed" in str(info.value)
 
@@ -782,19 +779,13 @@ async def test_a_timeout_after_sending_a_write_is_unknown(transport: Any) -> Non
             received.append(await stream.receive())
             await anyio.sleep(30)
 
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
-    port = listener.extra(anyio.abc.SocketAttribute.local_port)
-    settings = Settings(base_url=f"http://127.0.0.1:{port}", api_key=Secret(SECRET))
-    with anyio.fail_after(10):
-        async with listener, anyio.create_task_group() as tg:
-            tg.start_soon(listener.serve, never_answer)
-            http = make_http_client(settings, transport=transport, timeout=0.5)
-            async with BankClient(http, retry=RetryPolicy.no_wait()) as bank:
-                with pytest.raises(OutcomeUnknownError):
-                    await bank.create_payment(
-                        ACCOUNT, payee_url=PAYEE, amount=Decimal(1), reference=None
-                    )
-            tg.cancel_scope.cancel()
+    async with _raw_bank(never_answer) as settings:
+        http = make_http_client(settings, transport=transport, timeout=0.5)
+        async with BankClient(http, retry=RetryPolicy.no_wait()) as bank:
+            with pytest.raises(OutcomeUnknownError):
+                await bank.create_payment(
+                    ACCOUNT, payee_url=PAYEE, amount=Decimal(1), reference=None
+                )
     assert len(received) == 1
     assert received[0].startswith(b"POST /v0/bank/accounts/")
 
@@ -808,17 +799,11 @@ async def test_reset_after_sending_a_write_is_unknown(transport: Any) -> None:
         async with stream:
             received.append(await stream.receive())
 
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
-    port = listener.extra(anyio.abc.SocketAttribute.local_port)
-    settings = Settings(base_url=f"http://127.0.0.1:{port}", api_key=Secret(SECRET))
-    with anyio.fail_after(10):
-        async with listener, anyio.create_task_group() as tg:
-            tg.start_soon(listener.serve, hang_up)
-            http = make_http_client(settings, transport=transport, timeout=5)
-            async with BankClient(http, retry=RetryPolicy.no_wait()) as bank:
-                with pytest.raises(OutcomeUnknownError):
-                    await bank.submit_payment(PAYMENT)
-            tg.cancel_scope.cancel()
+    async with _raw_bank(hang_up) as settings:
+        http = make_http_client(settings, transport=transport, timeout=5)
+        async with BankClient(http, retry=RetryPolicy.no_wait()) as bank:
+            with pytest.raises(OutcomeUnknownError):
+                await bank.submit_payment(PAYMENT)
     assert len(received) == 1
     assert received[0].startswith(b"POST /v0/payments/pm.one/submissions")
 
