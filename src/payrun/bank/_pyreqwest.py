@@ -73,7 +73,7 @@ class PyreqwestClient(LeanClient):
             )
             raise ConfigError(msg) from exc
         except ValueError:  # a header value pyreqwest refuses; its message quotes the value
-            msg = "cannot set up the HTTP client: a header (the API key?) has characters HTTP bars"
+            msg = "cannot set up the HTTP client: the API key has characters a header cannot carry"
             raise ConfigError(msg) from None
 
     async def request(
