@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -824,3 +828,27 @@ def test_a_header_pyreqwest_refuses_is_a_config_error_without_the_value() -> Non
     with pytest.raises(ConfigError, match="cannot set up the HTTP client") as info:
         make_http_client(settings, transport="pyreqwest")
     assert SECRET not in str(info.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policies")
+def test_pyreqwest_io_thread_runs_batch_and_the_event_loop_thread_does_not() -> None:
+    """The I/O thread never preempts the event loop on wake-up; the loop keeps its policy.
+
+    In a fresh interpreter: the first client starts pyreqwest's thread (one per process).
+    """
+    script = (
+        "import os, pathlib\n"
+        "from payrun.bank import make_http_client\n"
+        "from payrun.config import Secret, Settings\n"
+        f"make_http_client(Settings(base_url={BASE!r}, api_key=Secret('k' * 32)),"
+        " transport='pyreqwest')\n"
+        "tasks = pathlib.Path('/proc/self/task').iterdir()\n"
+        "print({(t / 'comm').read_text().strip(): os.sched_getscheduler(int(t.name))"
+        " for t in tasks})\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    policies = ast.literal_eval(done.stdout.strip())
+    assert policies["pyreqwest"] == os.SCHED_BATCH
+    assert policies["python"] == os.SCHED_OTHER
