@@ -3,6 +3,7 @@
 Every run is the real CLI in its own process group (``start_new_session=True``) talking real
 loopback HTTP to a sandbox bank served by ``serve_in_thread``. Checks read the sandbox's own
 counters (``/__sandbox/stats``) and the ledger file (read-only), never the runner's memory.
+``fresh_python`` runs a snippet in a fresh interpreter (what a new process loads or starts).
 """
 
 from __future__ import annotations
@@ -84,6 +85,14 @@ def write_batch(path: Path, rows: Iterable[BatchRow]) -> Path:
         for row in rows:
             writer.writerow([getattr(row, name) for name in FIELDS])
     return path
+
+
+def fresh_python(code: str) -> str:
+    """Run ``code`` in a fresh interpreter (this one's) and return what it printed."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    return done.stdout
 
 
 def run_env(sandbox: RunningSandbox) -> dict[str, str]:

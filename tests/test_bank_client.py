@@ -5,8 +5,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -17,6 +15,7 @@ import anyio
 import httpx
 import pytest
 
+from _run_helpers import fresh_python
 from payrun.bank import AdaptiveLimiter, BankClient, RetryPolicy, make_http_client
 from payrun.bank.transport import TRANSPORTS
 from payrun.bank.wire import parse_payment
@@ -846,9 +845,7 @@ def test_pyreqwest_io_thread_runs_batch_and_the_event_loop_thread_does_not() -> 
         "print({(t / 'comm').read_text().strip(): os.sched_getscheduler(int(t.name))"
         " for t in tasks})\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
-    )
-    policies = ast.literal_eval(done.stdout.strip())
+    printed = fresh_python(script)
+    policies = ast.literal_eval(printed.strip())
     assert policies["pyreqwest"] == os.SCHED_BATCH
     assert policies["python"] == os.SCHED_OTHER

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from _run_helpers import fresh_python
 from payrun.domain import PaymentInstruction, RowProblem, RowStatus, RowVerdict
 from payrun.errors import LedgerError, LedgerLockedError
 from payrun.ledger import BatchInfo, Ledger, default_ledger_path
@@ -195,7 +196,5 @@ def test_starting_a_run_on_a_clean_file_does_not_load_pydantic(tmp_path: Path) -
         " RunOptions())\n"
         "print(len(ledger.rows()), 'pydantic' in sys.modules)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert done.stdout.split() == ["2", "False"]
+    printed = fresh_python(code)
+    assert printed.split() == ["2", "False"]

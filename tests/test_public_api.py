@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import subprocess
-import sys
 from types import ModuleType
 
 import pytest
 
 import payrun
+from _run_helpers import fresh_python
 
 
 def _modules() -> list[ModuleType]:
@@ -70,7 +69,5 @@ def test_a_run_on_the_default_transport_loads_no_optional_stack() -> None:
         "print(sorted({'aiohttp', 'httpx', 'tenacity', 'rich'} & set(sys.modules)))\n"
         "print('pyreqwest.client' in sys.modules)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert done.stdout.split() == ["[]", "True"]
+    printed = fresh_python(code)
+    assert printed.split() == ["[]", "True"]
