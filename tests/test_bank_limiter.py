@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 
 import anyio
@@ -192,3 +193,58 @@ async def test_one_halving_per_burst_of_429s() -> None:
         pass
     limiter.on_rate_limited(later)  # a request sent after the cut: a new burst
     assert limiter.limit == 12
+
+
+async def test_urgent_waiters_go_first_and_each_queue_keeps_its_order() -> None:
+    """Freed slots go to urgent waiters (submits) before ordinary ones, each queue in order."""
+    limiter = AdaptiveLimiter(1)
+    release = anyio.Event()
+    order: list[str] = []
+
+    async def holder() -> None:
+        async with limiter.slot():
+            await release.wait()
+
+    async def request(name: str, *, urgent: bool) -> None:
+        async with limiter.slot(urgent=urgent):
+            order.append(name)
+            assert limiter.in_flight == 1
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(holder)
+            await anyio.wait_all_tasks_blocked()
+            for name, urgent in [("create1", False), ("submit1", True), ("create2", False),
+                                 ("submit2", True)]:
+                tg.start_soon(lambda n=name, u=urgent: request(n, urgent=u))
+                await anyio.wait_all_tasks_blocked()
+            release.set()
+    assert order == ["submit1", "submit2", "create1", "create2"]
+    assert limiter.in_flight == 0
+
+
+async def test_a_waiter_cancelled_as_it_is_handed_a_slot_passes_it_on() -> None:
+    """Cancelled in the same turn its slot was handed over: the next waiter gets the slot."""
+    limiter = AdaptiveLimiter(1)
+    entered: list[str] = []
+    scopes: list[anyio.CancelScope] = []
+
+    async def request(name: str) -> None:
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
+            async with limiter.slot():
+                entered.append(name)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            async with contextlib.AsyncExitStack() as held:
+                await held.enter_async_context(limiter.slot())
+                tg.start_soon(request, "first")
+                await anyio.wait_all_tasks_blocked()
+                tg.start_soon(request, "second")
+                await anyio.wait_all_tasks_blocked()
+                scopes[0].cancel()  # "first" is cancelled (delivered on the next loop turn) ...
+                await held.aclose()  # ... and handed the slot in this one, before it runs
+                assert limiter.in_flight == 1
+    assert entered == ["second"]
+    assert limiter.in_flight == 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from types import TracebackType
 from typing import Any, TypeVar
@@ -34,6 +34,7 @@ from payrun.bank.wire import (
     Payment,
     Restriction,
     Submission,
+    format_timestamp,
     parse_account,
     parse_cop_result,
     parse_event,
@@ -73,13 +74,6 @@ def _retry_read(exc: BaseException) -> bool:
 
 def _retry_write(exc: BaseException) -> bool:
     return isinstance(exc, RateLimitedError | BankUnavailableError)
-
-
-def _iso(moment: datetime) -> str:
-    """Format a timestamp for a filter, in UTC with ``Z``; a naive value is taken as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _decode(parse: Callable[[Any], T], data: Any, what: str, *, write: bool = False) -> T:
@@ -253,7 +247,9 @@ class BankClient:
     async def submit_payment(self, payment_url: str, *, scheme: str = "fps") -> Submission:
         """Submit a created payment over a scheme (``fps`` or ``book-transfer``)."""
         body = {"payment-scheme": scheme}
-        data = await self._send("POST", f"{payment_url}/submissions", body=body, write=True)
+        data = await self._send(
+            "POST", f"{payment_url}/submissions", body=body, write=True, urgent=True
+        )
         return _decode(parse_submission, data, "submission", write=True)
 
     async def payment_submissions(self, payment_url: str) -> list[Submission]:
@@ -285,7 +281,7 @@ class BankClient:
         params = {
             "page[size]": str(PAGE_SIZE),
             "sort": "created-at",
-            "filter[created-at][gte]": _iso(created_since),
+            "filter[created-at][gte]": format_timestamp(created_since),
             "filter[payment-direction][eq]": direction,
         }
         async for payment in self._pages(url, params, "payments", parse_payment):
@@ -299,7 +295,7 @@ class BankClient:
             "page[size]": str(PAGE_SIZE),
             "sort": "created-at",
             "filter[event-type][eq]": event_type,
-            "filter[created-at][gte]": _iso(created_since),
+            "filter[created-at][gte]": format_timestamp(created_since),
         }
         async for event in self._pages(org.events_url, params, "events", parse_event):
             yield event
@@ -330,11 +326,12 @@ class BankClient:
         params: dict[str, str] | None = None,
         body: Json | None = None,
         write: bool = False,
+        urgent: bool = False,
     ) -> Json:
         """Send one request under the retry policy; return its decoded JSON object."""
 
         async def attempt() -> Json:
-            return await self._attempt(method, url, params, body, write=write)
+            return await self._attempt(method, url, params, body, write=write, urgent=urgent)
 
         return await self._retry.call(attempt, retry_if=_retry_write if write else _retry_read)
 
@@ -346,9 +343,10 @@ class BankClient:
         body: Json | None,
         *,
         write: bool,
+        urgent: bool,
     ) -> Json:
         """One try: hold a slot while on the wire, then classify the answer."""
-        async with self._limiter.slot() as generation:
+        async with self._limiter.slot(urgent=urgent) as generation:
             try:
                 response = await self._http.request(method, url, params=params, json=body)
             except Exception as exc:

@@ -2,7 +2,7 @@
 
 ``AdaptiveLimiter`` is shared by every request a run sends (reads, writes and retries):
 ``async with limiter.slot():`` holds one slot while a request is on the wire. It is an
-AIMD window over an anyio ``CapacityLimiter``: ``on_rate_limited()`` halves the limit
+AIMD window: ``on_rate_limited()`` halves the limit
 (never below 1), ``on_success()`` grows it by one after ``grow_after`` consecutive
 successes (never above ``cap``). ``slot()`` yields the window's generation: a 429 for a
 request sent before the last cut is part of the burst that cut caused, so it does not
@@ -13,6 +13,7 @@ requests wait until the holders drop below it, so no slot is granted above the l
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -28,7 +29,17 @@ DEFAULT_GROW_AFTER = 20
 class AdaptiveLimiter:
     """At most ``limit`` requests in flight; the limit halves on 429 and creeps back up."""
 
-    __slots__ = ("_cap", "_generation", "_grow_after", "_inner", "_peak", "_streak")
+    __slots__ = (
+        "_cap",
+        "_generation",
+        "_grow_after",
+        "_held",
+        "_limit",
+        "_peak",
+        "_streak",
+        "_urgent",
+        "_waiting",
+    )
 
     def __init__(self, cap: int, *, grow_after: int = DEFAULT_GROW_AFTER) -> None:
         if cap < 1:
@@ -39,7 +50,10 @@ class AdaptiveLimiter:
             raise ValueError(msg)
         self._cap = cap
         self._grow_after = grow_after
-        self._inner = anyio.CapacityLimiter(cap)
+        self._limit = cap
+        self._held = 0
+        self._waiting: deque[anyio.Event] = deque()  # FIFO, served after every urgent waiter
+        self._urgent: deque[anyio.Event] = deque()
         self._streak = 0
         self._peak = 0
         self._generation = 0
@@ -58,12 +72,12 @@ class AdaptiveLimiter:
     @property
     def limit(self) -> int:
         """How many requests may be in flight now."""
-        return int(self._inner.total_tokens)
+        return self._limit
 
     @property
     def in_flight(self) -> int:
         """How many slots are held now."""
-        return self._inner.borrowed_tokens
+        return self._held
 
     @property
     def peak(self) -> int:
@@ -71,21 +85,47 @@ class AdaptiveLimiter:
         return self._peak
 
     @asynccontextmanager
-    async def slot(self) -> AsyncIterator[int]:
-        """Hold one slot for the body of the ``async with``; yields the window generation."""
-        token = object()
+    async def slot(self, *, urgent: bool = False) -> AsyncIterator[int]:
+        """Hold one slot for the body of the ``async with``; yields the window generation.
+
+        Waiters are served in order, every ``urgent`` one before any other: a request
+        never overtakes one that waits, except an urgent one overtaking an ordinary one.
+        """
         await anyio.lowlevel.checkpoint_if_cancelled()  # never start a request once cancelled
-        try:  # a free slot is taken without a trip through the event loop
-            self._inner.acquire_on_behalf_of_nowait(token)
-        except anyio.WouldBlock:
-            await self._inner.acquire_on_behalf_of(token)
+        if self._held < self._limit and not self._urgent and (urgent or not self._waiting):
+            self._held += 1  # a free slot is taken without a trip through the event loop
+        else:
+            await self._wait(self._urgent if urgent else self._waiting)
         try:
-            held = self._inner.borrowed_tokens
-            if held > self._peak:
-                self._peak = held
+            if self._held > self._peak:
+                self._peak = self._held
             yield self._generation
         finally:
-            self._inner.release_on_behalf_of(token)
+            self._release()
+
+    async def _wait(self, queue: deque[anyio.Event]) -> None:
+        """Wait in ``queue`` until a releasing holder hands this waiter its slot."""
+        granted = anyio.Event()
+        queue.append(granted)
+        try:
+            await granted.wait()
+        except BaseException:
+            if granted.is_set():  # handed a slot just as it was cancelled: pass it on
+                self._release()
+            else:
+                queue.remove(granted)
+            raise
+
+    def _release(self) -> None:
+        self._held -= 1
+        self._grant()
+
+    def _grant(self) -> None:
+        """Hand free slots to waiters, urgent ones first (each counted as held at once)."""
+        while self._held < self._limit and (self._urgent or self._waiting):
+            queue = self._urgent or self._waiting
+            self._held += 1
+            queue.popleft().set()
 
     def on_rate_limited(self, generation: int | None = None) -> None:
         """The bank answered 429: halve the limit (never below 1) and restart the streak.
@@ -97,15 +137,13 @@ class AdaptiveLimiter:
         if generation is not None and generation != self._generation:
             return
         self._generation += 1
-        current = self.limit
-        if current > 1:
-            self._inner.total_tokens = max(1, current // 2)
+        self._limit = max(1, self._limit // 2)
 
     def on_success(self) -> None:
         """A request was not rate limited: after ``grow_after`` in a row, grow by one."""
         self._streak += 1
         if self._streak >= self._grow_after:
             self._streak = 0
-            current = self.limit
-            if current < self._cap:
-                self._inner.total_tokens = current + 1
+            if self._limit < self._cap:
+                self._limit += 1
+                self._grant()

@@ -24,6 +24,7 @@ __all__ = [
     "Payment",
     "Restriction",
     "Submission",
+    "format_timestamp",
     "parse_account",
     "parse_cop_result",
     "parse_event",
@@ -149,6 +150,13 @@ class Event:
     type: str
     payload: dict[str, Any]
     created_at: datetime
+
+
+def format_timestamp(moment: datetime) -> str:
+    """Format a timestamp for a filter, in UTC with ``Z``; a naive value is taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def parse_timestamp(text: str) -> datetime:
