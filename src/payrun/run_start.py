@@ -9,6 +9,7 @@ a ``RowBook`` built without writing anything. Raises ``BatchFileError``,
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -41,6 +42,10 @@ def open_run_ledger(
             _record_new_batch(ledger, batch_path, validation, options)
         else:
             _check_same_file(info, batch_path, ledger_path, validation)
+            if info.options != options_text(validation):
+                _apply_new_options(ledger, info, batch_path, validation)
+                info = ledger.batch()
+                assert info is not None
             check_control_totals(
                 info.valid_count,
                 info.valid_total,
@@ -70,6 +75,7 @@ def _record_new_batch(
                     valid_total=Decimal(0),
                     expect_count=options.expect_count,
                     expect_total=options.expect_total,
+                    options=options_text(validation),
                 ),
                 counter.count(plain_or_verdicts(batch, validation)),
             )
@@ -152,9 +158,14 @@ def dry_run_book(
             info = ledger.batch()
             if info is not None:
                 _check_same_file(info, batch_path, ledger_path, validation)
-                return RowBook(ledger.rows())
-    with read_batch(batch_path, sheet=validation.sheet, max_rows=validation.max_rows) as batch:
-        rows = [_row_of(verdict) for verdict in plain_or_verdicts(batch, validation)]
+                rows = ledger.rows()
+                if info.options != options_text(validation):
+                    fresh = _file_rows(batch_path, validation)
+                    changed = _changed_rows(ledger.path, info, rows, fresh, validation)
+                    by_row = {r.row: r for r in changed}
+                    rows = [by_row.get(r.row, r) for r in rows]
+                return RowBook(rows)
+    rows = _file_rows(batch_path, validation)
     valid = [r for r in rows if r.status is RowStatus.PENDING]
     check_control_totals(
         len(valid),
@@ -163,6 +174,116 @@ def dry_run_book(
         expect_total=options.expect_total,
     )
     return RowBook(rows)
+
+
+def options_text(validation: ValidationOptions) -> str:
+    """The validation options a ledger's rows were made with, as the ledger records them."""
+    return json.dumps(
+        {
+            "source_account": validation.source_account,
+            "allow_duplicates": validation.allow_duplicates,
+            "max_amount": str(validation.max_amount),
+            "max_rows": validation.max_rows,
+            "sheet": validation.sheet,
+        },
+        sort_keys=True,
+    )
+
+
+def _file_rows(batch_path: Path, validation: ValidationOptions) -> list[LedgerRow]:
+    with read_batch(batch_path, sheet=validation.sheet, max_rows=validation.max_rows) as batch:
+        return [_row_of(verdict) for verdict in plain_or_verdicts(batch, validation)]
+
+
+def _apply_new_options(
+    ledger: Ledger, info: BatchInfo, batch_path: Path, validation: ValidationOptions
+) -> None:
+    """A rerun with other validation options: rows never sent follow them, sent rows must not.
+
+    Rows never sent to the bank take the file's verdict under the new options (a row made
+    valid by ``--allow-duplicates``, a corrected ``--source-account``); if a row already
+    sent would change, the run is refused and nothing is written.
+    """
+    fresh = _file_rows(batch_path, validation)
+    with ledger.atomic():
+        ledger.replace_rows(_changed_rows(ledger.path, info, ledger.rows(), fresh, validation))
+        valid = [r for r in fresh if r.status is RowStatus.PENDING]
+        ledger.set_valid_totals(len(valid), sum((r.amount for r in valid), Decimal(0)))
+        ledger.set_batch(options=options_text(validation))
+
+
+def _file_key(row: LedgerRow) -> tuple[object, ...]:
+    """What a row's payment is, as read from the file (invalid rows: their text and reasons)."""
+    invalid = row.status is RowStatus.INVALID
+    return (row.row_id, row.payee_name, row.sort_code, row.account_number,
+            row.amount_text if invalid else row.amount, row.reference or None,
+            row.source_account, invalid, row.error if invalid else None)  # fmt: skip
+
+
+def _changed_rows(
+    ledger_path: Path, info: BatchInfo, rows: list[LedgerRow], fresh: list[LedgerRow],
+    validation: ValidationOptions,
+) -> list[LedgerRow]:
+    """The file's rows (under the new options) that differ from the ledger's; none sent yet."""
+    options = _option_change(info.options, validation)
+    if [r.row for r in rows] != [r.row for r in fresh]:
+        msg = (
+            f"the ledger {ledger_path} holds other rows of {Path(info.file_path).name} than"
+            f" these options read ({options}); run it with the options of its first run, or"
+            " pay with a fresh ledger (--ledger NEW.ledger.sqlite)"
+        )
+        raise LedgerMismatchError(msg)
+    changed: list[LedgerRow] = []
+    sent: list[tuple[LedgerRow, LedgerRow]] = []
+    for old, new in zip(rows, fresh, strict=True):
+        if _file_key(old) == _file_key(new):
+            continue
+        if old.attempts or old.payment_url:  # a create was (maybe) sent: it stays as it is
+            sent.append((old, new))
+        else:
+            changed.append(new)
+    if sent:
+        old, new = sent[0]
+        more = f" and {len(sent) - 1} more" if len(sent) > 1 else ""
+        msg = (
+            f"the ledger {ledger_path} was started with other options ({options}) and has"
+            f" already sent row {old.row}{more} to the bank, which would now read"
+            f" differently ({_row_change(old, new)}); run it again with the options of its"
+            " first run to finish it. To pay the rest another way, take the rows already sent"
+            " (payrun report) out of the file and use a fresh ledger"
+        )
+        raise LedgerMismatchError(msg)
+    return changed
+
+
+def _option_change(recorded: str | None, validation: ValidationOptions) -> str:
+    """The options that differ, first run against this one, as command-line words."""
+    if recorded is None:
+        return "its options were not recorded by the payrun version that started it"
+    first, now = json.loads(recorded), json.loads(options_text(validation))
+    words = []
+    for name in sorted(now):
+        if first.get(name) != now[name]:
+            flag = "--" + name.replace("_", "-")
+            words.append(f"{flag} {_option_value(first.get(name))} then,"
+                         f" {_option_value(now[name])} now")
+    return "; ".join(words) or "the same options"
+
+
+def _option_value(value: object) -> str:
+    if value is None or value is False:
+        return "not given"
+    return "given" if value is True else str(value)
+
+
+def _row_change(old: LedgerRow, new: LedgerRow) -> str:
+    if new.status is RowStatus.INVALID:
+        return f"invalid: {new.error}"
+    for name in ("source_account", "payee_name", "sort_code", "account_number", "amount",
+                 "reference", "row_id"):  # fmt: skip
+        if getattr(old, name) != getattr(new, name):
+            return f"{name.replace('_', ' ')} {getattr(old, name)} -> {getattr(new, name)}"
+    return "changed"
 
 
 def _row_of(verdict: RowVerdict | PlainRow) -> LedgerRow:
@@ -191,10 +312,10 @@ def _row_of(verdict: RowVerdict | PlainRow) -> LedgerRow:
             account_number=raw.get("account_number", ""),
             amount=Decimal(0),
             amount_text=raw.get("amount", ""),
-            reference=raw.get("reference"),
+            reference=raw.get("reference") or None,
             source_account=raw.get("source_account", ""),
             status=RowStatus.INVALID,
-            error="; ".join(p.message for p in verdict.errors),
+            error="; ".join(p.message for p in verdict.errors) or "invalid row",
         )
     return LedgerRow(
         row=item.row,

@@ -50,6 +50,8 @@ class BatchInfo:
     created_at: datetime | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    options: str | None = None
+    """The validation options of the file's rows (``run_start``'s text; None: not known)."""
 
 
 class LedgerRow(NamedTuple):
@@ -197,4 +199,5 @@ def batch_from_record(record: sqlite3.Row) -> BatchInfo:
         created_at=_parse_time(values["created_at"]),
         started_at=_parse_time(values["started_at"]),
         ended_at=_parse_time(values["ended_at"]),
+        options=values.get("options"),
     )

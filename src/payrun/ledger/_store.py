@@ -49,7 +49,8 @@ CREATE TABLE IF NOT EXISTS batch (
     valid_total TEXT NOT NULL,
     created_at TEXT NOT NULL,
     started_at TEXT,
-    ended_at TEXT
+    ended_at TEXT,
+    options TEXT
 );
 CREATE TABLE IF NOT EXISTS rows (
     row INTEGER PRIMARY KEY,
@@ -163,8 +164,8 @@ class Ledger:
         with self.atomic():
             self._execute(
                 "INSERT INTO batch (id, file_path, file_sha256, base_url, organization_url,"
-                " expect_count, expect_total, valid_count, valid_total, created_at)"
-                " VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " expect_count, expect_total, valid_count, valid_total, created_at, options)"
+                " VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     info.file_path,
                     info.file_sha256,
@@ -175,6 +176,7 @@ class Ledger:
                     info.valid_count,
                     format_money(info.valid_total),
                     now,
+                    info.options,
                 ),
             )
             self._executemany(
@@ -193,8 +195,8 @@ class Ledger:
             )
 
     def set_batch(self, **values: Any) -> None:
-        """Update batch fields: base_url, organization_url, started_at, ended_at."""
-        allowed = {"base_url", "organization_url", "started_at", "ended_at"}
+        """Update batch fields: base_url, organization_url, started_at, ended_at, options."""
+        allowed = {"base_url", "organization_url", "started_at", "ended_at", "options"}
         unknown = set(values) - allowed
         if unknown:
             msg = f"cannot set batch fields {sorted(unknown)}"
@@ -203,6 +205,26 @@ class Ledger:
         params = [to_sql(value) for value in values.values()]
         with self.atomic():
             self._execute(f"UPDATE batch SET {assignments} WHERE id = 1", params)  # noqa: S608
+
+    def replace_rows(self, rows: Iterable[LedgerRow]) -> None:
+        """Rewrite rows never sent to the bank from the file again (new options on a rerun).
+
+        Their file fields, status and error are replaced; the account and payee found for
+        them before are forgotten (a new source account has other payees).
+        """
+        now = iso(utc_now())
+        with self.atomic():
+            self._executemany(
+                "UPDATE rows SET row_id = ?, payee_name = ?, sort_code = ?, account_number = ?,"
+                " amount = ?, reference = ?, source_account = ?, status = ?, error = ?,"
+                " account_url = NULL, payee_url = NULL, updated_at = ? WHERE row = ?",
+                (
+                    (r.row_id, r.payee_name, r.sort_code, r.account_number,
+                     r.amount_text if r.status is RowStatus.INVALID else format_money(r.amount),
+                     r.reference, r.source_account, str(r.status), r.error, now, r.row)
+                    for r in rows
+                ),
+            )  # fmt: skip
 
     def rows(self, statuses: Iterable[RowStatus] | None = None) -> list[LedgerRow]:
         """Every row (or those in ``statuses``), in row order."""
@@ -274,6 +296,13 @@ def _ledger_error(path: Path, exc: sqlite3.Error) -> LedgerError:
     return LedgerError(msg)
 
 
+def _add_options_column(connection: sqlite3.Connection) -> None:
+    """A ledger written before batch options were recorded gets the column (empty)."""
+    columns = {record[1] for record in connection.execute("PRAGMA table_info(batch)")}
+    if "options" not in columns:
+        connection.execute("ALTER TABLE batch ADD COLUMN options TEXT")
+
+
 def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
     try:
         if readonly:
@@ -283,6 +312,7 @@ def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=NORMAL")  # durable across a process crash
             connection.executescript(_SCHEMA)
+            _add_options_column(connection)
         connection.row_factory = sqlite3.Row
         connection.execute("PRAGMA busy_timeout=5000")
         connection.execute("SELECT COUNT(*) FROM rows").fetchone()
