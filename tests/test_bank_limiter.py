@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 
 import anyio
@@ -216,7 +217,7 @@ async def test_urgent_waiters_go_first_and_each_queue_keeps_its_order() -> None:
             await anyio.wait_all_tasks_blocked()
             for name, urgent in [("create1", False), ("submit1", True), ("create2", False),
                                  ("submit2", True)]:
-                tg.start_soon(lambda n=name, u=urgent: request(n, urgent=u))
+                tg.start_soon(functools.partial(request, name, urgent=urgent))
                 await anyio.wait_all_tasks_blocked()
             release.set()
     assert order == ["submit1", "submit2", "create1", "create2"]
