@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     """Build the ``payrun`` parser with every subcommand registered."""
     parser = argparse.ArgumentParser(
         prog="payrun",
+        allow_abbrev=False,  # `--api-key KEY` must not pass as an abbreviated --api-key-file
         description="Validate and pay a batch file of UK payments through the bank API,"
         " exactly once.",
     )
@@ -62,6 +63,10 @@ def exit_code_for(error: PayrunError) -> int:
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_KEY_ON_COMMAND_LINE = (
+    "the API key is never taken on the command line (it would show in ps and shell"
+    " history): set PAYRUN_API_KEY, or pass --api-key-file FILE naming a file that holds it"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -103,7 +108,9 @@ def _restore_signals(previous: dict[int, object]) -> None:
 
 def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, object]) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        parser.error(_unrecognized(extras))
     if stop.is_set():
         _error_line("interrupted before anything was done; run the command again")
         return 3
@@ -119,6 +126,16 @@ def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, obje
     except Exception as exc:  # noqa: BLE001 - users get one line, never a traceback
         return _report_error(exc)
     return code
+
+
+def _unrecognized(extras: list[str]) -> str:
+    """Name unknown options but never their values: a value may be a secret."""
+    options = [arg.split("=", 1)[0] for arg in extras if arg.startswith("-")]
+    if any(option.startswith(("--api-key", "--api_key", "--key")) for option in options):
+        return _KEY_ON_COMMAND_LINE
+    if not options:
+        return f"unrecognized arguments: {' '.join(extras)}"
+    return f"unrecognized options: {' '.join(options)} (values not shown); see --help"
 
 
 def _error_line(message: str) -> None:

@@ -22,6 +22,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `report` subcommand."""
     parser = subparsers.add_parser(
         "report",
+        allow_abbrev=False,
         help="write one line per batch row from a run's ledger",
         description="Read a run's ledger (it works mid-run too) and write one line per row:"
         " " + ", ".join(REPORT_COLUMNS) + ".",

@@ -40,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `run` subcommand."""
     parser = subparsers.add_parser(
         "run",
+        allow_abbrev=False,
         help="create and submit one payment per valid row, exactly once",
         description="Pay every valid row of BATCH through the bank API. Running the same"
         " command again resumes: rows already paid are never paid again.",

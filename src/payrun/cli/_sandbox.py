@@ -31,6 +31,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `sandbox` subcommand."""
     parser = subparsers.add_parser(
         "sandbox",
+        allow_abbrev=False,
         help="serve the sandbox bank locally (for rehearsals, tests and benchmarks)",
         description="Serve the sandbox bank API until Ctrl-C or SIGTERM. The first two stdout "
         "lines are PAYRUN_BASE_URL=... and PAYRUN_API_KEY=..., printed once it accepts "

@@ -21,6 +21,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `template` subcommand."""
     parser = subparsers.add_parser(
         "template",
+        allow_abbrev=False,
         help="write a blank batch template (payroll or suppliers)",
         description=(
             "Write a blank batch template with the right columns. CSV goes to stdout unless"

@@ -30,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `validate` subcommand."""
     parser = subparsers.add_parser(
         "validate",
+        allow_abbrev=False,
         help="check a batch file offline: every problem, by row and column",
         description=(
             "Check a CSV or .xlsx batch file without touching the bank. Exit 0 when every"
