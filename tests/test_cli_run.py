@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from _run_helpers import finish, start_run
 from payrun.cli import main
 from payrun.sandbox import RunningSandbox, default_seed, serve_in_thread
 
@@ -129,6 +131,45 @@ def test_control_totals_refuse_before_any_request(
     assert main(["run", str(batch), "--expect-total", "400.01"]) == 2
     assert stats(bank)["requests"] == 0
     assert main(["run", str(batch), "--expect-count", "4", "--expect-total", "400.00"]) == 0
+
+
+@pytest.mark.parametrize("report", ["out.pdf", "missing/r.csv", "folder.csv"])
+def test_a_report_that_cannot_be_written_is_refused_before_any_request(
+    start_bank: StartBank, tmp_path: Path, report: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --report with a wrong extension, a missing folder or a folder's name exits 2 at once."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    (tmp_path / "folder.csv").mkdir()
+    assert main(["run", str(batch), "--report", str(tmp_path / report)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and "cannot write" in captured.err
+    assert stats(bank)["requests"] == 0
+    assert not (tmp_path / "pay.csv.ledger.sqlite").exists()
+
+
+def test_a_report_failing_after_payment_keeps_the_summary_and_exit_code(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A report folder removed mid-run: summary, then one error line with the fix; exit 0."""
+    bank = start_bank(latency_ms=100)
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    ledger, folder = tmp_path / "pay.sqlite", tmp_path / "out"
+    folder.mkdir()
+    process = start_run(bank, batch, ledger, "--report", str(folder / "r.csv"))
+    started = time.monotonic()
+    while not ledger.exists() and process.poll() is None:  # the report was checked by now
+        time.sleep(0.01)
+    folder.rmdir()
+    done = finish(process, started)
+    assert done.returncode == 0, done.describe()
+    assert "rows by status:" in done.stdout and "report:" not in done.stdout
+    err = done.stderr.splitlines()[-1]
+    assert err.startswith("payrun: error: cannot write the report") and "not written" in err
+    assert f"payrun report {ledger} -o {folder / 'r.csv'}" in err
+    folder.mkdir()
+    assert main(["report", str(ledger), "-o", str(folder / "r.csv")]) == 0
+    assert len((folder / "r.csv").read_text(encoding="utf-8-sig").splitlines()) == 5
 
 
 def test_deactivated_payee_fails_the_row(

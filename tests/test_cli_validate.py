@@ -116,6 +116,17 @@ def test_report_file(
         assert json.loads(report.read_text())["errors"][0]["row"] == 3
 
 
+@pytest.mark.parametrize("report", ["report.pdf", "missing/report.json", "folder.json"])
+def test_a_report_that_cannot_be_written_exits_2_before_reading(
+    batch_csv: Path, tmp_path: Path, report: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --report with a wrong extension, a missing folder or a folder's name: exit 2, one line."""
+    (tmp_path / "folder.json").mkdir()
+    code, out, err = run(["validate", str(batch_csv), "--report", str(tmp_path / report)], capsys)
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and err.startswith("payrun: error: cannot write")
+
+
 def test_options_change_the_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--source-account, --max-amount and --allow-duplicates are honoured."""
     path = tmp_path / "b.csv"

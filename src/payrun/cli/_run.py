@@ -175,6 +175,10 @@ def execute(args: argparse.Namespace) -> int:
     from payrun.cli._progress import make_observer  # rich and the bank stack load only for runs
     from payrun.cli._summary import print_dry_run, print_summary, write_run_report
     from payrun.pipeline import run_batch
+    from payrun.reporting import check_report_path
+
+    if args.report is not None:  # before any request: a report that cannot be written
+        check_report_path(args.report)  # must not surface only after every row is paid
 
     validation = ValidationOptions(
         max_amount=args.max_amount,
@@ -204,9 +208,14 @@ def execute(args: argparse.Namespace) -> int:
         print_dry_run(outcome)
         return outcome.exit_code
     report = options.report_path
-    if report is not None:
-        write_run_report(report, outcome.rows)
-    print_summary(outcome, report_path=report, folder=folder)
+    failure = write_run_report(report, outcome.rows) if report is not None else None
+    print_summary(outcome, report_path=None if failure else report, folder=folder)
+    if failure:  # the payments stand: the run's own exit code, and how to get the report
+        print(  # noqa: T201 - the one error line, after the summary
+            f"payrun: error: {failure}; the report was not written: the ledger has every"
+            f" row, so write it with: payrun report {outcome.ledger_path} -o {report}",
+            file=sys.stderr,
+        )
     return outcome.exit_code
 
 

@@ -7,6 +7,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from payrun.domain import RowStatus, format_money
+from payrun.errors import PayrunError
 from payrun.ledger import LedgerRow
 from payrun.ledger_report import REPORT_COLUMNS, Totals, report_table
 from payrun.pipeline import RunOutcome
@@ -35,9 +36,16 @@ def _table(title: str, table: dict[str, tuple[int, Decimal]]) -> None:
         _say(f"  {status:<10} {count:>8} rows  £{_money(total):>16}")
 
 
-def write_run_report(path: Path, rows: Sequence[LedgerRow]) -> None:
-    """Write the run report (.csv, .xlsx or .json by extension)."""
-    write_table(path, REPORT_COLUMNS, report_table(rows))
+def write_run_report(path: Path, rows: Sequence[LedgerRow]) -> str | None:
+    """Write the run report (.csv, .xlsx or .json by extension); why not, if it failed.
+
+    After a run a failed report is said, not raised: it must not turn paid rows into exit 2.
+    """
+    try:
+        write_table(path, REPORT_COLUMNS, report_table(rows))
+    except PayrunError as error:
+        return str(error)
+    return None
 
 
 def print_summary(outcome: RunOutcome, *, report_path: Path | None, folder: Path | None) -> None:

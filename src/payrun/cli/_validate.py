@@ -17,7 +17,12 @@ from typing import Any
 from payrun.config import DEFAULT_MAX_AMOUNT, DEFAULT_MAX_ROWS, ValidationOptions
 from payrun.errors import ConfigError
 from payrun.intake import read_batch
-from payrun.reporting import render_validation, validation_document, write_validation_report
+from payrun.reporting import (
+    check_report_path,
+    render_validation,
+    validation_document,
+    write_validation_report,
+)
 from payrun.validation import normalize_source_account, validate_batch
 
 __all__ = ["execute", "parse_options", "register"]
@@ -95,6 +100,8 @@ def parse_options(args: argparse.Namespace) -> ValidationOptions:
 def execute(args: argparse.Namespace) -> int:
     """Validate the batch, print the report, write ``--report``; 0 all valid, 1 otherwise."""
     options = parse_options(args)
+    if args.report is not None:  # say so before reading what may be a million rows
+        check_report_path(args.report)
     with read_batch(args.batch, sheet=options.sheet, max_rows=options.max_rows) as batch:
         summary = validate_batch(batch, options)
     if args.report is not None:
