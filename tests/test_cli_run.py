@@ -291,10 +291,13 @@ def test_secret_never_written(
 def test_create_only_creates_without_submitting(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """--create-only leaves every row created, with no submission at the bank."""
+    """--create-only leaves every row created, unsubmitted, and its last line says so."""
     bank = start_bank()
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
     assert main(["run", str(batch), "--create-only"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert "was paid" not in last
+    assert last.startswith("done: every valid row was created") and "approve" in last
     rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
     assert {r["status"] for r in rows} == {"created"}
     assert all(g["payments"] == 1 and g["submissions"] == 0 for g in payment_groups(bank))

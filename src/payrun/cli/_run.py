@@ -209,7 +209,12 @@ def execute(args: argparse.Namespace) -> int:
         return outcome.exit_code
     report = options.report_path
     failure = write_run_report(report, outcome.rows) if report is not None else None
-    print_summary(outcome, report_path=None if failure else report, folder=folder)
+    print_summary(
+        outcome,
+        report_path=None if failure else report,
+        folder=folder,
+        create_only=options.create_only,
+    )
     if failure:  # the payments stand: the run's own exit code, and how to get the report
         print(  # noqa: T201 - the one error line, after the summary
             f"payrun: error: {failure}; the report was not written: the ledger has every"

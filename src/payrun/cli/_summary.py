@@ -20,6 +20,13 @@ _EXPLAIN = {
     1: "finished, but some rows were not paid (invalid, held or failed): see the error column",
     3: "incomplete: run the same command again to resume (nothing will be paid twice)",
 }
+_EXPLAIN_CREATE_ONLY = {
+    **_EXPLAIN,
+    0: "done: every valid row was created, and none submitted: approve the payments in the"
+    " bank's app to pay them",
+    1: "finished, but some rows were not created (invalid, held or failed): see the error"
+    " column; approve the created payments in the bank's app to pay them",
+}
 
 
 def _say(text: str = "") -> None:
@@ -48,7 +55,9 @@ def write_run_report(path: Path, rows: Sequence[LedgerRow]) -> str | None:
     return None
 
 
-def print_summary(outcome: RunOutcome, *, report_path: Path | None, folder: Path | None) -> None:
+def print_summary(
+    outcome: RunOutcome, *, report_path: Path | None, folder: Path | None, create_only: bool
+) -> None:
     """Counts and totals per status and per account, where things are, what to do next."""
     totals = Totals.of(outcome.rows)
     _table("rows by status:", totals.by_status)
@@ -65,7 +74,8 @@ def print_summary(outcome: RunOutcome, *, report_path: Path | None, folder: Path
     _say(f"ledger: {outcome.ledger_path}")
     if report_path is not None:
         _say(f"report: {report_path}")
-    _say(_EXPLAIN.get(outcome.exit_code, ""))
+    explain = _EXPLAIN_CREATE_ONLY if create_only else _EXPLAIN
+    _say(explain.get(outcome.exit_code, ""))
 
 
 def print_dry_run(outcome: RunOutcome) -> None:
