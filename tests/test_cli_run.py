@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -13,7 +16,15 @@ from typing import Any
 import httpx
 import pytest
 
-from _run_helpers import finish, start_run
+from _run_helpers import (
+    RUN_TIMEOUT_S,
+    closed_pipe,
+    finish,
+    ledger_rows,
+    run_args,
+    run_env,
+    start_run,
+)
 from payrun.cli import main
 from payrun.sandbox import RunningSandbox, default_seed, serve_in_thread
 
@@ -170,6 +181,45 @@ def test_a_report_failing_after_payment_keeps_the_summary_and_exit_code(
     folder.mkdir()
     assert main(["report", str(ledger), "-o", str(folder / "r.csv")]) == 0
     assert len((folder / "r.csv").read_text(encoding="utf-8-sig").splitlines()) == 5
+
+
+@pytest.mark.parametrize("closed", [("stdout",), ("stdout", "stderr")])
+def test_a_closed_output_pipe_never_stops_a_run(
+    start_bank: StartBank, tmp_path: Path, closed: tuple[str, ...]
+) -> None:
+    """stdout (and stderr) read by a pipe already closed: every row paid once, exit 0, quiet."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    ledger = tmp_path / "pay.sqlite"
+    with closed_pipe() as gone:
+        stdout, stderr = (gone if name in closed else subprocess.PIPE for name in ("stdout",
+                                                                                   "stderr"))
+        done = subprocess.run(
+            run_args(batch, ledger), env=run_env(bank), stdin=subprocess.DEVNULL, stdout=stdout,
+            stderr=stderr, text=True, timeout=RUN_TIMEOUT_S, check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "stderr" in closed or ("Broken" not in done.stderr and "error" not in done.stderr)
+    assert [r["status"] for r in ledger_rows(ledger)] == ["submitted"] * 4
+    assert [(g["payments"], g["submissions"]) for g in payment_groups(bank)] == [(1, 1)] * 4
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_report_into_a_closed_pipe_ends_quietly(
+    start_bank: StartBank, tmp_path: Path, fmt: str
+) -> None:
+    """`payrun report LEDGER | head` with the reader gone: exit 0 and nothing on stderr."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    assert main(["run", str(batch)]) == 0
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a shell's buffering
+    with closed_pipe() as gone:
+        done = subprocess.run(
+            [sys.executable, "-m", "payrun", "report", str(tmp_path / "pay.csv.ledger.sqlite"),
+             "--format", fmt],
+            env=env, stdout=gone, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+        )
+    assert (done.returncode, done.stderr) == (0, "")
 
 
 def test_deactivated_payee_fails_the_row(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from _run_helpers import closed_pipe
 from payrun.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -228,3 +229,17 @@ def test_subprocess_exit_codes_and_json(batch_csv: Path, tmp_path: Path) -> None
     missing = payrun("validate", str(tmp_path / "missing.csv"))
     assert missing.returncode == 2
     assert "Traceback" not in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_output_into_a_closed_pipe_ends_quietly_with_the_verdict(
+    batch_csv: Path, fmt: str
+) -> None:
+    """`payrun validate BATCH | head` with the reader gone: still exit 1, nothing on stderr."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with closed_pipe() as gone:
+        done = subprocess.run(
+            [sys.executable, "-m", "payrun", "validate", str(batch_csv), "--format", fmt],
+            env=env, stdout=gone, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+        )
+    assert (done.returncode, done.stderr) == (1, "")

@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from payrun.cli._output import reader_may_leave
 from payrun.errors import (
     AuthError,
     BankError,
@@ -139,7 +140,8 @@ def _unrecognized(extras: list[str]) -> str:
 
 
 def _error_line(message: str) -> None:
-    print(f"payrun: error: {message}", file=sys.stderr)  # noqa: T201 - the CLI's one error line
+    with reader_may_leave(sys.stderr):
+        print(f"payrun: error: {message}", file=sys.stderr)  # noqa: T201 - the one error line
 
 
 def _report_error(error: BaseException) -> int:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from payrun.cli._output import reader_may_leave
 from payrun.errors import UsageError
 from payrun.ledger_report import REPORT_COLUMNS, read_ledger_rows, report_records, report_table
 from payrun.reporting import escape_cell, write_table
@@ -54,10 +55,11 @@ def execute(args: argparse.Namespace) -> int:
     if fmt == "xlsx":
         msg = "an .xlsx report needs a file: add -o report.xlsx"
         raise UsageError(msg)
-    if fmt == "json":
-        print(json.dumps(report_records(rows), indent=2))  # noqa: T201
-        return 0
-    writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(REPORT_COLUMNS)
-    writer.writerows([escape_cell(cell) for cell in record] for record in report_table(rows))
+    with reader_may_leave():  # `payrun report LEDGER | head` ends quietly with exit 0
+        if fmt == "json":
+            print(json.dumps(report_records(rows), indent=2))  # noqa: T201
+        else:
+            writer = csv.writer(sys.stdout, lineterminator="\n")
+            writer.writerow(REPORT_COLUMNS)
+            writer.writerows([escape_cell(c) for c in record] for record in report_table(rows))
     return 0

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 
+from payrun.cli._output import reader_may_leave
 from payrun.config import (
     DEFAULT_DUPLICATE_WINDOW_DAYS,
     DEFAULT_MAX_AMOUNT,
@@ -205,22 +206,25 @@ def execute(args: argparse.Namespace) -> int:
         finally:
             observer.close()
     if outcome.dry_run:
-        print_dry_run(outcome)
+        with reader_may_leave():
+            print_dry_run(outcome)
         return outcome.exit_code
     report = options.report_path
     failure = write_run_report(report, outcome.rows) if report is not None else None
-    print_summary(
-        outcome,
-        report_path=None if failure else report,
-        folder=folder,
-        create_only=options.create_only,
-    )
-    if failure:  # the payments stand: the run's own exit code, and how to get the report
-        print(  # noqa: T201 - the one error line, after the summary
-            f"payrun: error: {failure}; the report was not written: the ledger has every"
-            f" row, so write it with: payrun report {outcome.ledger_path} -o {report}",
-            file=sys.stderr,
+    with reader_may_leave():  # a closed stdout ends the summary, never the run's exit code
+        print_summary(
+            outcome,
+            report_path=None if failure else report,
+            folder=folder,
+            create_only=options.create_only,
         )
+    if failure:  # the payments stand: the run's own exit code, and how to get the report
+        with reader_may_leave(sys.stderr):
+            print(  # noqa: T201 - the one error line, after the summary
+                f"payrun: error: {failure}; the report was not written: the ledger has every"
+                f" row, so write it with: payrun report {outcome.ledger_path} -o {report}",
+                file=sys.stderr,
+            )
     return outcome.exit_code
 
 
@@ -271,6 +275,7 @@ def _bank(args: argparse.Namespace) -> Iterator[tuple[Settings, Path | None]]:
     folder = None
     if not args.dry_run and (not args.ledger or not args.report):
         folder = Path(tempfile.mkdtemp(prefix="payrun-sandbox-"))
-        print(f"sandbox run: the ledger and report go to {folder}", file=sys.stderr)  # noqa: T201
+        with reader_may_leave(sys.stderr):
+            print(f"sandbox run: the ledger and report go to {folder}", file=sys.stderr)  # noqa: T201
     with serve_in_thread() as sandbox:
         yield Settings(base_url=sandbox.base_url, api_key=Secret(sandbox.api_key)), folder

@@ -14,6 +14,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from payrun.cli._output import reader_may_leave
 from payrun.config import DEFAULT_MAX_AMOUNT, DEFAULT_MAX_ROWS, ValidationOptions
 from payrun.errors import ConfigError
 from payrun.intake import read_batch
@@ -106,8 +107,9 @@ def execute(args: argparse.Namespace) -> int:
         summary = validate_batch(batch, options)
     if args.report is not None:
         write_validation_report(args.report, summary)
-    if args.format == "json":
-        sys.stdout.write(json.dumps(validation_document(summary), ensure_ascii=False) + "\n")
-    else:
-        sys.stdout.write(render_validation(summary, name=batch.path.name))
+    with reader_may_leave():  # `payrun validate BATCH | head` ends quietly, same exit code
+        if args.format == "json":
+            sys.stdout.write(json.dumps(validation_document(summary), ensure_ascii=False) + "\n")
+        else:
+            sys.stdout.write(render_validation(summary, name=batch.path.name))
     return 0 if summary.all_valid else 1
