@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import csv
+import functools
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -220,6 +223,56 @@ def test_report_into_a_closed_pipe_ends_quietly(
             env=env, stdout=gone, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
         )
     assert (done.returncode, done.stderr) == (0, "")
+
+
+class _QuietFiles(http.server.SimpleHTTPRequestHandler):
+    """Serves files (an HTML 404 page for anything missing), logging nothing."""
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        """Keep the test's stderr for payrun's own output."""
+
+
+@pytest.fixture
+def web_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A plain web server on loopback (not a bank): its base URL and the folder it serves."""
+    folder = tmp_path / "www"
+    folder.mkdir()
+    handler = functools.partial(_QuietFiles, directory=str(folder))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        yield f"http://127.0.0.1:{server.server_address[1]}", folder
+        server.shutdown()
+        thread.join()
+
+
+@pytest.mark.parametrize(
+    ("index", "said"),
+    [
+        (None, "the bank refused GET /v0/index (HTTP 404): Error response Error code: 404"),
+        ("<html>\n<p>Welcome</p>\n</html>\n", "the bank's answer to GET /v0/index was not JSON"),
+    ],
+)
+def test_a_web_page_instead_of_the_bank_is_one_plain_line(
+    web_server: tuple[str, Path],
+    tmp_path: Path,
+    index: str | None,
+    said: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A base URL serving HTML (a 404 page, or a 200 page): one short plain line, exit 3."""
+    base_url, folder = web_server
+    if index is not None:
+        (folder / "v0").mkdir()
+        (folder / "v0" / "index").write_text(index, encoding="utf-8")
+    monkeypatch.setenv("PAYRUN_BASE_URL", base_url)
+    monkeypatch.setenv("PAYRUN_API_KEY", "k-web")
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    assert main(["run", str(batch)]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 300, err
+    assert said in err and "JSONDecodeError" not in err and "<" not in err
 
 
 def test_deactivated_payee_fails_the_row(
