@@ -7,6 +7,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -592,11 +593,32 @@ def test_sandbox_mode_says_where_the_ledger_goes(
     """Without --ledger, a sandbox run keeps its ledger and report in a fresh temp folder."""
     sample = Path(__file__).parents[1] / "samples" / "payroll.csv"
     assert main(["run", str(sample), "--sandbox"]) == 0
-    captured = capsys.readouterr()
-    folder = Path(captured.err.split("go to ", 1)[1].split()[0])
-    assert (folder / "payroll.csv.ledger.sqlite").exists()
-    assert (folder / "report.csv").exists()
+    ledger, report = _sandbox_places(capsys.readouterr().err)
+    assert ledger.parent == report.parent and ledger.parent.name.startswith("payrun-sandbox-")
+    assert ledger.name == "payroll.csv.ledger.sqlite" and ledger.exists()
+    assert report.name == "report.csv" and report.exists()
     assert not (sample.parent / "payroll.csv.ledger.sqlite").exists()
+
+
+def test_sandbox_mode_says_where_each_goes_when_one_is_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --report r.json given, the sandbox message names it, and only the ledger is temp."""
+    sample = Path(__file__).parents[1] / "samples" / "payroll.csv"
+    given = tmp_path / "r.json"
+    assert main(["run", str(sample), "--sandbox", "--report", str(given)]) == 0
+    ledger, report = _sandbox_places(capsys.readouterr().err)
+    assert report == given and given.exists()
+    assert ledger.exists() and ledger.parent.name.startswith("payrun-sandbox-")
+    assert sorted(p.name for p in ledger.parent.iterdir() if "sqlite" not in p.name) == []
+
+
+def _sandbox_places(err: str) -> tuple[Path, Path]:
+    """The ledger and report paths named by the `sandbox run:` line on stderr."""
+    line = next(line for line in err.splitlines() if line.startswith("sandbox run:"))
+    found = re.fullmatch(r"sandbox run: the ledger goes to (.+); the report goes to (.+)", line)
+    assert found, line
+    return Path(found[1]), Path(found[2])
 
 
 def test_unloadable_ca_certificates_exit_2_before_anything_is_sent(

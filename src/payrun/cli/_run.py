@@ -190,6 +190,8 @@ def execute(args: argparse.Namespace) -> int:
     )
     with _bank(args) as (settings, folder):
         options = _run_options(args, folder)
+        if folder is not None:
+            _say_where(options)
         observer = make_observer(log_format=args.log_format, create_only=args.create_only)
         try:
             outcome = anyio.run(
@@ -261,6 +263,16 @@ def _run_options(args: argparse.Namespace, folder: Path | None) -> RunOptions:
     )
 
 
+def _say_where(options: RunOptions) -> None:
+    """A sandbox run puts what was given no place in a fresh folder: say where each goes."""
+    message = (
+        f"sandbox run: the ledger goes to {options.ledger_path};"
+        f" the report goes to {options.report_path}"
+    )
+    with reader_may_leave(sys.stderr):
+        print(message, file=sys.stderr)  # noqa: T201 - where to find the results
+
+
 @contextlib.contextmanager
 def _bank(args: argparse.Namespace) -> Iterator[tuple[Settings, Path | None]]:
     """The bank to pay through: the embedded sandbox, or the configured one."""
@@ -275,7 +287,5 @@ def _bank(args: argparse.Namespace) -> Iterator[tuple[Settings, Path | None]]:
     folder = None
     if not args.dry_run and (not args.ledger or not args.report):
         folder = Path(tempfile.mkdtemp(prefix="payrun-sandbox-"))
-        with reader_may_leave(sys.stderr):
-            print(f"sandbox run: the ledger and report go to {folder}", file=sys.stderr)  # noqa: T201
     with serve_in_thread() as sandbox:
         yield Settings(base_url=sandbox.base_url, api_key=Secret(sandbox.api_key)), folder
