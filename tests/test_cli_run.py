@@ -587,6 +587,18 @@ def test_json_logs_are_one_object_per_line(
     assert events[-1]["done"] == 4
 
 
+def test_json_logs_end_a_failed_run_with_a_json_error(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--log-format json: a fatal error is one more JSON object on stderr, event "error"."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    assert main(["run", str(batch), "--log-format", "json", "--expect-count", "5"]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    events = [json.loads(line) for line in lines]
+    assert events[-1]["event"] == "error" and "control totals differ" in events[-1]["message"]
+
+
 def test_sandbox_mode_says_where_the_ledger_goes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

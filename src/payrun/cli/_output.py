@@ -9,12 +9,14 @@ file descriptor at /dev/null, so no later write (nor the interpreter's last flus
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from typing import TextIO
 
-__all__ = ["reader_may_leave", "silence"]
+__all__ = ["error_line", "reader_may_leave", "silence"]
 
 
 def silence(stream: TextIO) -> None:
@@ -28,6 +30,16 @@ def silence(stream: TextIO) -> None:
         os.dup2(devnull, fileno)
     finally:
         os.close(devnull)
+
+
+def error_line(message: str, *, as_json: bool = False) -> None:
+    """Print the one error line on stderr; with ``--log-format json``, as a JSON log object."""
+    line = f"payrun: error: {message}"
+    if as_json:  # a scheduler reading JSON lines gets the failure as one of them
+        record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": "error"}
+        line = json.dumps({**record, "message": message})
+    with reader_may_leave(sys.stderr):
+        print(line, file=sys.stderr)  # noqa: T201 - the CLI's one error line
 
 
 @contextlib.contextmanager

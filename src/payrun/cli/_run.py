@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from payrun.cli._output import reader_may_leave
+from payrun.cli._output import error_line, reader_may_leave
 from payrun.config import (
     DEFAULT_DUPLICATE_WINDOW_DAYS,
     DEFAULT_MAX_AMOUNT,
@@ -221,12 +221,11 @@ def execute(args: argparse.Namespace) -> int:
             create_only=options.create_only,
         )
     if failure:  # the payments stand: the run's own exit code, and how to get the report
-        with reader_may_leave(sys.stderr):
-            print(  # noqa: T201 - the one error line, after the summary
-                f"payrun: error: {failure}; the report was not written: the ledger has every"
-                f" row, so write it with: payrun report {outcome.ledger_path} -o {report}",
-                file=sys.stderr,
-            )
+        error_line(
+            f"{failure}; the report was not written: the ledger has every row, so write it"
+            f" with: payrun report {outcome.ledger_path} -o {report}",
+            as_json=args.log_format == "json",
+        )
     return outcome.exit_code
 
 
