@@ -8,6 +8,7 @@ counters (``/__sandbox/stats``) and the ledger file (read-only), never the runne
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import signal
@@ -15,7 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -93,6 +94,17 @@ def fresh_python(code: str) -> str:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     return done.stdout
+
+
+@contextlib.contextmanager
+def closed_pipe() -> Iterator[int]:
+    """The write end of a pipe whose reader has already gone (as after ``| head``)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        yield write
+    finally:
+        os.close(write)
 
 
 def run_env(sandbox: RunningSandbox) -> dict[str, str]:

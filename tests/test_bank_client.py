@@ -319,6 +319,41 @@ async def test_unreadable_answer_to_a_read_is_a_bank_error() -> None:
     assert type(info.value) is BankError
 
 
+async def test_an_html_error_page_is_one_short_line() -> None:
+    """A 404 answered with a multi-line HTML page gives a one-line, capped message."""
+    page = (
+        "<!DOCTYPE html>\n<html>\n<head>\n<title>404 Not Found</title>\n"
+        "<style>\nbody { font: 12px sans-serif; }\n</style>\n</head>\n<body>\n"
+        "<h1>Not Found</h1>\n\n<p>The requested URL was not found on this server.</p>\n"
+        + "<p>padding padding padding</p>\n" * 40
+        + "</body>\n</html>\n"
+    )
+    rec = _Recorder(httpx.Response(404, text=page, headers={"content-type": "text/html"}))
+    async with _bank(rec) as bank:
+        with pytest.raises(BankRejectedError) as info:
+            await bank.get_account(ACCOUNT)
+    message = str(info.value)
+    assert "\n" not in message and "<" not in message and "font" not in message
+    assert "Not Found The requested URL was not found on this server." in message
+    assert len(message) < 200
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [(b"<html>hello</html>", "was not JSON"), (b"[1]", "was JSON but not an object")],
+)
+async def test_a_2xx_answer_that_is_not_a_json_object_is_said_plainly(
+    body: bytes, problem: str
+) -> None:
+    """A 200 read whose body is not a JSON object names the request, not a decoder's error."""
+    rec = _Recorder(httpx.Response(200, content=body))
+    async with _bank(rec) as bank:
+        with pytest.raises(BankError) as info:
+            await bank.get_account(ACCOUNT)
+    assert type(info.value) is BankError
+    assert str(info.value) == f"the bank's answer to GET {ACCOUNT} {problem}"
+
+
 async def _org(bank: BankClient) -> Any:
     from payrun.bank.wire import parse_organization
 

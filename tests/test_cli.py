@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
 import pytest
 
-from payrun.cli import exit_code_for, main
+from payrun.cli import build_parser, exit_code_for, main
 from payrun.errors import (
     AuthError,
     BankUnavailableError,
@@ -39,3 +42,65 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
 def test_exit_code_table(error: Exception, code: int) -> None:
     """Each error branch maps to its documented exit code."""
     assert exit_code_for(error) == code  # type: ignore[arg-type]
+
+
+KEY = "sk-live-7f3a9c1e5b"
+"""An API key a user might paste where it does not belong."""
+
+
+def test_no_parser_accepts_abbreviated_options() -> None:
+    """`payrun` and every subcommand refuse abbreviations (`--api-key` is not --api-key-file)."""
+    parser = build_parser()
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    commands = subparsers[0].choices
+    assert set(commands) == {"validate", "run", "report", "template", "sandbox"}
+    assert not parser.allow_abbrev
+    assert [name for name, sub in commands.items() if sub.allow_abbrev] == []
+
+
+@pytest.mark.parametrize(
+    "option", [["--api-key", KEY], [f"--api-key={KEY}"], ["--api-key-fil", KEY]]
+)
+def test_api_key_on_the_command_line_is_a_usage_error_that_never_shows_it(
+    option: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--api-key KEY` exits 2 saying where a key goes, and the key is not echoed."""
+    with pytest.raises(SystemExit) as info:
+        main(["run", str(tmp_path / "pay.csv"), *option])
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    assert KEY not in captured.err + captured.out
+    assert "PAYRUN_API_KEY" in captured.err
+
+
+def test_unknown_options_are_named_without_their_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unknown option is named in the usage error; the value after it is not shown."""
+    with pytest.raises(SystemExit) as info:
+        main(["run", str(tmp_path / "pay.csv"), "--token", KEY])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--token" in err and KEY not in err
+
+
+@pytest.mark.parametrize(
+    ("option", "environ"),
+    [([], {"PAYRUN_API_KEY_FILE": KEY}), (["--api-key-file", KEY], {})],
+)
+def test_a_key_given_as_the_key_file_name_is_never_shown(
+    option: list[str],
+    environ: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The key pasted where the key file's name goes exits 2 naming the source, not the key."""
+    monkeypatch.setenv("PAYRUN_BASE_URL", "https://bank.example")
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert main(["run", str(tmp_path / "pay.csv"), *option]) == 2
+    captured = capsys.readouterr()
+    assert KEY not in captured.err + captured.out
+    source = option[0] if option else "PAYRUN_API_KEY_FILE"
+    assert f"cannot read the API key file named by {source}" in captured.err

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import csv
+import functools
+import http.server
 import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -12,6 +20,15 @@ from typing import Any
 import httpx
 import pytest
 
+from _run_helpers import (
+    RUN_TIMEOUT_S,
+    closed_pipe,
+    finish,
+    ledger_rows,
+    run_args,
+    run_env,
+    start_run,
+)
 from payrun.cli import main
 from payrun.sandbox import RunningSandbox, default_seed, serve_in_thread
 
@@ -129,6 +146,134 @@ def test_control_totals_refuse_before_any_request(
     assert main(["run", str(batch), "--expect-total", "400.01"]) == 2
     assert stats(bank)["requests"] == 0
     assert main(["run", str(batch), "--expect-count", "4", "--expect-total", "400.00"]) == 0
+
+
+@pytest.mark.parametrize("report", ["out.pdf", "missing/r.csv", "folder.csv"])
+def test_a_report_that_cannot_be_written_is_refused_before_any_request(
+    start_bank: StartBank, tmp_path: Path, report: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --report with a wrong extension, a missing folder or a folder's name exits 2 at once."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    (tmp_path / "folder.csv").mkdir()
+    assert main(["run", str(batch), "--report", str(tmp_path / report)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and "cannot write" in captured.err
+    assert stats(bank)["requests"] == 0
+    assert not (tmp_path / "pay.csv.ledger.sqlite").exists()
+
+
+def test_a_report_failing_after_payment_keeps_the_summary_and_exit_code(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A report folder removed mid-run: summary, then one error line with the fix; exit 0."""
+    bank = start_bank(latency_ms=100)
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    ledger, folder = tmp_path / "pay.sqlite", tmp_path / "out"
+    folder.mkdir()
+    process = start_run(bank, batch, ledger, "--report", str(folder / "r.csv"))
+    started = time.monotonic()
+    while not ledger.exists() and process.poll() is None:  # the report was checked by now
+        time.sleep(0.01)
+    folder.rmdir()
+    done = finish(process, started)
+    assert done.returncode == 0, done.describe()
+    assert "rows by status:" in done.stdout and "report:" not in done.stdout
+    err = done.stderr.splitlines()[-1]
+    assert err.startswith("payrun: error: cannot write the report") and "not written" in err
+    assert f"payrun report {ledger} -o {folder / 'r.csv'}" in err
+    folder.mkdir()
+    assert main(["report", str(ledger), "-o", str(folder / "r.csv")]) == 0
+    assert len((folder / "r.csv").read_text(encoding="utf-8-sig").splitlines()) == 5
+
+
+@pytest.mark.parametrize("closed", [("stdout",), ("stdout", "stderr")])
+def test_a_closed_output_pipe_never_stops_a_run(
+    start_bank: StartBank, tmp_path: Path, closed: tuple[str, ...]
+) -> None:
+    """stdout (and stderr) read by a pipe already closed: every row paid once, exit 0, quiet."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    ledger = tmp_path / "pay.sqlite"
+    with closed_pipe() as gone:
+        stdout, stderr = (gone if name in closed else subprocess.PIPE for name in ("stdout",
+                                                                                   "stderr"))
+        done = subprocess.run(
+            run_args(batch, ledger), env=run_env(bank), stdin=subprocess.DEVNULL, stdout=stdout,
+            stderr=stderr, text=True, timeout=RUN_TIMEOUT_S, check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "stderr" in closed or ("Broken" not in done.stderr and "error" not in done.stderr)
+    assert [r["status"] for r in ledger_rows(ledger)] == ["submitted"] * 4
+    assert [(g["payments"], g["submissions"]) for g in payment_groups(bank)] == [(1, 1)] * 4
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_report_into_a_closed_pipe_ends_quietly(
+    start_bank: StartBank, tmp_path: Path, fmt: str
+) -> None:
+    """`payrun report LEDGER | head` with the reader gone: exit 0 and nothing on stderr."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    assert main(["run", str(batch)]) == 0
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a shell's buffering
+    with closed_pipe() as gone:
+        done = subprocess.run(
+            [sys.executable, "-m", "payrun", "report", str(tmp_path / "pay.csv.ledger.sqlite"),
+             "--format", fmt],
+            env=env, stdout=gone, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+        )
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+class _QuietFiles(http.server.SimpleHTTPRequestHandler):
+    """Serves files (an HTML 404 page for anything missing), logging nothing."""
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        """Keep the test's stderr for payrun's own output."""
+
+
+@pytest.fixture
+def web_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A plain web server on loopback (not a bank): its base URL and the folder it serves."""
+    folder = tmp_path / "www"
+    folder.mkdir()
+    handler = functools.partial(_QuietFiles, directory=str(folder))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        yield f"http://127.0.0.1:{server.server_address[1]}", folder
+        server.shutdown()
+        thread.join()
+
+
+@pytest.mark.parametrize(
+    ("index", "said"),
+    [
+        (None, "the bank refused GET /v0/index (HTTP 404): Error response Error code: 404"),
+        ("<html>\n<p>Welcome</p>\n</html>\n", "the bank's answer to GET /v0/index was not JSON"),
+    ],
+)
+def test_a_web_page_instead_of_the_bank_is_one_plain_line(
+    web_server: tuple[str, Path],
+    tmp_path: Path,
+    index: str | None,
+    said: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A base URL serving HTML (a 404 page, or a 200 page): one short plain line, exit 3."""
+    base_url, folder = web_server
+    if index is not None:
+        (folder / "v0").mkdir()
+        (folder / "v0" / "index").write_text(index, encoding="utf-8")
+    monkeypatch.setenv("PAYRUN_BASE_URL", base_url)
+    monkeypatch.setenv("PAYRUN_API_KEY", "k-web")
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    assert main(["run", str(batch)]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 300, err
+    assert said in err and "JSONDecodeError" not in err and "<" not in err
 
 
 def test_deactivated_payee_fails_the_row(
@@ -250,10 +395,13 @@ def test_secret_never_written(
 def test_create_only_creates_without_submitting(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """--create-only leaves every row created, with no submission at the bank."""
+    """--create-only leaves every row created, unsubmitted, and its last line says so."""
     bank = start_bank()
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
     assert main(["run", str(batch), "--create-only"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert "was paid" not in last
+    assert last.startswith("done: every valid row was created") and "approve" in last
     rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
     assert {r["status"] for r in rows} == {"created"}
     assert all(g["payments"] == 1 and g["submissions"] == 0 for g in payment_groups(bank))
@@ -439,17 +587,50 @@ def test_json_logs_are_one_object_per_line(
     assert events[-1]["done"] == 4
 
 
+def test_json_logs_end_a_failed_run_with_a_json_error(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--log-format json: a fatal error is one more JSON object on stderr, event "error"."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    assert main(["run", str(batch), "--log-format", "json", "--expect-count", "5"]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    events = [json.loads(line) for line in lines]
+    assert events[-1]["event"] == "error" and "control totals differ" in events[-1]["message"]
+
+
 def test_sandbox_mode_says_where_the_ledger_goes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Without --ledger, a sandbox run keeps its ledger and report in a fresh temp folder."""
     sample = Path(__file__).parents[1] / "samples" / "payroll.csv"
     assert main(["run", str(sample), "--sandbox"]) == 0
-    captured = capsys.readouterr()
-    folder = Path(captured.err.split("go to ", 1)[1].split()[0])
-    assert (folder / "payroll.csv.ledger.sqlite").exists()
-    assert (folder / "report.csv").exists()
+    ledger, report = _sandbox_places(capsys.readouterr().err)
+    assert ledger.parent == report.parent and ledger.parent.name.startswith("payrun-sandbox-")
+    assert ledger.name == "payroll.csv.ledger.sqlite" and ledger.exists()
+    assert report.name == "report.csv" and report.exists()
     assert not (sample.parent / "payroll.csv.ledger.sqlite").exists()
+
+
+def test_sandbox_mode_says_where_each_goes_when_one_is_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --report r.json given, the sandbox message names it, and only the ledger is temp."""
+    sample = Path(__file__).parents[1] / "samples" / "payroll.csv"
+    given = tmp_path / "r.json"
+    assert main(["run", str(sample), "--sandbox", "--report", str(given)]) == 0
+    ledger, report = _sandbox_places(capsys.readouterr().err)
+    assert report == given and given.exists()
+    assert ledger.exists() and ledger.parent.name.startswith("payrun-sandbox-")
+    assert sorted(p.name for p in ledger.parent.iterdir() if "sqlite" not in p.name) == []
+
+
+def _sandbox_places(err: str) -> tuple[Path, Path]:
+    """The ledger and report paths named by the `sandbox run:` line on stderr."""
+    line = next(line for line in err.splitlines() if line.startswith("sandbox run:"))
+    found = re.fullmatch(r"sandbox run: the ledger goes to (.+); the report goes to (.+)", line)
+    assert found, line
+    return Path(found[1]), Path(found[2])
 
 
 def test_unloadable_ca_certificates_exit_2_before_anything_is_sent(

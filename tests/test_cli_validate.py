@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from _run_helpers import closed_pipe
 from payrun.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,6 +117,17 @@ def test_report_file(
         assert json.loads(report.read_text())["errors"][0]["row"] == 3
 
 
+@pytest.mark.parametrize("report", ["report.pdf", "missing/report.json", "folder.json"])
+def test_a_report_that_cannot_be_written_exits_2_before_reading(
+    batch_csv: Path, tmp_path: Path, report: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --report with a wrong extension, a missing folder or a folder's name: exit 2, one line."""
+    (tmp_path / "folder.json").mkdir()
+    code, out, err = run(["validate", str(batch_csv), "--report", str(tmp_path / report)], capsys)
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and err.startswith("payrun: error: cannot write")
+
+
 def test_options_change_the_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--source-account, --max-amount and --allow-duplicates are honoured."""
     path = tmp_path / "b.csv"
@@ -217,3 +229,17 @@ def test_subprocess_exit_codes_and_json(batch_csv: Path, tmp_path: Path) -> None
     missing = payrun("validate", str(tmp_path / "missing.csv"))
     assert missing.returncode == 2
     assert "Traceback" not in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_output_into_a_closed_pipe_ends_quietly_with_the_verdict(
+    batch_csv: Path, fmt: str
+) -> None:
+    """`payrun validate BATCH | head` with the reader gone: still exit 1, nothing on stderr."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with closed_pipe() as gone:
+        done = subprocess.run(
+            [sys.executable, "-m", "payrun", "validate", str(batch_csv), "--format", fmt],
+            env=env, stdout=gone, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+        )
+    assert (done.returncode, done.stderr) == (1, "")

@@ -166,18 +166,22 @@ def _is_loopback(host: str) -> bool:
 
 
 def _read_api_key(api_key_file: Path | None, env: Mapping[str, str]) -> Secret:
+    # The file's name is never shown: a key pasted in its place would be echoed.
+    source = "--api-key-file" if api_key_file else "PAYRUN_API_KEY_FILE"
     path_text = str(api_key_file) if api_key_file else env.get("PAYRUN_API_KEY_FILE", "")
     if path_text:
-        path = Path(path_text)
+        where = f"the API key file named by {source}"
         try:
-            value = path.read_text(encoding="utf-8").strip()
+            # Undecodable bytes become U+FFFD, which _checked_key refuses without showing.
+            value = Path(path_text).read_bytes().decode("utf-8", "replace").strip()
         except OSError as exc:
-            msg = f"cannot read the API key file {path}: {exc.strerror or exc}"
+            reason = exc.strerror or type(exc).__name__
+            msg = f"cannot read {where}: {reason}; give the path of a file holding the key"
             raise ConfigError(msg) from None
         if not value:
-            msg = f"the API key file {path} is empty"
+            msg = f"{where} is empty: put the API key in it"
             raise ConfigError(msg)
-        return _checked_key(value, f"the API key file {path}")
+        return _checked_key(value, where)
     value = env.get("PAYRUN_API_KEY", "").strip()
     if not value:
         msg = "no API key: set PAYRUN_API_KEY or PAYRUN_API_KEY_FILE (or use --sandbox)"

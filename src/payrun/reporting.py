@@ -5,7 +5,8 @@ Input: column names and rows (``write_table``), or a validation ``BatchSummary``
 written atomically (a temporary file, then a rename) and text that reads well in 80
 columns. Any CSV or .xlsx cell that starts with ``=``, ``+``, ``-`` or ``@`` is written
 with a leading ``'`` so a spreadsheet shows it instead of running it (formula injection).
-Raises ``ConfigError`` for an unsupported report extension or an unwritable path.
+Raises ``ConfigError`` for an unsupported report extension or an unwritable path;
+``check_report_path`` raises it up front, before the work whose report it is.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from payrun.validation import BatchSummary
 __all__ = [
     "PROBLEM_COLUMNS",
     "TABLE_FORMATS",
+    "check_report_path",
     "escape_cell",
     "render_validation",
     "validation_document",
@@ -68,8 +70,35 @@ def write_table(path: Path | str, columns: Sequence[str], rows: Iterable[Sequenc
         records = [dict(zip(columns, row, strict=True)) for row in rows]
         _atomic_write(target, "w", lambda handle: _dump_json(records, handle))
     else:
-        msg = f"cannot write a report to {target.name}: use a .csv, .xlsx or .json file name"
+        raise _unsupported(target)
+
+
+def check_report_path(path: Path | str) -> None:
+    """Raise ``ConfigError`` now if a report could not be written to ``path`` later.
+
+    Checks the extension, that the folder exists and takes a new file (by creating and
+    removing one), and that ``path`` is not a folder. A disk can still fill up later.
+    """
+    target = Path(path)
+    if target.suffix.lower() not in TABLE_FORMATS:
+        raise _unsupported(target)
+    if target.is_dir():
+        msg = f"cannot write the report {target}: it is a folder; name a file such as report.csv"
         raise ConfigError(msg)
+    if not target.parent.is_dir():
+        msg = (
+            f"cannot write the report {target}: the folder {target.parent} does not exist;"
+            " create it first or name a report in an existing folder"
+        )
+        raise ConfigError(msg)
+    fd, temp = _temp_beside(target)
+    os.close(fd)
+    Path(temp).unlink(missing_ok=True)
+
+
+def _unsupported(target: Path) -> ConfigError:
+    msg = f"cannot write a report to {target.name}: use a .csv, .xlsx or .json file name"
+    return ConfigError(msg)
 
 
 def validation_document(summary: BatchSummary) -> dict[str, Any]:
@@ -184,13 +213,20 @@ def _json_default(value: object) -> object:
     raise TypeError(msg)
 
 
+def _temp_beside(target: Path) -> tuple[int, str]:
+    try:
+        return tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _unwritable(target, exc) from exc
+
+
+def _unwritable(target: Path, exc: OSError) -> ConfigError:
+    return ConfigError(f"cannot write the report {target}: {exc.strerror or exc}")
+
+
 def _atomic_write(target: Path, mode: str, write: Callable[[IO[Any]], None]) -> None:
     """Write beside ``target`` and rename over it, so a report is never half written."""
-    try:
-        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as exc:
-        msg = f"cannot write the report {target}: {exc.strerror or exc}"
-        raise ConfigError(msg) from exc
+    fd, temp = _temp_beside(target)
     try:
         if mode == "w":
             encoding = "utf-8-sig" if target.suffix.lower() == ".csv" else "utf-8"
@@ -200,6 +236,8 @@ def _atomic_write(target: Path, mode: str, write: Callable[[IO[Any]], None]) -> 
             with open(fd, "wb") as handle:
                 write(handle)
         os.replace(temp, target)
-    except BaseException:
+    except BaseException as exc:
         Path(temp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # a full disk, a folder in the way: one line, not a trace
+            raise _unwritable(target, exc) from exc
         raise

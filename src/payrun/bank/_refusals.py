@@ -1,9 +1,13 @@
 """Turn a bank error answer (status and body) into the right ``BankError``.
 
+``answer_object`` reads a 2xx answer, raising a plain ``BankError`` (``OutcomeUnknownError``
+to a write) when it is not a JSON object, as when a proxy's HTML page answers instead.
+
 The bank documents no error body (api-facts §2.1); errors probably come as
 ``{"errors": [{"title", "detail", "code"?, "links"?}]}``. The refusal code is looked
 for defensively: a known payment code anywhere in the text first, then ``code``, then a
-kebab-case ``title``. Messages never carry the API key (it is masked if echoed).
+kebab-case ``title``. Messages never carry the API key (it is masked if echoed), and a body
+that is not JSON (an HTML error page) is shown as one short line of its text.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from payrun.errors import (
     RateLimitedError,
 )
 
-__all__ = ["KNOWN_CODES", "error_from_response"]
+__all__ = ["KNOWN_CODES", "answer_object", "error_from_response"]
 
 KNOWN_CODES = (
     "payment-amount-exceeds-scheme-limit",
@@ -33,6 +37,10 @@ KNOWN_CODES = (
 
 _KEBAB = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _MAX_DETAIL = 300
+_MAX_TEXT_DETAIL = 120
+"""A body that is not JSON (an HTML page, say) shows this many characters, on one line."""
+_HIDDEN_HTML = re.compile(r"<(script|style|head)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_HTML_TAG = re.compile(r"<[^>]*>")
 _HTTP_CLIENT_ERROR = 400
 _HTTP_UNAUTHORIZED = 401
 _HTTP_FORBIDDEN = 403
@@ -89,6 +97,22 @@ def error_from_response(
     return BankRejectedError(msg, status=status, code=code, detail=detail)
 
 
+def answer_object(content: bytes, where: str, *, write: bool) -> dict[str, Any]:
+    """The JSON object of a 2xx answer to ``where`` (``{}`` if empty); else a ``BankError``."""
+    try:
+        data = json.loads(content) if content else {}
+    except ValueError:  # an HTML page from a proxy, or bytes that are not even text
+        problem = "was not JSON"
+    else:
+        if isinstance(data, dict):
+            return data
+        problem = "was JSON but not an object"
+    msg = f"the bank's answer to {where} {problem}"
+    if write:  # the bank may have acted before its answer went wrong
+        msg = f"{msg}; it may or may not have taken effect"
+    raise (OutcomeUnknownError if write else BankError)(msg)
+
+
 def _error_items(text: str) -> list[dict[str, Any]]:
     try:
         body = json.loads(text)
@@ -121,7 +145,16 @@ def _find_detail(errors: list[dict[str, Any]], text: str) -> str | None:
     for item in errors:
         for key in ("detail", "title", "message"):
             value = item.get(key)
-            if isinstance(value, str) and value:
-                return value[:_MAX_DETAIL]
-    stripped = text.strip()
-    return stripped[:_MAX_DETAIL] if stripped else None
+            if isinstance(value, str) and value.strip():
+                return _one_line(value, _MAX_DETAIL)
+    if text.lstrip().startswith("<"):  # an HTML page: its words, not its markup
+        text = _HTML_TAG.sub(" ", _HIDDEN_HTML.sub(" ", text))
+    return _one_line(text, _MAX_DETAIL if errors else _MAX_TEXT_DETAIL)
+
+
+def _one_line(text: str, limit: int) -> str | None:
+    """``text`` with every run of whitespace as one space, cut to ``limit`` characters."""
+    flat = " ".join(text.split())
+    if len(flat) > limit:
+        flat = flat[: limit - 3].rstrip() + "..."
+    return flat or None

@@ -13,7 +13,6 @@ write raises ``OutcomeUnknownError`` at once, for the caller to reconcile.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from decimal import Decimal
@@ -21,7 +20,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from payrun.bank import transport
-from payrun.bank._refusals import error_from_response
+from payrun.bank._refusals import answer_object, error_from_response
 from payrun.bank.limiter import AdaptiveLimiter
 from payrun.bank.retry import DEFAULT_RETRY, RetryPolicy
 from payrun.bank.transport import HttpClient
@@ -356,7 +355,7 @@ class BankClient:
         status = response.status_code
         if status < _HTTP_REDIRECT:
             self._limiter.on_success()
-            return _decode(_json_object, response.content, f"{method} {url}", write=write)
+            return answer_object(response.content, f"{method} {url}", write=write)
         if status == _HTTP_TOO_MANY:
             self._limiter.on_rate_limited(generation)
         elif status < _HTTP_SERVER_ERROR:
@@ -382,16 +381,6 @@ class BankClient:
         if not header:
             return None
         return header.rpartition(" ")[2] or None
-
-
-def _json_object(content: bytes) -> Json:
-    if not content:
-        return {}
-    data = json.loads(content)
-    if not isinstance(data, dict):
-        msg = f"expected a JSON object, got {type(data).__name__}"
-        raise TypeError(msg)
-    return data
 
 
 def _digits(text: str) -> str:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import signal
-import sys
 import threading
 from collections.abc import Sequence
 
+from payrun.cli._output import error_line
 from payrun.errors import (
     AuthError,
     BankError,
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     """Build the ``payrun`` parser with every subcommand registered."""
     parser = argparse.ArgumentParser(
         prog="payrun",
+        allow_abbrev=False,  # `--api-key KEY` must not pass as an abbreviated --api-key-file
         description="Validate and pay a batch file of UK payments through the bank API,"
         " exactly once.",
     )
@@ -62,6 +63,10 @@ def exit_code_for(error: PayrunError) -> int:
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_KEY_ON_COMMAND_LINE = (
+    "the API key is never taken on the command line (it would show in ps and shell"
+    " history): set PAYRUN_API_KEY, or pass --api-key-file FILE naming a file that holds it"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -76,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv, stop, previous)
     except KeyboardInterrupt:
-        _error_line("interrupted; run the same command again to resume")
+        error_line("interrupted; run the same command again to resume")
         return 3
     finally:
         if stop.is_set():  # stopping: a late Ctrl-C must not kill the exit with a traceback
@@ -103,35 +108,45 @@ def _restore_signals(previous: dict[int, object]) -> None:
 
 def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, object]) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        parser.error(_unrecognized(extras))
     if stop.is_set():
-        _error_line("interrupted before anything was done; run the command again")
+        error_line("interrupted before anything was done; run the command again")
         return 3
     if args.command != "run":  # only a run stops gracefully; the others stop at once
         _restore_signals(previous)
     args.stop = stop
+    as_json = getattr(args, "log_format", "text") == "json"
     try:
         code: int = args.handler(args)
     except BaseExceptionGroup as group:  # errors raised inside a task group
-        return _report_error(_first_payrun_error(group) or group)
+        return _report_error(_first_payrun_error(group) or group, as_json=as_json)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - users get one line, never a traceback
-        return _report_error(exc)
+        return _report_error(exc, as_json=as_json)
     return code
 
 
-def _error_line(message: str) -> None:
-    print(f"payrun: error: {message}", file=sys.stderr)  # noqa: T201 - the CLI's one error line
+def _unrecognized(extras: list[str]) -> str:
+    """Name unknown options but never their values: a value may be a secret."""
+    options = [arg.split("=", 1)[0] for arg in extras if arg.startswith("-")]
+    if any(option.startswith(("--api-key", "--api_key", "--key")) for option in options):
+        return _KEY_ON_COMMAND_LINE
+    if not options:
+        return f"unrecognized arguments: {' '.join(extras)}"
+    return f"unrecognized options: {' '.join(options)} (values not shown); see --help"
 
 
-def _report_error(error: BaseException) -> int:
+def _report_error(error: BaseException, *, as_json: bool) -> int:
     if isinstance(error, PayrunError):
-        _error_line(str(error))
+        error_line(str(error), as_json=as_json)
         return exit_code_for(error)
-    _error_line(
+    error_line(
         f"unexpected {type(error).__name__}: {error}; the ledger keeps what was done,"
-        " so running the same command again is safe (please report this)"
+        " so running the same command again is safe (please report this)",
+        as_json=as_json,
     )
     return 3
 

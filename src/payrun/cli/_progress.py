@@ -12,6 +12,7 @@ import sys
 import time
 from typing import TextIO
 
+from payrun.cli._output import reader_may_leave
 from payrun.domain import FINAL_STATUSES, RowStatus
 from payrun.ledger import LedgerRow
 
@@ -105,7 +106,8 @@ class LineObserver:
             line = json.dumps(record, default=str)
         else:
             line = f"{time.strftime('%H:%M:%S')} {message}"
-        print(line, file=self._stream, flush=True)  # noqa: T201 - the log is the output
+        with reader_may_leave(self._stream):  # a closed log must never stop a payment run
+            print(line, file=self._stream, flush=True)  # noqa: T201 - the log is the output
 
     def started(self, *, total: int, done: int) -> None:
         """Log the start of payments."""

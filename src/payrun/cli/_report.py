@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from payrun.cli._output import reader_may_leave
 from payrun.errors import UsageError
 from payrun.ledger_report import REPORT_COLUMNS, read_ledger_rows, report_records, report_table
 from payrun.reporting import escape_cell, write_table
@@ -22,6 +23,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `report` subcommand."""
     parser = subparsers.add_parser(
         "report",
+        allow_abbrev=False,
         help="write one line per batch row from a run's ledger",
         description="Read a run's ledger (it works mid-run too) and write one line per row:"
         " " + ", ".join(REPORT_COLUMNS) + ".",
@@ -53,10 +55,11 @@ def execute(args: argparse.Namespace) -> int:
     if fmt == "xlsx":
         msg = "an .xlsx report needs a file: add -o report.xlsx"
         raise UsageError(msg)
-    if fmt == "json":
-        print(json.dumps(report_records(rows), indent=2))  # noqa: T201
-        return 0
-    writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(REPORT_COLUMNS)
-    writer.writerows([escape_cell(cell) for cell in record] for record in report_table(rows))
+    with reader_may_leave():  # `payrun report LEDGER | head` ends quietly with exit 0
+        if fmt == "json":
+            print(json.dumps(report_records(rows), indent=2))  # noqa: T201
+        else:
+            writer = csv.writer(sys.stdout, lineterminator="\n")
+            writer.writerow(REPORT_COLUMNS)
+            writer.writerows([escape_cell(c) for c in record] for record in report_table(rows))
     return 0

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 
+from payrun.cli._output import error_line, reader_may_leave
 from payrun.config import (
     DEFAULT_DUPLICATE_WINDOW_DAYS,
     DEFAULT_MAX_AMOUNT,
@@ -40,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `run` subcommand."""
     parser = subparsers.add_parser(
         "run",
+        allow_abbrev=False,
         help="create and submit one payment per valid row, exactly once",
         description="Pay every valid row of BATCH through the bank API. Running the same"
         " command again resumes: rows already paid are never paid again.",
@@ -174,6 +176,10 @@ def execute(args: argparse.Namespace) -> int:
     from payrun.cli._progress import make_observer  # rich and the bank stack load only for runs
     from payrun.cli._summary import print_dry_run, print_summary, write_run_report
     from payrun.pipeline import run_batch
+    from payrun.reporting import check_report_path
+
+    if args.report is not None:  # before any request: a report that cannot be written
+        check_report_path(args.report)  # must not surface only after every row is paid
 
     validation = ValidationOptions(
         max_amount=args.max_amount,
@@ -184,6 +190,8 @@ def execute(args: argparse.Namespace) -> int:
     )
     with _bank(args) as (settings, folder):
         options = _run_options(args, folder)
+        if folder is not None:
+            _say_where(options)
         observer = make_observer(log_format=args.log_format, create_only=args.create_only)
         try:
             outcome = anyio.run(
@@ -200,12 +208,24 @@ def execute(args: argparse.Namespace) -> int:
         finally:
             observer.close()
     if outcome.dry_run:
-        print_dry_run(outcome)
+        with reader_may_leave():
+            print_dry_run(outcome)
         return outcome.exit_code
     report = options.report_path
-    if report is not None:
-        write_run_report(report, outcome.rows)
-    print_summary(outcome, report_path=report, folder=folder)
+    failure = write_run_report(report, outcome.rows) if report is not None else None
+    with reader_may_leave():  # a closed stdout ends the summary, never the run's exit code
+        print_summary(
+            outcome,
+            report_path=None if failure else report,
+            folder=folder,
+            create_only=options.create_only,
+        )
+    if failure:  # the payments stand: the run's own exit code, and how to get the report
+        error_line(
+            f"{failure}; the report was not written: the ledger has every row, so write it"
+            f" with: payrun report {outcome.ledger_path} -o {report}",
+            as_json=args.log_format == "json",
+        )
     return outcome.exit_code
 
 
@@ -242,6 +262,16 @@ def _run_options(args: argparse.Namespace, folder: Path | None) -> RunOptions:
     )
 
 
+def _say_where(options: RunOptions) -> None:
+    """A sandbox run puts what was given no place in a fresh folder: say where each goes."""
+    message = (
+        f"sandbox run: the ledger goes to {options.ledger_path};"
+        f" the report goes to {options.report_path}"
+    )
+    with reader_may_leave(sys.stderr):
+        print(message, file=sys.stderr)  # noqa: T201 - where to find the results
+
+
 @contextlib.contextmanager
 def _bank(args: argparse.Namespace) -> Iterator[tuple[Settings, Path | None]]:
     """The bank to pay through: the embedded sandbox, or the configured one."""
@@ -256,6 +286,5 @@ def _bank(args: argparse.Namespace) -> Iterator[tuple[Settings, Path | None]]:
     folder = None
     if not args.dry_run and (not args.ledger or not args.report):
         folder = Path(tempfile.mkdtemp(prefix="payrun-sandbox-"))
-        print(f"sandbox run: the ledger and report go to {folder}", file=sys.stderr)  # noqa: T201
     with serve_in_thread() as sandbox:
         yield Settings(base_url=sandbox.base_url, api_key=Secret(sandbox.api_key)), folder

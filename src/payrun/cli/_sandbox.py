@@ -13,6 +13,7 @@ import ipaddress
 import sys
 from typing import Any
 
+from payrun.cli._output import reader_may_leave
 from payrun.errors import ConfigError
 
 __all__ = ["execute", "register"]
@@ -31,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `sandbox` subcommand."""
     parser = subparsers.add_parser(
         "sandbox",
+        allow_abbrev=False,
         help="serve the sandbox bank locally (for rehearsals, tests and benchmarks)",
         description="Serve the sandbox bank API until Ctrl-C or SIGTERM. The first two stdout "
         "lines are PAYRUN_BASE_URL=... and PAYRUN_API_KEY=..., printed once it accepts "
@@ -92,10 +94,13 @@ def execute(args: argparse.Namespace) -> int:
     except SeedError as exc:
         raise ConfigError(str(exc)) from exc
 
-    def announce(base_url: str) -> None:
-        print(f"PAYRUN_BASE_URL={base_url}", flush=True)  # noqa: T201 - the contract's two lines
-        print(f"PAYRUN_API_KEY={app.api_key}", flush=True)  # noqa: T201
-        print(f"payrun sandbox: serving {base_url}; Ctrl-C to stop", file=sys.stderr, flush=True)  # noqa: T201
+    def announce(base_url: str) -> None:  # a reader that leaves (| head -2) stops no server
+        with reader_may_leave():
+            print(f"PAYRUN_BASE_URL={base_url}", flush=True)  # noqa: T201 - the contract's lines
+            print(f"PAYRUN_API_KEY={app.api_key}", flush=True)  # noqa: T201
+        with reader_may_leave(sys.stderr):
+            message = f"payrun sandbox: serving {base_url}; Ctrl-C to stop"
+            print(message, file=sys.stderr, flush=True)  # noqa: T201
 
     try:
         serve(app, host=args.host, port=args.port, on_ready=announce)

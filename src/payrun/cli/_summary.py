@@ -7,6 +7,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from payrun.domain import RowStatus, format_money
+from payrun.errors import PayrunError
 from payrun.ledger import LedgerRow
 from payrun.ledger_report import REPORT_COLUMNS, Totals, report_table
 from payrun.pipeline import RunOutcome
@@ -18,6 +19,13 @@ _EXPLAIN = {
     0: "done: every valid row was paid",
     1: "finished, but some rows were not paid (invalid, held or failed): see the error column",
     3: "incomplete: run the same command again to resume (nothing will be paid twice)",
+}
+_EXPLAIN_CREATE_ONLY = {
+    **_EXPLAIN,
+    0: "done: every valid row was created, and none submitted: approve the payments in the"
+    " bank's app to pay them",
+    1: "finished, but some rows were not created (invalid, held or failed): see the error"
+    " column; approve the created payments in the bank's app to pay them",
 }
 
 
@@ -35,12 +43,21 @@ def _table(title: str, table: dict[str, tuple[int, Decimal]]) -> None:
         _say(f"  {status:<10} {count:>8} rows  £{_money(total):>16}")
 
 
-def write_run_report(path: Path, rows: Sequence[LedgerRow]) -> None:
-    """Write the run report (.csv, .xlsx or .json by extension)."""
-    write_table(path, REPORT_COLUMNS, report_table(rows))
+def write_run_report(path: Path, rows: Sequence[LedgerRow]) -> str | None:
+    """Write the run report (.csv, .xlsx or .json by extension); why not, if it failed.
+
+    After a run a failed report is said, not raised: it must not turn paid rows into exit 2.
+    """
+    try:
+        write_table(path, REPORT_COLUMNS, report_table(rows))
+    except PayrunError as error:
+        return str(error)
+    return None
 
 
-def print_summary(outcome: RunOutcome, *, report_path: Path | None, folder: Path | None) -> None:
+def print_summary(
+    outcome: RunOutcome, *, report_path: Path | None, folder: Path | None, create_only: bool
+) -> None:
     """Counts and totals per status and per account, where things are, what to do next."""
     totals = Totals.of(outcome.rows)
     _table("rows by status:", totals.by_status)
@@ -57,7 +74,8 @@ def print_summary(outcome: RunOutcome, *, report_path: Path | None, folder: Path
     _say(f"ledger: {outcome.ledger_path}")
     if report_path is not None:
         _say(f"report: {report_path}")
-    _say(_EXPLAIN.get(outcome.exit_code, ""))
+    explain = _EXPLAIN_CREATE_ONLY if create_only else _EXPLAIN
+    _say(explain.get(outcome.exit_code, ""))
 
 
 def print_dry_run(outcome: RunOutcome) -> None:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from payrun.cli._output import reader_may_leave
 from payrun.errors import ConfigError
 from payrun.templates import TEMPLATE_FORMATS, TEMPLATES, render_template, write_template
 
@@ -21,6 +22,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `template` subcommand."""
     parser = subparsers.add_parser(
         "template",
+        allow_abbrev=False,
         help="write a blank batch template (payroll or suppliers)",
         description=(
             "Write a blank batch template with the right columns. CSV goes to stdout unless"
@@ -38,12 +40,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 def execute(args: argparse.Namespace) -> int:
     """Write the template where asked; 0 on success."""
     if args.output is None and args.format == "csv":
-        sys.stdout.write(render_template(args.name, "csv").decode("utf-8"))
+        with reader_may_leave():
+            sys.stdout.write(render_template(args.name, "csv").decode("utf-8"))
         return 0
     target: Path = args.output or Path(f"{args.name}.xlsx")
     if args.output is None and target.exists():
         msg = f"{target} already exists: pass -o FILE to choose where to write the template"
         raise ConfigError(msg)
     write_template(args.name, args.format, target)
-    print(f"wrote {target}", file=sys.stderr)  # noqa: T201 - tells the user where it went
+    with reader_may_leave(sys.stderr):
+        print(f"wrote {target}", file=sys.stderr)  # noqa: T201 - tells the user where it went
     return 0

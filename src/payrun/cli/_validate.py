@@ -14,10 +14,16 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from payrun.cli._output import reader_may_leave
 from payrun.config import DEFAULT_MAX_AMOUNT, DEFAULT_MAX_ROWS, ValidationOptions
 from payrun.errors import ConfigError
 from payrun.intake import read_batch
-from payrun.reporting import render_validation, validation_document, write_validation_report
+from payrun.reporting import (
+    check_report_path,
+    render_validation,
+    validation_document,
+    write_validation_report,
+)
 from payrun.validation import normalize_source_account, validate_batch
 
 __all__ = ["execute", "parse_options", "register"]
@@ -30,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `validate` subcommand."""
     parser = subparsers.add_parser(
         "validate",
+        allow_abbrev=False,
         help="check a batch file offline: every problem, by row and column",
         description=(
             "Check a CSV or .xlsx batch file without touching the bank. Exit 0 when every"
@@ -94,12 +101,15 @@ def parse_options(args: argparse.Namespace) -> ValidationOptions:
 def execute(args: argparse.Namespace) -> int:
     """Validate the batch, print the report, write ``--report``; 0 all valid, 1 otherwise."""
     options = parse_options(args)
+    if args.report is not None:  # say so before reading what may be a million rows
+        check_report_path(args.report)
     with read_batch(args.batch, sheet=options.sheet, max_rows=options.max_rows) as batch:
         summary = validate_batch(batch, options)
     if args.report is not None:
         write_validation_report(args.report, summary)
-    if args.format == "json":
-        sys.stdout.write(json.dumps(validation_document(summary), ensure_ascii=False) + "\n")
-    else:
-        sys.stdout.write(render_validation(summary, name=batch.path.name))
+    with reader_may_leave():  # `payrun validate BATCH | head` ends quietly, same exit code
+        if args.format == "json":
+            sys.stdout.write(json.dumps(validation_document(summary), ensure_ascii=False) + "\n")
+        else:
+            sys.stdout.write(render_validation(summary, name=batch.path.name))
     return 0 if summary.all_valid else 1

@@ -1,0 +1,53 @@
+"""Output that outlives its reader: a closed pipe ends the output, never the command.
+
+``payrun report LEDGER | head -3`` closes stdout early, and ``payrun run ... 2>&1 | head``
+closes stderr too. A payment run must keep paying and exit with its own code; a listing
+ends quietly with its own. The standard recipe: on ``BrokenPipeError``, point the stream's
+file descriptor at /dev/null, so no later write (nor the interpreter's last flush) fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import TextIO
+
+__all__ = ["error_line", "reader_may_leave", "silence"]
+
+
+def silence(stream: TextIO) -> None:
+    """Send the rest of ``stream``'s output to /dev/null: its reader has gone."""
+    try:
+        fileno = stream.fileno()
+    except (OSError, ValueError):  # not backed by a file descriptor (a test's buffer)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fileno)
+    finally:
+        os.close(devnull)
+
+
+def error_line(message: str, *, as_json: bool = False) -> None:
+    """Print the one error line on stderr; with ``--log-format json``, as a JSON log object."""
+    line = f"payrun: error: {message}"
+    if as_json:  # a scheduler reading JSON lines gets the failure as one of them
+        record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": "error"}
+        line = json.dumps({**record, "message": message})
+    with reader_may_leave(sys.stderr):
+        print(line, file=sys.stderr)  # noqa: T201 - the CLI's one error line
+
+
+@contextlib.contextmanager
+def reader_may_leave(stream: TextIO | None = None) -> Iterator[None]:
+    """Write to ``stream`` (default stdout) inside; if its reader has gone, stop quietly."""
+    target = sys.stdout if stream is None else stream
+    try:
+        yield
+        target.flush()  # a block-buffered pipe fails here, or at exit where it cannot be caught
+    except BrokenPipeError:
+        silence(target)
