@@ -42,7 +42,7 @@ def open_run_ledger(
             _record_new_batch(ledger, batch_path, validation, options)
         else:
             _check_same_file(info, batch_path, ledger_path, validation)
-            if info.options != options_text(validation):
+            if info.options != _options_text(validation):
                 _apply_new_options(ledger, info, batch_path, validation)
                 info = ledger.batch()
                 assert info is not None
@@ -75,7 +75,7 @@ def _record_new_batch(
                     valid_total=Decimal(0),
                     expect_count=options.expect_count,
                     expect_total=options.expect_total,
-                    options=options_text(validation),
+                    options=_options_text(validation),
                 ),
                 counter.count(plain_or_verdicts(batch, validation)),
             )
@@ -159,7 +159,7 @@ def dry_run_book(
             if info is not None:
                 _check_same_file(info, batch_path, ledger_path, validation)
                 rows = ledger.rows()
-                if info.options != options_text(validation):
+                if info.options != _options_text(validation):
                     fresh = _file_rows(batch_path, validation)
                     changed = _changed_rows(ledger.path, info, rows, fresh, validation)
                     by_row = {r.row: r for r in changed}
@@ -176,7 +176,7 @@ def dry_run_book(
     return RowBook(rows)
 
 
-def options_text(validation: ValidationOptions) -> str:
+def _options_text(validation: ValidationOptions) -> str:
     """The validation options a ledger's rows were made with, as the ledger records them."""
     return json.dumps(
         {
@@ -209,7 +209,7 @@ def _apply_new_options(
         ledger.replace_rows(_changed_rows(ledger.path, info, ledger.rows(), fresh, validation))
         valid = [r for r in fresh if r.status is RowStatus.PENDING]
         ledger.set_valid_totals(len(valid), sum((r.amount for r in valid), Decimal(0)))
-        ledger.set_batch(options=options_text(validation))
+        ledger.set_batch(options=_options_text(validation))
 
 
 def _file_key(row: LedgerRow) -> tuple[object, ...]:
@@ -260,7 +260,7 @@ def _option_change(recorded: str | None, validation: ValidationOptions) -> str:
     """The options that differ, first run against this one, as command-line words."""
     if recorded is None:
         return "its options were not recorded by the payrun version that started it"
-    first, now = json.loads(recorded), json.loads(options_text(validation))
+    first, now = json.loads(recorded), json.loads(_options_text(validation))
     words = []
     for name in sorted(now):
         if first.get(name) != now[name]:
