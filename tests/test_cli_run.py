@@ -262,7 +262,7 @@ def test_a_web_page_instead_of_the_bank_is_one_plain_line(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A base URL serving HTML (a 404 page, or a 200 page): one short plain line, exit 3."""
+    """A base URL serving HTML (a 404 page, or a 200 page): one plain line, exit 2 (a setting)."""
     base_url, folder = web_server
     if index is not None:
         (folder / "v0").mkdir()
@@ -270,10 +270,11 @@ def test_a_web_page_instead_of_the_bank_is_one_plain_line(
     monkeypatch.setenv("PAYRUN_BASE_URL", base_url)
     monkeypatch.setenv("PAYRUN_API_KEY", "k-web")
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
-    assert main(["run", str(batch)]) == 3
+    assert main(["run", str(batch)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and len(err) < 300, err
+    assert err.count("\n") == 1 and len(err) < 400, err
     assert said in err and "JSONDecodeError" not in err and "<" not in err
+    assert "PAYRUN_BASE_URL" in err and base_url in err, err
 
 
 def test_deactivated_payee_fails_the_row(

@@ -20,7 +20,13 @@ import anyio
 
 from payrun.config import RunOptions, Settings, ValidationOptions
 from payrun.domain import RowStatus
-from payrun.errors import InterruptedRunError, PayrunError
+from payrun.errors import (
+    BankError,
+    BankRejectedError,
+    ConfigError,
+    InterruptedRunError,
+    PayrunError,
+)
 from payrun.execution import execute_rows
 from payrun.ledger import Ledger, LedgerRow, default_ledger_path, utc_now
 from payrun.preflight import AccountPlan, Preflight
@@ -41,6 +47,7 @@ __all__ = [
 ]
 
 _MAX_ROUNDS = 6
+_HTTP_NOT_FOUND = 404
 _STOP_POLL_SECONDS = 0.25  # each wake-up costs CPU; a quarter second is prompt enough
 _GC_YOUNG_THRESHOLD = 50_000
 _UNPAID = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.SUBMITTING)
@@ -127,7 +134,9 @@ async def run_batch(
     stop = stop or StopSignal()
     if options.dry_run:
         book = dry_run_book(batch_path, ledger_path, validation, options)
-        return await _with_client(settings, options, lambda c: _dry_run(c, book, options))
+        return await _with_client(
+            settings, options, lambda c: _dry_run(c, book, settings, options)
+        )
     ledger = open_run_ledger(batch_path, ledger_path, validation, options)
     try:
         book = RowBook(ledger.rows(), ledger=ledger, on_change=watcher.row_changed)
@@ -219,8 +228,29 @@ def _preflight(
     )
 
 
-async def _dry_run(client: BankClient, book: RowBook, options: RunOptions) -> RunOutcome:
-    org = await client.organization()
+async def _organization(client: BankClient, settings: Settings) -> Organization:
+    """The API key's organization; an address that does not answer as the bank is a setting.
+
+    The first request goes to the bank's index: a 404 there, or an answer that is not the
+    API's JSON, means the base URL points somewhere else (exit 2: running again won't help).
+    """
+    try:
+        return await client.organization()
+    except BankError as exc:
+        not_found = isinstance(exc, BankRejectedError) and exc.status == _HTTP_NOT_FOUND
+        if type(exc) is BankError or not_found:
+            msg = (
+                f"{settings.base_url} does not answer as the bank's API ({exc}); check the"
+                " bank's address (--base-url or PAYRUN_BASE_URL)"
+            )
+            raise ConfigError(msg) from exc
+        raise
+
+
+async def _dry_run(
+    client: BankClient, book: RowBook, settings: Settings, options: RunOptions
+) -> RunOutcome:
+    org = await _organization(client, settings)
     checks = _preflight(client, org, book, options)
     await checks.check_accounts()
     await checks.load_payees_and_payments()
@@ -258,7 +288,7 @@ async def _pay(
     stop: StopSignal,
 ) -> RunOutcome:
     started = utc_now()
-    org = await client.organization()
+    org = await _organization(client, settings)
     check_same_bank(ledger, settings, org)
     _reopen_unfinished(book)
     checks = _preflight(client, org, book, options)
