@@ -453,10 +453,14 @@ def test_ledger_of_another_bank_is_refused(
 def test_invalid_rows_are_reported_not_paid(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Invalid rows end invalid (exit 1) while the valid rows are paid."""
+    """Invalid rows end invalid (exit 1) while the valid rows are paid; not added up as £0."""
     bank = start_bank()
     batch = write_batch(tmp_path / "pay.csv", [*EMPLOYEES[:2], ("Bad Sort", "1234", "12345678")])
     assert main(["run", str(batch)]) == 1
+    summary = capsys.readouterr().out
+    invalid_line = next(line for line in summary.splitlines() if "invalid" in line)
+    assert "1 rows" in invalid_line and "not added up" in invalid_line, summary
+    assert "£" not in invalid_line, summary
     rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
     assert [r["status"] for r in rows] == ["submitted", "submitted", "invalid"]
     assert "sort code" in rows[2]["error"]

@@ -40,7 +40,10 @@ def _money(amount: Decimal) -> str:
 def _table(title: str, table: dict[str, tuple[int, Decimal]]) -> None:
     _say(title)
     for status, (count, total) in sorted(table.items()):
-        _say(f"  {status:<10} {count:>8} rows  £{_money(total):>16}")
+        if status == RowStatus.INVALID:  # an invalid row's amount may not be money at all
+            _say(f"  {status:<10} {count:>8} rows  {'(not added up)':>17}")
+        else:
+            _say(f"  {status:<10} {count:>8} rows  £{_money(total):>16}")
 
 
 def write_run_report(path: Path, rows: Sequence[LedgerRow]) -> str | None:
