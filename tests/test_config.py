@@ -36,6 +36,16 @@ def test_key_file_wins_and_scheme_is_configurable(tmp_path: Path) -> None:
     assert settings.auth_scheme == "GriffinAPIKey"
 
 
+def test_a_key_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """Windows editors start UTF-8 files with a BOM: it is not part of the key."""
+    key = tmp_path / "key"
+    key.write_bytes("\ufeffwith-bom\r\n".encode())
+    settings = load_settings(
+        environ={"PAYRUN_BASE_URL": "http://127.0.0.1:8080", "PAYRUN_API_KEY_FILE": str(key)}
+    )
+    assert settings.api_key == Secret("with-bom")
+
+
 @pytest.mark.parametrize(
     ("environ", "message"),
     [

@@ -173,7 +173,7 @@ def _read_api_key(api_key_file: Path | None, env: Mapping[str, str]) -> Secret:
         where = f"the API key file named by {source}"
         try:
             # Undecodable bytes become U+FFFD, which _checked_key refuses without showing.
-            value = Path(path_text).read_bytes().decode("utf-8", "replace").strip()
+            value = Path(path_text).read_bytes().decode("utf-8-sig", "replace").strip()
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             msg = f"cannot read {where}: {reason}; give the path of a file holding the key"

@@ -217,7 +217,6 @@ def execute(args: argparse.Namespace) -> int:
         print_summary(
             outcome,
             report_path=None if failure else report,
-            folder=folder,
             create_only=options.create_only,
         )
     if failure:  # the payments stand: the run's own exit code, and how to get the report

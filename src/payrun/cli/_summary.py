@@ -59,7 +59,7 @@ def write_run_report(path: Path, rows: Sequence[LedgerRow]) -> str | None:
 
 
 def print_summary(
-    outcome: RunOutcome, *, report_path: Path | None, folder: Path | None, create_only: bool
+    outcome: RunOutcome, *, report_path: Path | None, create_only: bool
 ) -> None:
     """Counts and totals per status and per account, where things are, what to do next."""
     totals = Totals.of(outcome.rows)
