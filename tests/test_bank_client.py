@@ -317,6 +317,18 @@ async def test_unreadable_answer_to_a_read_is_a_bank_error() -> None:
         with pytest.raises(BankError, match="could not be read") as info:
             await bank.get_account(ACCOUNT)
     assert type(info.value) is BankError
+    assert "it has no " in str(info.value) and "Error" not in str(info.value), info.value
+
+
+async def test_an_answer_with_a_malformed_field_says_so_in_words() -> None:
+    """A field of the wrong kind is named as an unexpected value, not as a Python error."""
+    answer = {"payment-url": PAYMENT, "payment-amount": {"value": "ten", "currency": "GBP"}}
+    rec = _Recorder(_ok(answer))
+    async with _bank(rec) as bank:
+        with pytest.raises(BankError, match="could not be read") as info:
+            await bank.get_payment(PAYMENT)
+    assert "an amount is not a number" in str(info.value), info.value
+    assert "Error" not in str(info.value) and "class" not in str(info.value), info.value
 
 
 async def test_an_html_error_page_is_one_short_line() -> None:

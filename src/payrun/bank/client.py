@@ -80,8 +80,18 @@ def _decode(parse: Callable[[Any], T], data: Any, what: str, *, write: bool = Fa
     try:
         return parse(data)
     except _PARSE_ERRORS as exc:
-        msg = f"the bank's answer ({what}) could not be read: {type(exc).__name__}: {exc}"
+        msg = f"the bank's answer ({what}) could not be read: {_unreadable(exc)}"
         raise (OutcomeUnknownError if write else BankError)(msg) from exc
+
+
+def _unreadable(exc: BaseException) -> str:
+    """Why an answer could not be read, in words rather than a Python exception's name."""
+    if isinstance(exc, KeyError):
+        return f"it has no {exc.args[0]!r} field" if exc.args else "a field is missing"
+    if isinstance(exc, ArithmeticError):  # decimal's text is a list of its classes
+        return "an amount is not a number"
+    detail = str(exc).strip()
+    return f"a field has an unexpected value ({detail})" if detail else "a field is malformed"
 
 
 class BankClient:
