@@ -408,6 +408,35 @@ def test_create_only_creates_without_submitting(
     assert all(g["payments"] == 1 and g["submissions"] == 0 for g in payment_groups(bank))
 
 
+def test_payments_approved_in_the_bank_app_are_recorded_not_submitted_again(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--create-only, then a person submits two payments in the bank's app: the next run
+    records those submissions (no second submit, no 'failed'), submits the others, exit 0."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    assert main(["run", str(batch), "--create-only"]) == 0
+    created = report(ledger, capsys)
+    headers = {"Authorization": f"ServiceAPIKey {bank.api_key}"}
+    approved = {}
+    for row in created[:2]:  # what the second person does in the bank's app
+        answer = httpx.post(f"{bank.base_url}{row['payment_url']}/submissions",
+                            json={"payment-scheme": "fps"}, headers=headers)
+        answer.raise_for_status()
+        approved[row["row"]] = answer.json()["submission-url"]
+
+    assert main(["run", str(batch), "--wait"]) == 0, capsys.readouterr()
+    rows = report(ledger, capsys)
+    assert {r["status"] for r in rows} == {"delivered"}, rows
+    for row in rows:
+        if row["row"] in approved:
+            assert row["submission_url"] == approved[row["row"]], row
+    groups = payment_groups(bank)
+    assert len(groups) == len(EMPLOYEES)
+    assert all(g["payments"] == 1 and g["submissions"] == 1 for g in groups), groups
+
+
 def test_wait_follows_submissions_to_delivered(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -30,7 +30,7 @@ from payrun.errors import (
 from payrun.execution import execute_rows
 from payrun.ledger import Ledger, LedgerRow, default_ledger_path, utc_now
 from payrun.preflight import AccountPlan, Preflight
-from payrun.reconciliation import reconcile_rows
+from payrun.reconciliation import adopt_outside_submissions, reconcile_rows
 from payrun.records import RowBook
 from payrun.run_start import check_same_bank, dry_run_book, open_run_ledger
 from payrun.stopping import StopSignal
@@ -302,6 +302,8 @@ async def _pay(
         payee_details=checks.payee_details,
         payments=checks.payments,
     )
+    if not options.create_only:  # approved in the bank's app since the run that created it?
+        await adopt_outside_submissions(client, book)
     checks.guard_repeats()
     checks.check_balances()
     await checks.prepare_payees()

@@ -24,7 +24,7 @@ from payrun.records import RowBook
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankAccount, BankClient, Payment
 
-__all__ = ["fetch_recent_payments", "reconcile_rows"]
+__all__ = ["adopt_outside_submissions", "fetch_recent_payments", "reconcile_rows"]
 
 _READ_WORKERS = 20
 
@@ -96,7 +96,29 @@ async def _reconcile_creating(
 
 
 async def _reconcile_submitting(client: BankClient, book: RowBook) -> None:
-    rows = book.in_status(RowStatus.SUBMITTING)
+    await _settle_by_submissions(client, book, book.in_status(RowStatus.SUBMITTING))
+
+
+async def adopt_outside_submissions(client: BankClient, book: RowBook) -> None:
+    """Record submissions made outside payrun for rows created by an earlier run.
+
+    A payment created with ``--create-only`` is approved (submitted) in the bank's app;
+    a row left ``created`` by an earlier run is checked before it is submitted: if its
+    payment has a submission, that one is recorded and nothing is sent.
+    """
+    rows = [r for r in book.in_status(RowStatus.CREATED) if r.payment_url]
+    await _settle_by_submissions(client, book, rows, none=None)
+
+
+async def _settle_by_submissions(
+    client: BankClient,
+    book: RowBook,
+    rows: list[LedgerRow],
+    *,
+    none: RowStatus | None = RowStatus.CREATED,
+) -> None:
+    """Each row with a submission at the bank becomes ``submitted`` (the latest one);
+    a row with none becomes ``none`` (or stays as it is when ``none`` is None)."""
     if not rows:
         return
     send, receive = anyio.create_memory_object_stream[LedgerRow](max_buffer_size=len(rows))
@@ -111,8 +133,8 @@ async def _reconcile_submitting(client: BankClient, book: RowBook) -> None:
             if submissions:
                 latest = max(submissions, key=lambda s: s.created_at)
                 book.set(row.row, status=RowStatus.SUBMITTED, submission_url=latest.url, error=None)
-            else:
-                book.set(row.row, status=RowStatus.CREATED, error=None)
+            elif none is not None:
+                book.set(row.row, status=none, error=None)
 
     with receive:
         async with anyio.create_task_group() as group:
