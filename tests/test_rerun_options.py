@@ -120,10 +120,23 @@ def test_a_wrong_source_account_is_corrected_on_the_rerun(
     assert _payments(bank, rows) == 0
     assert {r["status"] for r in ledger_rows(ledger)} == {"failed"}
 
+    before = ledger_rows(ledger)
+    totals_wrong = run(bank, batch, ledger, "--source-account", SECOND, "--expect-count", "99")
+    assert totals_wrong.returncode == 2, totals_wrong.describe()
+    assert ledger_rows(ledger) == before, "a refused rerun changed the ledger"
+    dry = run(bank, batch, ledger, "--source-account", SECOND, "--dry-run", "--expect-count",
+              "99")
+    assert dry.returncode == 2, dry.describe()
+    assert "control totals" in dry.stderr, dry.describe()
+
     right = run(bank, batch, ledger, "--source-account", SECOND)
     assert right.returncode == 0, right.describe()
     assert_exactly_once(bank, rows, ledger, "after correcting --source-account")
     assert {r["source_account"] for r in ledger_rows(ledger)} == {SECOND}
+    plan = run(bank, batch, ledger, "--source-account", SECOND, "--dry-run")
+    assert plan.returncode == 0, plan.describe()
+    assert f"{len(rows)} rows already paid" in plan.stdout, plan.describe()
+    assert "submitted: None" not in plan.stdout, plan.describe()
 
 
 def test_allow_duplicates_on_the_rerun_pays_the_duplicate_once(
@@ -154,7 +167,8 @@ def test_allow_duplicates_on_the_rerun_pays_the_duplicate_once(
     assert again.returncode == 0, again.describe()
     refused = run(bank, batch, ledger)
     assert refused.returncode == 2, refused.describe()
-    assert "--allow-duplicates" in refused.stderr, refused.describe()
+    assert "--allow-duplicates given then, not given now" in refused.stderr, refused.describe()
+    assert "run it again with those options" in refused.stderr, refused.describe()
     assert _payments(bank, rows) == len(rows) + 1, "a rerun paid something again"
 
 

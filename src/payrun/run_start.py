@@ -43,15 +43,14 @@ def open_run_ledger(
         else:
             _check_same_file(info, batch_path, ledger_path, validation)
             if info.options != _options_text(validation):
-                _apply_new_options(ledger, info, batch_path, validation)
-                info = ledger.batch()
-                assert info is not None
-            check_control_totals(
-                info.valid_count,
-                info.valid_total,
-                expect_count=options.expect_count,
-                expect_total=options.expect_total,
-            )
+                _apply_new_options(ledger, info, batch_path, validation, options)
+            else:
+                check_control_totals(
+                    info.valid_count,
+                    info.valid_total,
+                    expect_count=options.expect_count,
+                    expect_total=options.expect_total,
+                )
     except BaseException:
         ledger.close()
         if is_new:
@@ -164,16 +163,22 @@ def dry_run_book(
                     changed = _changed_rows(ledger.path, info, rows, fresh, validation)
                     by_row = {r.row: r for r in changed}
                     rows = [by_row.get(r.row, r) for r in rows]
+                _check_totals(rows, options)
                 return RowBook(rows)
     rows = _file_rows(batch_path, validation)
-    valid = [r for r in rows if r.status is RowStatus.PENDING]
+    _check_totals(rows, options)
+    return RowBook(rows)
+
+
+def _check_totals(rows: list[LedgerRow], options: RunOptions) -> None:
+    """The control totals against the valid rows (every row not invalid, paid or not)."""
+    valid = [r for r in rows if r.status is not RowStatus.INVALID]
     check_control_totals(
         len(valid),
         sum((r.amount for r in valid), Decimal(0)),
         expect_count=options.expect_count,
         expect_total=options.expect_total,
     )
-    return RowBook(rows)
 
 
 def _options_text(validation: ValidationOptions) -> str:
@@ -196,18 +201,25 @@ def _file_rows(batch_path: Path, validation: ValidationOptions) -> list[LedgerRo
 
 
 def _apply_new_options(
-    ledger: Ledger, info: BatchInfo, batch_path: Path, validation: ValidationOptions
+    ledger: Ledger,
+    info: BatchInfo,
+    batch_path: Path,
+    validation: ValidationOptions,
+    options: RunOptions,
 ) -> None:
     """A rerun with other validation options: rows never sent follow them, sent rows must not.
 
     Rows never sent to the bank take the file's verdict under the new options (a row made
-    valid by ``--allow-duplicates``, a corrected ``--source-account``); if a row already
-    sent would change, the run is refused and nothing is written.
+    valid by ``--allow-duplicates``, a corrected ``--source-account``). If a row already
+    sent would change, or the control totals differ under the new options, the run is
+    refused and nothing is written.
     """
     fresh = _file_rows(batch_path, validation)
+    changed = _changed_rows(ledger.path, info, ledger.rows(), fresh, validation)
+    _check_totals(fresh, options)
+    valid = [r for r in fresh if r.status is not RowStatus.INVALID]
     with ledger.atomic():
-        ledger.replace_rows(_changed_rows(ledger.path, info, ledger.rows(), fresh, validation))
-        valid = [r for r in fresh if r.status is RowStatus.PENDING]
+        ledger.replace_rows(changed)
         ledger.set_valid_totals(len(valid), sum((r.amount for r in valid), Decimal(0)))
         ledger.set_batch(options=_options_text(validation))
 
@@ -229,7 +241,7 @@ def _changed_rows(
     if [r.row for r in rows] != [r.row for r in fresh]:
         msg = (
             f"the ledger {ledger_path} holds other rows of {Path(info.file_path).name} than"
-            f" these options read ({options}); run it with the options of its first run, or"
+            f" these options read ({options}); run it with the options of its last run, or"
             " pay with a fresh ledger (--ledger NEW.ledger.sqlite)"
         )
         raise LedgerMismatchError(msg)
@@ -246,10 +258,10 @@ def _changed_rows(
         old, new = sent[0]
         more = f" and {len(sent) - 1} more" if len(sent) > 1 else ""
         msg = (
-            f"the ledger {ledger_path} was started with other options ({options}) and has"
+            f"the ledger {ledger_path} was last run with other options ({options}) and has"
             f" already sent row {old.row}{more} to the bank, which would now read"
-            f" differently ({_row_change(old, new)}); run it again with the options of its"
-            " first run to finish it. To pay the rest another way, take the rows already sent"
+            f" differently ({_row_change(old, new)}); run it again with those options to"
+            " finish it. To pay the rest another way, take the rows already sent"
             " (payrun report) out of the file and use a fresh ledger"
         )
         raise LedgerMismatchError(msg)
@@ -257,7 +269,7 @@ def _changed_rows(
 
 
 def _option_change(recorded: str | None, validation: ValidationOptions) -> str:
-    """The options that differ, first run against this one, as command-line words."""
+    """The options that differ, the ledger's last run against this one, as command-line words."""
     if recorded is None:
         return "its options were not recorded by the payrun version that started it"
     first, now = json.loads(recorded), json.loads(_options_text(validation))

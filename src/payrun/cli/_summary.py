@@ -81,6 +81,9 @@ def print_summary(
     _say(explain.get(outcome.exit_code, ""))
 
 
+_NOTHING_TO_DO = frozenset({RowStatus.SUBMITTED, RowStatus.DELIVERED})
+
+
 def print_dry_run(outcome: RunOutcome) -> None:
     """The plan per account: rows, total, available balance, payees to create or check."""
     _say("dry run: nothing was created at the bank")
@@ -101,9 +104,16 @@ def print_dry_run(outcome: RunOutcome) -> None:
         )
         if plan.problem:
             _say(f"  problem: {plan.problem}")
+    done = 0
     for row in outcome.rows:
-        if row.status is not RowStatus.PENDING:
+        if row.status is RowStatus.PENDING:
+            continue
+        if row.status in _NOTHING_TO_DO:
+            done += 1
+        else:
             _say(f"  row {row.row} ({row.payee_name}): {row.status}: {row.error}")
+    if done:
+        _say(f"{done} rows already paid by this ledger's earlier runs (nothing more to do)")
     _say(
         "everything would be paid"
         if outcome.exit_code == 0
