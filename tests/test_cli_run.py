@@ -408,6 +408,44 @@ def test_create_only_creates_without_submitting(
     assert all(g["payments"] == 1 and g["submissions"] == 0 for g in payment_groups(bank))
 
 
+def test_a_bank_busy_creating_payees_leaves_rows_to_run_again_not_failed(
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every payee create answered 429 (retries spent): rows stay pending, exit 3 (run
+    again), not failed; once the bank lets payees in, the same command pays them once."""
+    bank = start_bank()
+    serve_api = bank.app._serve_api  # noqa: SLF001 - fault injection in the real server
+
+    async def busy_payees(scope: Any, receive: Any, send: Any) -> None:
+        if scope["method"] == "POST" and scope["path"].endswith("/payees"):
+            body = json.dumps({"errors": [{"status": "429", "title": "too-many-requests"}]})
+            await send({"type": "http.response.start", "status": 429,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body.encode()})
+            return
+        await serve_api(scope, receive, send)
+
+    monkeypatch.setattr(bank.app, "_serve_api", busy_payees)
+    new_payees = EMPLOYEES[2:]  # not payees yet: each needs a create
+    batch = write_batch(tmp_path / "pay.csv", new_payees)
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    assert main(["run", str(batch), "--no-confirm-payees"]) == 3
+    rows = report(ledger, capsys)
+    assert {r["status"] for r in rows} == {"pending"}, rows
+    assert all("run the same command again" in r["error"] for r in rows), rows
+    assert not payment_groups(bank)
+
+    monkeypatch.setattr(bank.app, "_serve_api", serve_api)
+    assert main(["run", str(batch), "--no-confirm-payees"]) == 0
+    groups = payment_groups(bank)
+    assert len(groups) == len(new_payees)
+    assert all(g["payments"] == 1 and g["submissions"] == 1 for g in groups), groups
+
+
 def test_payments_approved_in_the_bank_app_are_recorded_not_submitted_again(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

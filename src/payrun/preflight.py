@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from payrun.domain import RowStatus, format_money
-from payrun.errors import AuthError, BankError, OutcomeUnknownError
+from payrun.errors import (
+    AuthError,
+    BankError,
+    BankUnavailableError,
+    OutcomeUnknownError,
+    RateLimitedError,
+)
 from payrun.ledger import LedgerRow, utc_now
 from payrun.planning import CLOCK_SKEW, PayeeIndex, account_classification, find_repeats
 from payrun.reconciliation import fetch_recent_payments
@@ -296,6 +302,15 @@ class Preflight:
                 error=(
                     f"the bank's answer to creating the payee was lost ({exc});"
                     " run the same command again (the payee is looked up first, never doubled)"
+                ),
+            )
+            return
+        except (RateLimitedError, BankUnavailableError) as exc:  # nothing happened: later
+            self.book.set_many(
+                numbers,
+                error=(
+                    f"payee not created yet: the bank was busy or unreachable ({exc});"
+                    " run the same command again to finish"
                 ),
             )
             return
