@@ -610,7 +610,8 @@ def test_several_matching_payments_need_attention_and_nothing_is_guessed(
         db.execute("UPDATE rows SET status='creating', payment_url=NULL, intent_at=?", (earlier,))
     assert main(["run", str(batch)]) == 3
     out = capsys.readouterr().out
-    assert "needs attention: rows 2" in out
+    assert "needs attention: row 2 match" in out
+    assert "a person must look at the rows above in the bank's app first" in out.splitlines()[-1]
     assert [g["payments"] for g in payment_groups(bank)] == [2]  # nothing new was created
     assert all(g["submissions"] == 0 for g in payment_groups(bank))  # and nothing submitted
 

@@ -171,11 +171,13 @@ def test_max_rows_exit_2(batch_csv: Path, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_sheet_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """--sheet picks the sheet to read; a missing sheet exits 2."""
+    """--sheet picks the sheet to read; a missing sheet, or --sheet on a CSV, exits 2."""
     path = SAMPLES / "suppliers.xlsx"
     assert run(["validate", str(path), "--sheet", "suppliers"], capsys)[0] == 0
     code, _, err = run(["validate", str(path), "--sheet", "Nope"], capsys)
     assert code == 2 and "no sheet named 'Nope'" in err
+    code, _, err = run(["validate", str(SAMPLES / "payroll.csv"), "--sheet", "Nov"], capsys)
+    assert code == 2 and "--sheet Nov is for .xlsx workbooks" in err, err
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from payrun.reporting import write_table
 
 __all__ = ["print_dry_run", "print_summary", "write_run_report"]
 
+_INCOMPLETE = 3
 _EXPLAIN = {
     0: "done: every valid row was paid",
     1: "finished, but some rows were not paid (invalid, held or failed): see the error column",
@@ -71,14 +72,19 @@ def print_summary(
             _say(f"  row {row.row} ({row.payee_name}): {row.status}: {row.error}")
     if outcome.attention:
         rows = ", ".join(str(n) for n in outcome.attention)
-        _say(f"needs attention: rows {rows} match several bank payments; see their error")
+        which = "row" if len(outcome.attention) == 1 else "rows"
+        _say(f"needs attention: {which} {rows} match several bank payments; see the error")
     if outcome.interrupted:
         _say("interrupted: nothing new was started; run the same command again to resume")
     _say(f"ledger: {outcome.ledger_path}")
     if report_path is not None:
         _say(f"report: {report_path}")
     explain = _EXPLAIN_CREATE_ONLY if create_only else _EXPLAIN
-    _say(explain.get(outcome.exit_code, ""))
+    if outcome.attention and outcome.exit_code == _INCOMPLETE:  # a rerun alone won't settle it
+        _say("incomplete: a person must look at the rows above in the bank's app first;"
+             " then run the same command again (nothing will be paid twice)")
+    else:
+        _say(explain.get(outcome.exit_code, ""))
 
 
 _NOTHING_TO_DO = frozenset({RowStatus.SUBMITTED, RowStatus.DELIVERED})

@@ -126,6 +126,9 @@ def read_batch(
     """Open a batch file, read its header and first row, and return the row stream."""
     path = Path(path)
     kind = sniff_format(path)
+    if kind == "csv" and sheet is not None:  # a sheet name the user expects to be used
+        msg = f"--sheet {sheet} is for .xlsx workbooks, and {path.name} is a CSV file: leave it out"
+        raise BatchFileError(msg, path=path)
     if kind == "csv":
         source = open_csv(path)
         sha256, sheet_name = source.sha256, None
