@@ -475,6 +475,31 @@ def test_payments_approved_in_the_bank_app_are_recorded_not_submitted_again(
     assert all(g["payments"] == 1 and g["submissions"] == 1 for g in groups), groups
 
 
+def test_a_payment_rejected_in_the_bank_app_ends_rejected_and_is_left_alone(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--create-only, the approver rejects one payment: the next run ends that row
+    'rejected' (exit 1) and submits the others; a further run sends nothing for it."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    assert main(["run", str(batch), "--create-only"]) == 0
+    first = report(ledger, capsys)[0]
+    headers = {"Authorization": f"ServiceAPIKey {bank.api_key}"}
+    httpx.patch(f"{bank.base_url}{first['payment_url']}", json={"rejection-reason": "wrong"},
+                headers=headers).raise_for_status()
+
+    for _ in range(2):
+        assert main(["run", str(batch)]) == 1
+        rows = report(ledger, capsys)
+        assert rows[0]["status"] == "rejected" and "rejected" in rows[0]["error"], rows[0]
+        assert {r["status"] for r in rows[1:]} == {"submitted"}, rows
+    requests = stats(bank)["requests"]
+    assert main(["run", str(batch)]) == 1
+    assert stats(bank)["requests"] - requests < 10, "a rerun kept trying the rejected row"
+    assert sorted(g["submissions"] for g in payment_groups(bank)) == [0, 1, 1, 1]
+
+
 def test_wait_follows_submissions_to_delivered(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -43,6 +43,8 @@ if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a ban
 
 __all__ = ["ExecutionResult", "StopFlag", "execute_rows"]
 
+_GONE = 410
+"""The bank's answer to submitting a payment someone rejected (``payment-rejected``)."""
 _WATCH_SECONDS = 0.25
 """How often the engine looks at the stop flag and flushes held outcomes."""
 
@@ -280,6 +282,13 @@ class _Engine:
                 ),
             )
             self.result.unknown += 1
+        elif isinstance(exc, BankRejectedError) and action == "submit" and exc.status == _GONE:
+            self._book.record(
+                number,
+                status=RowStatus.REJECTED,
+                error=f"the payment was rejected at the bank, so it is not paid: {exc}",
+            )
+            self.result.failed += 1
         elif isinstance(exc, BankRejectedError):
             prefix = "payment created but not submitted: " if action == "submit" else ""
             self._book.record(number, status=RowStatus.FAILED, error=f"{prefix}{exc}")
