@@ -278,6 +278,35 @@ def test_second_run_of_a_locked_ledger_exits_2_naming_the_holder(tmp_path: Path)
         assert_exactly_once(bank, rows, ledger, "the run that held the lock")
 
 
+def test_the_same_file_through_another_ledger_at_once_is_refused(
+    slow_bank: RunningSandbox, tmp_path: Path
+) -> None:
+    """A copy of the file paid through a second ledger while the first run pays: exit 2,
+    nothing sent; afterwards that ledger holds every row as a possible repeat."""
+    rows = make_rows(6, 100, tag="C")
+    batch, ledger = _batch(tmp_path, rows)
+    copy_folder = tmp_path / "copy"
+    copy_folder.mkdir()
+    copy = copy_folder / "payroll (1).csv"
+    copy.write_bytes(batch.read_bytes())
+    started = time.monotonic()
+    first = start_run(slow_bank, batch, ledger)
+    try:
+        _wait_until(lambda: _count_status(ledger, "submitted") >= 1, 60, "the first payments")
+        second = run(slow_bank, copy, copy_folder / "copy.ledger.sqlite")
+        assert first.poll() is None, "the first run ended before the second one tried"
+    finally:
+        first_done = finish(first, started)
+    assert second.returncode == 2, second.describe()
+    assert "same content" in second.stderr and str(first.pid) in second.stderr, second.describe()
+    assert first_done.returncode == 0, first_done.describe()
+    assert_exactly_once(slow_bank, rows, ledger, "two ledgers of one file at once")
+    later = run(slow_bank, copy, copy_folder / "copy.ledger.sqlite")
+    assert later.returncode == 1, later.describe()
+    assert {r["status"] for r in ledger_rows(copy_folder / "copy.ledger.sqlite")} == {"held"}
+    assert_exactly_once(slow_bank, rows, ledger, "after the refused copy ran again")
+
+
 # ---- 7. resume with a changed file ---------------------------------------------------------
 
 

@@ -28,7 +28,14 @@ from payrun.errors import (
     PayrunError,
 )
 from payrun.execution import execute_rows
-from payrun.ledger import Ledger, LedgerRow, default_ledger_path, utc_now
+from payrun.ledger import (
+    Ledger,
+    LedgerRow,
+    default_ledger_path,
+    release_lock,
+    take_batch_lock,
+    utc_now,
+)
 from payrun.preflight import AccountPlan, Preflight
 from payrun.reconciliation import adopt_outside_submissions, reconcile_rows
 from payrun.records import RowBook
@@ -138,7 +145,11 @@ async def run_batch(
             settings, options, lambda c: _dry_run(c, book, settings, options)
         )
     ledger = open_run_ledger(batch_path, ledger_path, validation, options)
+    batch_lock = None
     try:
+        info = ledger.batch()
+        assert info is not None
+        batch_lock = take_batch_lock(info.file_sha256, settings.base_url, ledger_path)
         book = RowBook(ledger.rows(), ledger=ledger, on_change=watcher.row_changed)
         with _collector_tuned():
             outcome = await _with_client(
@@ -151,6 +162,7 @@ async def run_batch(
         ledger.set_batch(ended_at=utc_now())
     finally:
         ledger.close()
+        release_lock(batch_lock)
     outcome.ledger_path = ledger_path
     return outcome
 

@@ -10,10 +10,20 @@ Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated here 
 
 from __future__ import annotations
 
+from payrun.ledger._lock import release_lock as release_lock
+from payrun.ledger._lock import take_batch_lock as take_batch_lock
 from payrun.ledger._records import BatchInfo as BatchInfo
 from payrun.ledger._records import LedgerRow as LedgerRow
 from payrun.ledger._records import utc_now as utc_now
 from payrun.ledger._store import Ledger as Ledger
 from payrun.ledger._store import default_ledger_path as default_ledger_path
 
-__all__ = ["BatchInfo", "Ledger", "LedgerRow", "default_ledger_path", "utc_now"]
+__all__ = [
+    "BatchInfo",
+    "Ledger",
+    "LedgerRow",
+    "default_ledger_path",
+    "release_lock",
+    "take_batch_lock",
+    "utc_now",
+]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from payrun.errors import LedgerError, LedgerLockedError
 
-__all__ = ["create_private", "release_lock", "take_lock"]
+__all__ = ["create_private", "release_lock", "take_batch_lock", "take_lock"]
 
 
 def create_private(path: Path) -> None:
@@ -55,6 +55,55 @@ def take_lock(path: Path) -> int | None:
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     return fd
+
+
+def take_batch_lock(file_sha256: str, base_url: str, ledger_path: Path) -> int | None:
+    """Hold a lock on this file content paid at this bank, whatever the ledger.
+
+    Two runs of the same content through two ledgers at once (a copy of the file, or
+    ``--ledger`` given twice) would each pay every row: the repeat guard reads the bank
+    before paying, so it only catches a run that starts after the other one has paid.
+    The lock lives in this user's folder under the system temp directory, so it covers
+    the runs of one user on one machine; the kernel drops it when the process dies.
+    Best effort: if that folder cannot be used, the ledger's own lock still holds.
+    """
+    if sys.platform == "win32":  # pragma: no cover - payrun runs on Linux and macOS
+        return None
+    import fcntl
+    import hashlib
+    import tempfile
+
+    key = hashlib.sha256(f"{file_sha256} {base_url}".encode()).hexdigest()[:40]
+    folder = Path(tempfile.gettempdir()) / f"payrun-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(folder / f"batch-{key}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _read_holder(fd)
+        os.close(fd)
+        msg = (
+            f"{holder or 'another payrun run'} is paying a file with the same content at"
+            " this bank right now; two runs at once would pay every row twice: wait for it to"
+            " finish, then run again (rows it paid are then held as possible repeats)"
+        )
+        raise LedgerLockedError(msg, pid=None) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n{ledger_path}".encode())
+    return fd
+
+
+def _read_holder(fd: int) -> str | None:
+    try:
+        pid, _, ledger = os.pread(fd, 4096, 0).decode().partition("\n")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not pid.strip().isdigit():
+        return None
+    return f"process {pid.strip()} (ledger {ledger.strip()})" if ledger else f"process {pid}"
 
 
 def _read_pid(fd: int) -> int | None:
