@@ -148,6 +148,75 @@ def test_control_totals_refuse_before_any_request(
     assert main(["run", str(batch), "--expect-count", "4", "--expect-total", "400.00"]) == 0
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("--expect-total", "400.001", "at most 2 decimal places"),
+        ("--expect-total", "-400.00", "no sign"),
+        ("--expect-total", "4.0E+2", "such as 1234.50"),
+        ("--expect-total", "４００", "such as 1234.50"),
+        ("--expect-total", "4,00.00", "such as 1234.50"),
+        ("--duplicate-window", "740000", "from 0 to 3650"),
+        ("--duplicate-window", "-1", "from 0 to 3650"),
+    ],
+)
+def test_option_values_out_of_shape_are_usage_errors_before_any_request(
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    option: str,
+    value: str,
+    said: str,
+) -> None:
+    """A control total or window that is not what it should be: exit 2, nothing sent."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    with pytest.raises(SystemExit) as info:
+        main(["run", str(batch), f"{option}={value}"])
+    assert info.value.code == 2
+    assert said in capsys.readouterr().err
+    assert stats(bank)["requests"] == 0
+
+
+def test_control_totals_accept_pounds_and_thousands_commas(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """'£1,000.5' and '1000.50' are amounts; a dry run checks them and goes ahead."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:2], amount="500.25")
+    assert main(["run", str(batch), "--dry-run", "--expect-total", "£1,000.5"]) == 0
+    assert main(["run", str(batch), "--dry-run", "--expect-total", "1000.50"]) == 0
+
+
+def test_a_terminal_without_pound_signs_gets_question_marks_not_a_crash(
+    start_bank: StartBank, tmp_path: Path
+) -> None:
+    """An ASCII-only stdout (PYTHONIOENCODING=ascii): the summary's '£' and a Chinese payee
+    name print as '?', the run pays every row and exits 0."""
+    start_bank()
+    chinese = ("李小龙 Ltd", "601613", "37704964")
+    batch = write_batch(tmp_path / "pay.csv", [*EMPLOYEES[:1], chinese])
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    done = subprocess.run(
+        [sys.executable, "-m", "payrun", "run", str(batch), "--no-confirm-payees"],
+        capture_output=True, text=True, encoding="ascii", errors="strict", env=env, timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "?" in done.stdout and "Traceback" not in done.stderr, done.stdout + done.stderr
+    assert "done: every valid row was paid" in done.stdout
+
+
+def test_run_help_states_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    """Schedulers read the exit codes in `payrun run --help`, as the README gives them."""
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for words in ("Exit 0 when every valid row was submitted", "1 when some rows are invalid",
+                  "2 for a usage", "3 when interrupted or incomplete"):
+        assert words in out, out
+
+
 @pytest.mark.parametrize("report", ["out.pdf", "missing/r.csv", "folder.csv"])
 def test_a_report_that_cannot_be_written_is_refused_before_any_request(
     start_bank: StartBank, tmp_path: Path, report: str, capsys: pytest.CaptureFixture[str]
@@ -550,6 +619,7 @@ def test_invalid_rows_are_reported_not_paid(
     batch = write_batch(tmp_path / "pay.csv", [*EMPLOYEES[:2], ("Bad Sort", "1234", "12345678")])
     assert main(["run", str(batch)]) == 1
     summary = capsys.readouterr().out
+    assert "row 4 (Bad Sort): invalid:" in summary and "sort code" in summary, summary
     invalid_line = next(line for line in summary.splitlines() if "invalid" in line)
     assert "1 rows" in invalid_line and "not added up" in invalid_line, summary
     assert "£" not in invalid_line, summary

@@ -8,8 +8,10 @@ A thin shell. Each subcommand lives in its own ``_<command>.py`` module with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import signal
+import sys
 import threading
 from collections.abc import Sequence
 
@@ -78,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     stop = StopSignal()
     previous = _catch_signals(stop)
+    _printable_anywhere()
     try:
         return _main(argv, stop, previous)
     except KeyboardInterrupt:
@@ -89,6 +92,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 signal.signal(number, signal.SIG_IGN)
         else:
             _restore_signals(previous)
+
+
+def _printable_anywhere() -> None:
+    """A payee name or '£' the terminal's encoding lacks prints as '?', never fails a run."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors="replace")
 
 
 def _catch_signals(stop: StopSignal) -> dict[int, object]:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import sys
 import tempfile
 from collections.abc import Iterator
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,11 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         allow_abbrev=False,
         help="create and submit one payment per valid row, exactly once",
         description="Pay every valid row of BATCH through the bank API. Running the same"
-        " command again resumes: rows already paid are never paid again.",
+        " command again resumes: rows already paid are never paid again. Exit 0 when every"
+        " valid row was submitted (delivered with --wait), 1 when some rows are invalid, held,"
+        " failed or rejected, 2 for a usage, configuration, authentication, ledger or"
+        " control-total error (nothing more was sent), 3 when interrupted or incomplete:"
+        " run the same command again.",
     )
     _add_file_options(parser)
     _add_ledger_and_bank_options(parser)
@@ -142,9 +147,9 @@ def _add_payment_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--duplicate-window",
-        type=int,
+        type=_days,
         default=DEFAULT_DUPLICATE_WINDOW_DAYS,
-        help="days of the accounts' payments checked for repeats (default 3)",
+        help="days of the accounts' payments checked for repeats (default 3; 0: no check)",
     )
     parser.add_argument(
         "--allow-repeat",
@@ -159,16 +164,28 @@ def _add_payment_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_AMOUNT = re.compile(r"[0-9]{1,3}(,[0-9]{3})*(\.[0-9]{1,2})?|[0-9]+(\.[0-9]{1,2})?")
+_MAX_WINDOW_DAYS = 3650
+
+
 def _money(text: str) -> Decimal:
-    try:
-        value = Decimal(text.replace(",", "").lstrip("£"))
-    except InvalidOperation:
-        msg = f"{text!r} is not an amount such as 1234.50"
-        raise argparse.ArgumentTypeError(msg) from None
-    if not value.is_finite():
-        msg = f"{text!r} is not an amount such as 1234.50"
+    """A control total: pounds with at most 2 decimals, optional £ and thousands commas."""
+    plain = text.strip().removeprefix("£")
+    if not plain.isascii() or not _AMOUNT.fullmatch(plain):
+        msg = (
+            f"{text!r} is not an amount such as 1234.50 or 1,234.50"
+            " (pounds, at most 2 decimal places, no sign)"
+        )
         raise argparse.ArgumentTypeError(msg)
-    return value
+    return Decimal(plain.replace(",", ""))
+
+
+def _days(text: str) -> int:
+    """--duplicate-window: whole days from 0 (no repeat check) to ten years."""
+    if not text.strip().isdigit() or int(text) > _MAX_WINDOW_DAYS:
+        msg = f"{text!r} is not a number of days from 0 to {_MAX_WINDOW_DAYS}"
+        raise argparse.ArgumentTypeError(msg)
+    return int(text)
 
 
 def execute(args: argparse.Namespace) -> int:

@@ -16,17 +16,20 @@ from payrun.reporting import write_table
 __all__ = ["print_dry_run", "print_summary", "write_run_report"]
 
 _INCOMPLETE = 3
+_MAX_NAMED = 20
+"""Rows not paid that the summary names one by one; the report has every row."""
+_NAMED = frozenset({RowStatus.INVALID, RowStatus.HELD, RowStatus.FAILED, RowStatus.REJECTED})
 _EXPLAIN = {
     0: "done: every valid row was paid",
-    1: "finished, but some rows were not paid (invalid, held or failed): see the error column",
+    1: "finished, but some rows were not paid (invalid, held, failed or rejected): see above",
     3: "incomplete: run the same command again to resume (nothing will be paid twice)",
 }
 _EXPLAIN_CREATE_ONLY = {
     **_EXPLAIN,
     0: "done: every valid row was created, and none submitted: approve the payments in the"
     " bank's app to pay them",
-    1: "finished, but some rows were not created (invalid, held or failed): see the error"
-    " column; approve the created payments in the bank's app to pay them",
+    1: "finished, but some rows were not created (invalid, held or failed): see above;"
+    " approve the created payments in the bank's app to pay them",
 }
 
 
@@ -67,9 +70,11 @@ def print_summary(
     _table("rows by status:", totals.by_status)
     for account, table in sorted(totals.by_account.items()):
         _table(f"from {account}:", table)
-    for row in outcome.rows:
-        if row.status in (RowStatus.HELD, RowStatus.FAILED) or row.row in outcome.attention:
-            _say(f"  row {row.row} ({row.payee_name}): {row.status}: {row.error}")
+    named = [r for r in outcome.rows if r.status in _NAMED or r.row in outcome.attention]
+    for row in named[:_MAX_NAMED]:
+        _say(f"  row {row.row} ({row.payee_name}): {row.status}: {row.error}")
+    if len(named) > _MAX_NAMED:
+        _say(f"  ... and {len(named) - _MAX_NAMED} more: payrun report {outcome.ledger_path}")
     if outcome.attention:
         rows = ", ".join(str(n) for n in outcome.attention)
         which = "row" if len(outcome.attention) == 1 else "rows"
