@@ -27,6 +27,8 @@ from _run_helpers import (
     ledger_rows,
     make_rows,
     run,
+    run_args,
+    run_env,
     start_run,
     stats,
     write_batch,
@@ -305,6 +307,35 @@ def test_the_same_file_through_another_ledger_at_once_is_refused(
     assert later.returncode == 1, later.describe()
     assert {r["status"] for r in ledger_rows(copy_folder / "copy.ledger.sqlite")} == {"held"}
     assert_exactly_once(slow_bank, rows, ledger, "after the refused copy ran again")
+
+
+def test_a_ledger_disk_filling_up_mid_run_exits_3_and_the_rerun_pays_each_row_once(
+    slow_bank: RunningSandbox, tmp_path: Path
+) -> None:
+    """Ledger writes fail mid-run (a 1.2 MB file size limit stands in for a full disk):
+    exit 3 with one line saying to run again; the rerun finishes exactly once."""
+    import resource
+
+    rows = make_rows(7, 200, tag="F")
+    batch, ledger = _batch(tmp_path, rows)
+
+    def small_disk() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1_200_000, 1_200_000))
+
+    started = time.monotonic()
+    process = subprocess.Popen(
+        run_args(batch, ledger), env=run_env(slow_bank), cwd=tmp_path, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=small_disk,  # noqa: PLW1509 - a limit for this child only, before exec
+    )
+    full = finish(process, started)
+    assert full.returncode == 3, full.describe()
+    assert "run the same command again" in full.stderr, full.describe()
+    assert "Traceback" not in full.stderr, full.describe()
+    assert 0 < _count_status(ledger, "submitted") < len(rows), full.describe()
+    again = run(slow_bank, batch, ledger)
+    assert again.returncode == 0, again.describe()
+    assert_exactly_once(slow_bank, rows, ledger, "after the disk filled up")
 
 
 # ---- 7. resume with a changed file ---------------------------------------------------------

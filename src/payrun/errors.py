@@ -15,6 +15,7 @@ branches to exit codes in one table (``payrun.cli``)::
     │   ├── OutcomeUnknownError    sent, but the answer was lost (timeout, reset, 5xx)
     │   └── BankRejectedError      4xx refusal; .code is the bank's (e.g. insufficient-funds)
     ├── LedgerError                exit 2: the ledger cannot be used for this run
+    │   ├── LedgerWriteError       exit 3: a write failed mid-run (disk full); run again
     │   ├── LedgerMismatchError    the ledger belongs to another file, bank or organization
     │   └── LedgerLockedError      another process is running this ledger (.pid)
     └── InterruptedRunError        exit 3: stopped early (Ctrl-C, SIGTERM); run again to resume
@@ -38,6 +39,7 @@ __all__ = [
     "LedgerError",
     "LedgerLockedError",
     "LedgerMismatchError",
+    "LedgerWriteError",
     "OutcomeUnknownError",
     "PayrunError",
     "RateLimitedError",
@@ -108,6 +110,10 @@ class BankRejectedError(BankError):
 
 class LedgerError(PayrunError):
     """The result ledger cannot be used for this run (exit 2)."""
+
+
+class LedgerWriteError(LedgerError):
+    """A write to the ledger failed mid-run (disk full, say): fix it, run again (exit 3)."""
 
 
 class LedgerMismatchError(LedgerError):

@@ -22,7 +22,7 @@ import anyio
 import anyio.lowlevel
 
 from payrun.domain import RowStatus
-from payrun.errors import LedgerError
+from payrun.errors import LedgerError, LedgerWriteError
 from payrun.ledger import Ledger, LedgerRow, utc_now
 
 __all__ = ["RowBook"]
@@ -120,6 +120,9 @@ class RowBook:
             held, self._held = self._held, []
             try:
                 self._ledger.update_each(held)
+            except LedgerError as exc:
+                self._broken = exc
+                raise LedgerWriteError(self._rerun(exc)) from exc
             except BaseException as exc:
                 self._broken = exc
                 raise
@@ -128,8 +131,11 @@ class RowBook:
     def _ensure_writable(self) -> None:
         """Raise ``LedgerError`` once a write has failed: nothing more is recorded or sent."""
         if self._broken is not None:
-            msg = f"{self._broken}; then run the same command again (nothing is paid twice)"
-            raise LedgerError(msg) from self._broken
+            raise LedgerWriteError(self._rerun(self._broken)) from self._broken
+
+    @staticmethod
+    def _rerun(cause: BaseException) -> str:
+        return f"{cause}; then run the same command again (nothing is paid twice)"
 
     def set_many(self, rows: Iterable[int], **values: Any) -> None:
         """Commit the same values for several rows in one transaction."""
@@ -141,6 +147,9 @@ class RowBook:
             self._ensure_writable()
             try:
                 self._ledger.update_many(numbers, **values)
+            except LedgerError as exc:
+                self._broken = exc
+                raise LedgerWriteError(self._rerun(exc)) from exc
             except BaseException as exc:
                 self._broken = exc
                 raise
@@ -188,7 +197,7 @@ class RowBook:
         if number > self._durable:  # the group's commit, or an earlier one, failed
             cause = group.error or self._broken
             msg = f"row {row} was not sent: {cause}; then run the same command again"
-            raise LedgerError(msg) from cause
+            raise LedgerWriteError(msg) from cause
         after = self._apply(row, values)
         await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled run sends nothing more
         return after

@@ -21,6 +21,7 @@ from payrun.errors import (
     BankError,
     InterruptedRunError,
     LedgerError,
+    LedgerWriteError,
     PayrunError,
     UsageError,
 )
@@ -30,6 +31,7 @@ __all__ = ["EXIT_CODES", "build_parser", "exit_code_for", "main"]
 
 EXIT_CODES: tuple[tuple[type[PayrunError], int], ...] = (
     (InterruptedRunError, 3),
+    (LedgerWriteError, 3),  # the disk filled up mid-run: what was done is kept, run again
     (AuthError, 2),
     (UsageError, 2),
     (LedgerError, 2),
