@@ -256,6 +256,30 @@ def test_ctrl_c_during_start_up_exits_3_and_pays_nothing(
     assert not outcomes, "\n\n".join(outcomes)
 
 
+def test_ctrl_c_while_new_payees_are_created_starts_no_more_of_them(tmp_path: Path) -> None:
+    """Ctrl-C while 150 new payees are being created: the payees not yet started are not
+    created, the run exits 3 at once, and the rerun finishes the batch exactly once."""
+    rows = make_rows(8, 150, payees=150, tag="P")
+    batch, ledger = _batch(tmp_path, rows)
+    with serve_in_thread(latency_ms=100, deliver_after_ms=50) as bank:
+        before = len(bank.state.payees)
+        started = time.monotonic()
+        process = start_run(bank, batch, ledger)
+        try:
+            _wait_until(lambda: len(bank.state.payees) - before >= 20, 60, "20 new payees")
+        finally:
+            kill_group(process, signal.SIGINT)
+            stopped = finish(process, started)
+        created = len(bank.state.payees) - before
+        assert stopped.returncode == 3, stopped.describe()
+        assert created <= 60, f"{created} payees created after Ctrl-C at 20: it kept going"
+        assert _bank_totals(bank) == (0, 0), "a payment was made after Ctrl-C"
+        again = run(bank, batch, ledger)
+        assert again.returncode == 0, again.describe()
+        assert_exactly_once(bank, rows, ledger, "after Ctrl-C among the payees")
+        assert len(bank.state.payees) - before == len(rows), "a payee was created twice"
+
+
 # ---- 6. lock ---------------------------------------------------------------------------------
 
 

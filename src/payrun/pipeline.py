@@ -39,7 +39,7 @@ from payrun.ledger import (
 from payrun.preflight import AccountPlan, Preflight
 from payrun.reconciliation import adopt_outside_submissions, reconcile_rows
 from payrun.records import RowBook
-from payrun.run_start import check_same_bank, dry_run_book, open_run_ledger
+from payrun.run_start import check_same_bank, dry_run_book, open_run_ledger, reopen_unfinished
 from payrun.stopping import StopSignal
 from payrun.tracking import follow_submissions
 
@@ -226,7 +226,11 @@ async def _guarded(stop: StopSignal, body: Callable[[], Awaitable[RunOutcome]]) 
 
 
 def _preflight(
-    client: BankClient, org: Organization, book: RowBook, options: RunOptions
+    client: BankClient,
+    org: Organization,
+    book: RowBook,
+    options: RunOptions,
+    stop: StopSignal | None = None,
 ) -> Preflight:
     return Preflight(
         client,
@@ -237,6 +241,7 @@ def _preflight(
         allow_repeat=options.allow_repeat,
         duplicate_window=timedelta(days=options.duplicate_window_days),
         dry_run=options.dry_run,
+        stop=stop,
     )
 
 
@@ -281,15 +286,6 @@ async def _dry_run(
     )
 
 
-def _reopen_unfinished(book: RowBook) -> None:
-    """Rows held or failed before any payment existed are checked again on every run."""
-    for row in book.in_status(RowStatus.HELD, RowStatus.FAILED):
-        if row.payment_url is None:
-            book.set(row.row, status=RowStatus.PENDING, error=None)
-        elif row.submission_url is None:
-            book.set(row.row, status=RowStatus.CREATED, error=None)
-
-
 async def _pay(
     client: BankClient,
     ledger: Ledger,
@@ -302,8 +298,8 @@ async def _pay(
     started = utc_now()
     org = await _organization(client, settings)
     check_same_bank(ledger, settings, org)
-    _reopen_unfinished(book)
-    checks = _preflight(client, org, book, options)
+    reopen_unfinished(book)
+    checks = _preflight(client, org, book, options, stop)
     watcher.note("checking source accounts, payees and recent payments")
     await checks.check_accounts()
     await checks.load_payees_and_payments()

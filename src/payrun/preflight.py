@@ -30,6 +30,7 @@ from payrun.ledger import LedgerRow, utc_now
 from payrun.planning import CLOCK_SKEW, PayeeIndex, account_classification, find_repeats
 from payrun.reconciliation import fetch_recent_payments
 from payrun.records import RowBook
+from payrun.stopping import StopSignal
 
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankAccount, BankClient, Organization, Payment
@@ -67,8 +68,10 @@ class Preflight:
         allow_repeat: bool,
         duplicate_window: timedelta,
         dry_run: bool,
+        stop: StopSignal | None = None,
     ) -> None:
         self.client = client
+        self.stop = stop  # once set, no new payee is checked or created
         self.org = org
         self.book = book
         self.confirm_payees = confirm_payees
@@ -271,6 +274,8 @@ class Preflight:
     async def _new_payee(self, item: tuple[tuple[str, str, str, str], list[LedgerRow]]) -> None:
         (owner, name, sort_code, number), rows = item
         numbers = [r.row for r in rows]
+        if self.stop is not None and self.stop.is_set():  # Ctrl-C: start nothing new
+            return
         try:
             cop_url = None
             if self.confirm_payees:

@@ -27,7 +27,13 @@ from payrun.validation import plain_or_verdicts
 if TYPE_CHECKING:
     from payrun.bank import Organization
 
-__all__ = ["check_same_bank", "dry_run_book", "file_sha256", "open_run_ledger"]
+__all__ = [
+    "check_same_bank",
+    "dry_run_book",
+    "file_sha256",
+    "open_run_ledger",
+    "reopen_unfinished",
+]
 
 
 def open_run_ledger(
@@ -146,6 +152,15 @@ def check_same_bank(ledger: Ledger, settings: Settings, org: Organization) -> No
             raise LedgerMismatchError(msg)
     if info.base_url is None:
         ledger.set_batch(base_url=settings.base_url, organization_url=org.url, started_at=utc_now())
+
+
+def reopen_unfinished(book: RowBook) -> None:
+    """Rows held or failed before any payment existed are checked again on every run."""
+    for row in book.in_status(RowStatus.HELD, RowStatus.FAILED):
+        if row.payment_url is None:
+            book.set(row.row, status=RowStatus.PENDING, error=None)
+        elif row.submission_url is None:
+            book.set(row.row, status=RowStatus.CREATED, error=None)
 
 
 def dry_run_book(
