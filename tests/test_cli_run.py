@@ -745,14 +745,19 @@ def test_report_works_while_a_run_holds_the_ledger(
 def test_json_logs_are_one_object_per_line(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """--log-format json writes only JSON objects on stderr, each with an event."""
+    """--log-format json writes only JSON objects on stderr, each with an event; the last
+    one says how the run ended (exit code, rows per status, the ledger)."""
     start_bank()
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
     assert main(["run", str(batch), "--log-format", "json"]) == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     events = [json.loads(line) for line in lines]
     assert {"started", "progress"} <= {e["event"] for e in events}
-    assert events[-1]["done"] == 4
+    assert events[-2]["done"] == 4
+    last = events[-1]
+    assert last["event"] == "finished" and last["exit_code"] == 0, last
+    assert last["rows"] == {"submitted": 4} and last["interrupted"] is False, last
+    assert last["ledger"] == str(tmp_path / "pay.csv.ledger.sqlite"), last
 
 
 def test_json_logs_end_a_failed_run_with_a_json_error(

@@ -10,11 +10,15 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from payrun.cli._output import reader_may_leave
 from payrun.domain import FINAL_STATUSES, RowStatus
 from payrun.ledger import LedgerRow
+
+if TYPE_CHECKING:
+    from payrun.pipeline import RunOutcome
 
 __all__ = ["BarObserver", "LineObserver", "make_observer"]
 
@@ -148,6 +152,26 @@ class LineObserver:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def finished_line(outcome: RunOutcome, *, report: Path | None) -> None:
+    """The JSON log's last line: exit code, rows per status, where the ledger and report are."""
+    counts: dict[str, int] = {}
+    for row in outcome.rows:
+        counts[str(row.status)] = counts.get(str(row.status), 0) + 1
+    record = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "event": "finished",
+        "message": f"finished with exit code {outcome.exit_code}",
+        "exit_code": outcome.exit_code,
+        "interrupted": outcome.interrupted,
+        "rows": counts,
+        "attention": list(outcome.attention),
+        "ledger": str(outcome.ledger_path),
+        "report": None if report is None else str(report),
+    }
+    with reader_may_leave(sys.stderr):
+        print(json.dumps(record), file=sys.stderr, flush=True)  # noqa: T201 - the log
 
 
 def make_observer(*, log_format: str, create_only: bool) -> BarObserver | LineObserver:

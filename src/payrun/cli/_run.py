@@ -190,7 +190,7 @@ def _days(text: str) -> int:
 
 def execute(args: argparse.Namespace) -> int:
     """Run the batch and print what happened."""
-    from payrun.cli._progress import make_observer  # rich and the bank stack load only for runs
+    from payrun.cli._progress import finished_line, make_observer  # rich loads only for runs
     from payrun.cli._summary import print_dry_run, print_summary, write_run_report
     from payrun.pipeline import run_batch
     from payrun.reporting import check_report_path
@@ -242,6 +242,8 @@ def execute(args: argparse.Namespace) -> int:
             f" with: payrun report {outcome.ledger_path} -o {report}",
             as_json=args.log_format == "json",
         )
+    if args.log_format == "json":  # a scheduler's last line: how the run ended, in one object
+        finished_line(outcome, report=None if failure else report)
     return outcome.exit_code
 
 
