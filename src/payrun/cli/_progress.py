@@ -47,7 +47,7 @@ class BarObserver:
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[rate]:>7} rows/s"),
-            TextColumn("failed {task.fields[bad]}"),
+            TextColumn("not paid {task.fields[bad]}"),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             transient=False,
@@ -117,7 +117,11 @@ class LineObserver:
         """Log the start of payments."""
         self._total, self._done, self._paying = total, done, True
         self._emit(
-            "started", f"paying: {done} of {total} rows already finished", total=total, done=done
+            "started",
+            f"paying {total - done} of {total} rows ({done} need nothing more: already paid,"
+            " invalid, held or failed)",
+            total=total,
+            done=done,
         )
 
     def row_changed(self, before: LedgerRow, after: LedgerRow) -> None:
