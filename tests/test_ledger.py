@@ -123,6 +123,12 @@ def test_readonly_open_needs_existing_file(tmp_path: Path) -> None:
         Ledger.open(tmp_path / "missing.sqlite", readonly=True)
 
 
+def test_a_ledger_in_a_missing_folder_says_to_create_the_folder(tmp_path: Path) -> None:
+    """--ledger in a folder that does not exist: one clear line naming the folder."""
+    with pytest.raises(LedgerError, match="the folder .*missing does not exist; create it"):
+        Ledger.open(tmp_path / "missing" / "l.sqlite")
+
+
 def test_not_a_ledger_is_a_clear_error(tmp_path: Path) -> None:
     """A file that is not SQLite is refused with a LedgerError, not a traceback."""
     bogus = tmp_path / "bogus.sqlite"

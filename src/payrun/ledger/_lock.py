@@ -36,6 +36,12 @@ def take_lock(path: Path) -> int | None:
     import fcntl
 
     lock_path = path.with_name(path.name + ".lock")
+    if not path.parent.is_dir():
+        msg = (
+            f"cannot create the ledger {path}: the folder {path.parent} does not exist;"
+            " create it first, or pass another --ledger"
+        )
+        raise LedgerError(msg)
     try:
         fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
     except OSError as exc:
