@@ -20,7 +20,7 @@ from payrun.ledger import LedgerRow
 if TYPE_CHECKING:
     from payrun.pipeline import RunOutcome
 
-__all__ = ["BarObserver", "LineObserver", "make_observer"]
+__all__ = ["BarObserver", "LineObserver", "finished_line", "make_observer"]
 
 _DONE = FINAL_STATUSES | {RowStatus.SUBMITTED}
 _BAD = {RowStatus.FAILED, RowStatus.HELD, RowStatus.RETURNED, RowStatus.REJECTED}
