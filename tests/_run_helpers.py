@@ -78,13 +78,15 @@ def make_rows(trial: int, count: int, *, payees: int = 20, tag: str = "T") -> li
     return rows
 
 
-def write_batch(path: Path, rows: Iterable[BatchRow]) -> Path:
-    """Write ``rows`` as a payrun CSV batch (with a row_id column)."""
+def write_batch(
+    path: Path, rows: Iterable[BatchRow], *, fields: Sequence[str] = FIELDS
+) -> Path:
+    """Write ``rows`` as a payrun CSV batch with ``fields`` as its columns (all by default)."""
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(FIELDS)
+        writer.writerow(fields)
         for row in rows:
-            writer.writerow([getattr(row, name) for name in FIELDS])
+            writer.writerow([getattr(row, name) for name in fields])
     return path
 
 

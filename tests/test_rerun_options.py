@@ -8,7 +8,6 @@ nothing is sent. Real CLI runs against a sandbox bank over loopback HTTP.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import signal
 import sqlite3
@@ -20,6 +19,7 @@ import pytest
 
 from _run_helpers import (
     ACCOUNTS,
+    FIELDS,
     BatchRow,
     assert_exactly_once,
     finish,
@@ -46,13 +46,7 @@ def bank() -> Iterator[RunningSandbox]:
 
 def _write_without_source(path: Path, rows: list[BatchRow]) -> Path:
     """A batch with no source_account column: the account comes from --source-account."""
-    fields = ("row_id", "payee_name", "sort_code", "account_number", "amount", "reference")
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(fields)
-        for row in rows:
-            writer.writerow([getattr(row, name) for name in fields])
-    return path
+    return write_batch(path, rows, fields=[f for f in FIELDS if f != "source_account"])
 
 
 def _from(rows: list[BatchRow], account: str) -> list[BatchRow]:
