@@ -41,6 +41,20 @@ def test_bar_counts_done_rows_and_failures() -> None:
     assert task.fields["bad"] == 1
 
 
+def test_a_resumed_run_rate_counts_only_this_runs_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """900 rows done by earlier runs: 10 rows in 2 s show 5 rows/s, not 455."""
+    now = [100.0]
+    monkeypatch.setattr("payrun.cli._progress.time.monotonic", lambda: now[0])
+    bar = BarObserver(create_only=False)
+    bar.started(total=1000, done=900)
+    now[0] = 102.0
+    for _ in range(10):
+        bar.row_changed(_row(RowStatus.SUBMITTING), _row(RowStatus.SUBMITTED))
+    task = bar._progress.tasks[0]  # noqa: SLF001 - the bar's own state is what is drawn
+    bar.close()
+    assert task.completed == 910 and task.fields["rate"] == "5"
+
+
 def test_lines_name_failed_rows_and_progress() -> None:
     """Plain lines name each failed or held row and report progress."""
     stream = io.StringIO()

@@ -58,11 +58,12 @@ class BarObserver:
         self._task = self._progress.add_task("paying", total=0, rate="", bad=0, start=False)
         self._bad = 0
         self._done = 0
+        self._first = 0  # rows already done when paying began: not part of this run's rate
         self._start = time.monotonic()
 
     def started(self, *, total: int, done: int) -> None:
         """Show the bar."""
-        self._done = done
+        self._done = self._first = done
         self._start = time.monotonic()
         self._progress.start()
         self._progress.update(self._task, total=total, completed=done)
@@ -75,7 +76,10 @@ class BarObserver:
             self._bad += after.status in _BAD
             elapsed = max(time.monotonic() - self._start, 1e-6)
             self._progress.update(
-                self._task, completed=self._done, bad=self._bad, rate=f"{self._done / elapsed:,.0f}"
+                self._task,
+                completed=self._done,
+                bad=self._bad,
+                rate=f"{(self._done - self._first) / elapsed:,.0f}",
             )
 
     def note(self, message: str) -> None:
