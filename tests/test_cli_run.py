@@ -123,6 +123,8 @@ def test_dry_run_creates_nothing(
     assert main(["run", str(batch), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "would pay 4 rows" in out and "2 new payees to check and create" in out
+    assert main(["run", str(batch), "--dry-run", "--no-confirm-payees"]) == 0
+    assert "2 new payees to create" in capsys.readouterr().out
     assert payment_groups(bank) == []
     assert len(bank.state.payees) == payees_before
     assert not (tmp_path / "pay.csv.ledger.sqlite").exists()

@@ -226,7 +226,7 @@ def execute(args: argparse.Namespace) -> int:
             observer.close()
     if outcome.dry_run:
         with reader_may_leave():
-            print_dry_run(outcome)
+            print_dry_run(outcome, confirm_payees=options.confirm_payees)
         return outcome.exit_code
     report = options.report_path
     failure = write_run_report(report, outcome.rows) if report is not None else None

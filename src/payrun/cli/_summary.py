@@ -95,7 +95,7 @@ def print_summary(
 _NOTHING_TO_DO = frozenset({RowStatus.SUBMITTED, RowStatus.DELIVERED})
 
 
-def print_dry_run(outcome: RunOutcome) -> None:
+def print_dry_run(outcome: RunOutcome, *, confirm_payees: bool = True) -> None:
     """The plan per account: rows, total, available balance, payees to create or check."""
     _say("dry run: nothing was created at the bank")
     pending = [r for r in outcome.rows if r.status is RowStatus.PENDING]
@@ -111,7 +111,8 @@ def print_dry_run(outcome: RunOutcome) -> None:
         _say(f"  would pay {len(rows)} rows, £{_money(total)}")
         _say(
             f"  payees: {plan.payees_existing} rows to existing payees,"
-            f" {plan.payees_to_create} new payees to check and create"
+            f" {plan.payees_to_create} new payees to {'check and ' if confirm_payees else ''}"
+            "create"
         )
         if plan.problem:
             _say(f"  problem: {plan.problem}")
