@@ -209,6 +209,21 @@ def test_a_terminal_without_pound_signs_gets_question_marks_not_a_crash(
     assert "done: every valid row was paid" in done.stdout
 
 
+@pytest.mark.parametrize("bad", [["--duplicate-window", "x"], ["--bogus"], ["--expect-count=x"]])
+def test_json_logs_get_usage_errors_as_one_json_object(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: list[str]
+) -> None:
+    """With --log-format json even argparse's usage errors are one JSON line (exit 2)."""
+    with pytest.raises(SystemExit) as info:
+        main(["run", str(tmp_path / "pay.csv"), "--log-format", "json", *bad])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    record = json.loads(lines[0])
+    assert record["event"] == "error" and "--help" in record["message"], record
+
+
 def test_run_help_states_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     """Schedulers read the exit codes in `payrun run --help`, as the README gives them."""
     with pytest.raises(SystemExit):

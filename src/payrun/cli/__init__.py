@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import itertools
 import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import NoReturn
 
 from payrun.cli._output import error_line
 from payrun.errors import (
@@ -44,15 +46,31 @@ _COMMANDS = ("validate", "run", "report", "template", "sandbox")
 """Subcommand modules ``payrun.cli._<name>``, imported when the parser is built."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose usage errors become one JSON object under ``--log-format json``."""
+
+    json_errors = False  # set by ``main`` from the command line before parsing
+
+    def error(self, message: str) -> NoReturn:
+        """Exit 2 with the usage error: argparse's text, or one JSON line for schedulers."""
+        if _Parser.json_errors:
+            hint = "" if "--help" in message else f"; see {self.prog} --help"
+            error_line(f"{message}{hint}", as_json=True)
+            raise SystemExit(2)
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the ``payrun`` parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="payrun",
         allow_abbrev=False,  # `--api-key KEY` must not pass as an abbreviated --api-key-file
         description="Validate and pay a batch file of UK payments through the bank API,"
         " exactly once.",
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=_Parser
+    )
     for name in _COMMANDS:
         importlib.import_module(f"payrun.cli._{name}").register(subparsers)
     return parser
@@ -121,6 +139,10 @@ def _restore_signals(previous: dict[int, object]) -> None:
 
 
 def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, object]) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    _Parser.json_errors = "--log-format=json" in words or any(
+        a == "--log-format" and b == "json" for a, b in itertools.pairwise(words)
+    )
     parser = build_parser()
     args, extras = parser.parse_known_args(argv)
     if extras:
