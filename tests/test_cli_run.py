@@ -597,6 +597,40 @@ def test_wait_follows_submissions_to_delivered(
     assert {r["status"] for r in rows} == {"delivered"}
 
 
+def test_wait_on_a_rerun_reads_the_events_since_the_batch_began(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Submitted by one run, delivered before the next: `--wait` on the rerun finds the
+    deliveries among the events since the batch's first run, without polling each one."""
+    import dataclasses
+    import sqlite3
+    from datetime import UTC, datetime, timedelta
+
+    bank = start_bank(deliver_after_ms=20)
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    assert main(["run", str(batch)]) == 0
+    time.sleep(0.1)
+    headers = {"Authorization": f"ServiceAPIKey {bank.api_key}"}
+    httpx.get(f"{bank.base_url}/v0/index", headers=headers).raise_for_status()  # settles
+    # As if the first run was 15 minutes ago and the payments were delivered 10 minutes ago.
+    events = bank.state.events
+    for key, event in list(events.items()):
+        earlier = event.created_at - timedelta(minutes=10)
+        events[key] = dataclasses.replace(event, created_at=earlier)
+    with sqlite3.connect(ledger) as db:
+        db.execute("UPDATE batch SET started_at = ?",
+                   ((datetime.now(UTC) - timedelta(minutes=15)).isoformat(),))
+    before = len(events)
+    started = time.monotonic()
+    assert main(["run", str(batch), "--wait"]) == 0
+    took = time.monotonic() - started
+    rows = report(ledger, capsys)
+    assert {r["status"] for r in rows} == {"delivered"}
+    assert len(bank.state.events) == before, "the deliveries happened during the rerun"
+    assert took < 3, f"--wait took {took:.1f}s: it polled instead of reading the events"
+
+
 def test_repeat_guard_holds_a_rerun_with_a_fresh_ledger(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -298,6 +298,9 @@ async def _pay(
     started = utc_now()
     org = await _organization(client, settings)
     check_same_bank(ledger, settings, org)
+    batch = ledger.batch()
+    if batch is not None and batch.started_at is not None:  # events from the batch's start
+        started = min(started, batch.started_at)
     reopen_unfinished(book)
     checks = _preflight(client, org, book, options, stop)
     watcher.note("checking source accounts, payees and recent payments")
