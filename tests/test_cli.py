@@ -73,6 +73,26 @@ def test_api_key_on_the_command_line_is_a_usage_error_that_never_shows_it(
     assert "PAYRUN_API_KEY" in captured.err
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--api-key", KEY, "run", "pay.csv"],  # before the command: read as the command
+        ["run", "pay.csv", KEY],  # a key pasted where nothing is expected
+        [KEY, "run"],  # a key pasted as the command
+        ["run", "pay.csv", "--log-format", "json", "--api-key", KEY],
+    ],
+)
+def test_words_that_may_be_the_key_are_never_echoed(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Wherever a key lands on the command line, the usage error (text or JSON) hides it."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    assert KEY not in captured.err + captured.out, captured.err
+
+
 def test_unknown_options_are_named_without_their_values(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

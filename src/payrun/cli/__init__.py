@@ -50,9 +50,18 @@ class _Parser(argparse.ArgumentParser):
     """argparse, whose usage errors become one JSON object under ``--log-format json``."""
 
     json_errors = False  # set by ``main`` from the command line before parsing
+    key_given = False  # a word like --api-key: its neighbour may be the key itself
 
     def error(self, message: str) -> NoReturn:
-        """Exit 2 with the usage error: argparse's text, or one JSON line for schedulers."""
+        """Exit 2 with the usage error: argparse's text, or one JSON line for schedulers.
+
+        A message that could quote a secret is replaced: with an --api-key-like word on
+        the command line, or argparse quoting an unknown command.
+        """
+        if _Parser.key_given:
+            message = _KEY_ON_COMMAND_LINE
+        elif "invalid choice" in message and message.startswith("argument COMMAND"):
+            message = f"unknown command (not shown); choose one of: {', '.join(_COMMANDS)}"
         if _Parser.json_errors:
             hint = "" if "--help" in message else f"; see {self.prog} --help"
             error_line(f"{message}{hint}", as_json=True)
@@ -143,6 +152,7 @@ def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, obje
     _Parser.json_errors = "--log-format=json" in words or any(
         a == "--log-format" and b == "json" for a, b in itertools.pairwise(words)
     )
+    _Parser.key_given = any(_looks_like_key_option(word) for word in words)
     parser = build_parser()
     args, extras = parser.parse_known_args(argv)
     if extras:
@@ -168,11 +178,17 @@ def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, obje
 def _unrecognized(extras: list[str]) -> str:
     """Name unknown options but never their values: a value may be a secret."""
     options = [arg.split("=", 1)[0] for arg in extras if arg.startswith("-")]
-    if any(option.startswith(("--api-key", "--api_key", "--key")) for option in options):
+    if any(_looks_like_key_option(option) for option in options):
         return _KEY_ON_COMMAND_LINE
     if not options:
-        return f"unrecognized arguments: {' '.join(extras)}"
+        return f"{len(extras)} unexpected argument(s) (not shown); see --help"
     return f"unrecognized options: {' '.join(options)} (values not shown); see --help"
+
+
+def _looks_like_key_option(word: str) -> bool:
+    return word.startswith(("--api-key", "--api_key", "--key")) and not word.startswith(
+        "--api-key-file"
+    )
 
 
 def _report_error(error: BaseException, *, as_json: bool) -> int:
