@@ -204,3 +204,22 @@ def test_starting_a_run_on_a_clean_file_does_not_load_pydantic(tmp_path: Path) -
     )
     printed = fresh_python(code)
     assert printed.split() == ["2", "False"]
+
+
+def test_bank_identity_is_the_same_however_the_address_is_written() -> None:
+    """The batch lock's bank: loopback names, host case, default ports and a trailing /."""
+    from payrun.ledger import bank_identity
+
+    org = "/v0/organizations/og.1"
+    same = {
+        bank_identity("http://127.0.0.1:8080", org),
+        bank_identity("http://localhost:8080/", org),
+        bank_identity("http://LOCALHOST:8080", org),
+        bank_identity("http://[::1]:8080", org),
+    }
+    assert len(same) == 1
+    assert bank_identity("https://Bank.example", org) == bank_identity(
+        "https://bank.example:443/", org
+    )
+    assert bank_identity("http://127.0.0.1:8081", org) not in same
+    assert bank_identity("http://127.0.0.1:8080", "/v0/organizations/og.2") not in same

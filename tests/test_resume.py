@@ -8,6 +8,7 @@ submitted with that very payment and submission.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import signal
@@ -304,12 +305,14 @@ def test_second_run_of_a_locked_ledger_exits_2_naming_the_holder(tmp_path: Path)
         assert_exactly_once(bank, rows, ledger, "the run that held the lock")
 
 
+@pytest.mark.parametrize("spelling", ["same", "localhost"])
 def test_the_same_file_through_another_ledger_at_once_is_refused(
-    slow_bank: RunningSandbox, tmp_path: Path
+    slow_bank: RunningSandbox, tmp_path: Path, spelling: str
 ) -> None:
-    """A copy of the file paid through a second ledger while the first run pays: exit 2,
-    nothing sent; afterwards that ledger holds every row as a possible repeat."""
-    rows = make_rows(6, 100, tag="C")
+    """A copy of the file paid through a second ledger while the first run pays (the bank's
+    address written the same way, or as localhost): exit 2, nothing sent; afterwards that
+    ledger holds every row as a possible repeat."""
+    rows = make_rows(6 + len(spelling), 100, tag="C")
     batch, ledger = _batch(tmp_path, rows)
     copy_folder = tmp_path / "copy"
     copy_folder.mkdir()
@@ -319,7 +322,12 @@ def test_the_same_file_through_another_ledger_at_once_is_refused(
     first = start_run(slow_bank, batch, ledger)
     try:
         _wait_until(lambda: _count_status(ledger, "submitted") >= 1, 60, "the first payments")
-        second = run(slow_bank, copy, copy_folder / "copy.ledger.sqlite")
+        other = slow_bank
+        if spelling == "localhost":
+            other = dataclasses.replace(
+                slow_bank, base_url=slow_bank.base_url.replace("127.0.0.1", "localhost")
+            )
+        second = run(other, copy, copy_folder / "copy.ledger.sqlite")
         assert first.poll() is None, "the first run ended before the second one tried"
     finally:
         first_done = finish(first, started)
@@ -327,7 +335,7 @@ def test_the_same_file_through_another_ledger_at_once_is_refused(
     assert "same content" in second.stderr and str(first.pid) in second.stderr, second.describe()
     assert first_done.returncode == 0, first_done.describe()
     assert_exactly_once(slow_bank, rows, ledger, "two ledgers of one file at once")
-    later = run(slow_bank, copy, copy_folder / "copy.ledger.sqlite")
+    later = run(other, copy, copy_folder / "copy.ledger.sqlite")
     assert later.returncode == 1, later.describe()
     assert {r["status"] for r in ledger_rows(copy_folder / "copy.ledger.sqlite")} == {"held"}
     assert_exactly_once(slow_bank, rows, ledger, "after the refused copy ran again")

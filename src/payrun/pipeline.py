@@ -12,7 +12,7 @@ import gc
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -21,9 +21,6 @@ import anyio
 from payrun.config import RunOptions, Settings, ValidationOptions
 from payrun.domain import RowStatus
 from payrun.errors import (
-    BankError,
-    BankRejectedError,
-    ConfigError,
     InterruptedRunError,
     PayrunError,
 )
@@ -31,12 +28,13 @@ from payrun.execution import execute_rows
 from payrun.ledger import (
     Ledger,
     LedgerRow,
+    bank_identity,
     default_ledger_path,
     release_lock,
     take_batch_lock,
     utc_now,
 )
-from payrun.preflight import AccountPlan, Preflight
+from payrun.preflight import AccountPlan, Preflight, find_organization
 from payrun.reconciliation import adopt_outside_submissions, reconcile_rows
 from payrun.records import RowBook
 from payrun.run_start import check_same_bank, dry_run_book, open_run_ledger, reopen_unfinished
@@ -54,7 +52,6 @@ __all__ = [
 ]
 
 _MAX_ROUNDS = 6
-_HTTP_NOT_FOUND = 404
 _STOP_POLL_SECONDS = 0.25  # each wake-up costs CPU; a quarter second is prompt enough
 _GC_YOUNG_THRESHOLD = 50_000
 _UNPAID = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.SUBMITTING)
@@ -145,11 +142,7 @@ async def run_batch(
             settings, options, lambda c: _dry_run(c, book, settings, options)
         )
     ledger = open_run_ledger(batch_path, ledger_path, validation, options)
-    batch_lock = None
     try:
-        info = ledger.batch()
-        assert info is not None
-        batch_lock = take_batch_lock(info.file_sha256, settings.base_url, ledger_path)
         book = RowBook(ledger.rows(), ledger=ledger, on_change=watcher.row_changed)
         with _collector_tuned():
             outcome = await _with_client(
@@ -162,7 +155,6 @@ async def run_batch(
         ledger.set_batch(ended_at=utc_now())
     finally:
         ledger.close()
-        release_lock(batch_lock)
     outcome.ledger_path = ledger_path
     return outcome
 
@@ -245,29 +237,10 @@ def _preflight(
     )
 
 
-async def _organization(client: BankClient, settings: Settings) -> Organization:
-    """The API key's organization; an address that does not answer as the bank is a setting.
-
-    The first request goes to the bank's index: a 404 there, or an answer that is not the
-    API's JSON, means the base URL points somewhere else (exit 2: running again won't help).
-    """
-    try:
-        return await client.organization()
-    except BankError as exc:
-        not_found = isinstance(exc, BankRejectedError) and exc.status == _HTTP_NOT_FOUND
-        if type(exc) is BankError or not_found:
-            msg = (
-                f"{settings.base_url} does not answer as the bank's API ({exc}); check the"
-                " bank's address (--base-url or PAYRUN_BASE_URL)"
-            )
-            raise ConfigError(msg) from exc
-        raise
-
-
 async def _dry_run(
     client: BankClient, book: RowBook, settings: Settings, options: RunOptions
 ) -> RunOutcome:
-    org = await _organization(client, settings)
+    org = await find_organization(client, settings)
     checks = _preflight(client, org, book, options)
     await checks.check_accounts()
     await checks.load_payees_and_payments()
@@ -296,11 +269,30 @@ async def _pay(
     stop: StopSignal,
 ) -> RunOutcome:
     started = utc_now()
-    org = await _organization(client, settings)
+    org = await find_organization(client, settings)
     check_same_bank(ledger, settings, org)
     batch = ledger.batch()
-    if batch is not None and batch.started_at is not None:  # events from the batch's start
+    assert batch is not None
+    if batch.started_at is not None:  # --wait reads the events from the batch's start
         started = min(started, batch.started_at)
+    bank = bank_identity(settings.base_url, org.url)  # before any payee or payment is made
+    lock = take_batch_lock(batch.file_sha256, bank, ledger.path)
+    try:
+        return await _pay_locked(client, ledger, book, org, started, options, watcher, stop)
+    finally:
+        release_lock(lock)
+
+
+async def _pay_locked(
+    client: BankClient,
+    ledger: Ledger,
+    book: RowBook,
+    org: Organization,
+    started: datetime,
+    options: RunOptions,
+    watcher: RunObserver,
+    stop: StopSignal,
+) -> RunOutcome:
     reopen_unfinished(book)
     checks = _preflight(client, org, book, options, stop)
     watcher.note("checking source accounts, payees and recent payments")

@@ -22,7 +22,9 @@ from payrun.domain import RowStatus, format_money
 from payrun.errors import (
     AuthError,
     BankError,
+    BankRejectedError,
     BankUnavailableError,
+    ConfigError,
     OutcomeUnknownError,
     RateLimitedError,
 )
@@ -34,10 +36,12 @@ from payrun.stopping import StopSignal
 
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankAccount, BankClient, Organization, Payment
+    from payrun.config import Settings
 
-__all__ = ["AccountPlan", "Preflight"]
+__all__ = ["AccountPlan", "Preflight", "find_organization"]
 
 _PAYEE_WORKERS = 20
+_HTTP_NOT_FOUND = 404
 _OPEN = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING)
 _T = TypeVar("_T")
 
@@ -342,6 +346,25 @@ class Preflight:
             f"Confirmation of Payee: {result}{why}: the name does not match the account"
             " holder; check the details with the payee"
         )
+
+
+async def find_organization(client: BankClient, settings: Settings) -> Organization:
+    """The API key's organization; an address that does not answer as the bank is a setting.
+
+    The first request goes to the bank's index: a 404 there, or an answer that is not the
+    API's JSON, means the base URL points somewhere else (exit 2: running again won't help).
+    """
+    try:
+        return await client.organization()
+    except BankError as exc:
+        not_found = isinstance(exc, BankRejectedError) and exc.status == _HTTP_NOT_FOUND
+        if type(exc) is BankError or not_found:
+            msg = (
+                f"{settings.base_url} does not answer as the bank's API ({exc}); check the"
+                " bank's address (--base-url or PAYRUN_BASE_URL)"
+            )
+            raise ConfigError(msg) from exc
+        raise
 
 
 async def _run_pool(items: Iterable[_T], work: Callable[[_T], Awaitable[None]]) -> None:

@@ -10,6 +10,7 @@ Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated here 
 
 from __future__ import annotations
 
+from payrun.ledger._lock import bank_identity as bank_identity
 from payrun.ledger._lock import release_lock as release_lock
 from payrun.ledger._lock import take_batch_lock as take_batch_lock
 from payrun.ledger._records import BatchInfo as BatchInfo
@@ -22,6 +23,7 @@ __all__ = [
     "BatchInfo",
     "Ledger",
     "LedgerRow",
+    "bank_identity",
     "default_ledger_path",
     "release_lock",
     "take_batch_lock",

@@ -12,7 +12,13 @@ from pathlib import Path
 
 from payrun.errors import LedgerError, LedgerLockedError
 
-__all__ = ["create_private", "release_lock", "take_batch_lock", "take_lock"]
+__all__ = [
+    "bank_identity",
+    "create_private",
+    "release_lock",
+    "take_batch_lock",
+    "take_lock",
+]
 
 
 def create_private(path: Path) -> None:
@@ -63,27 +69,28 @@ def take_lock(path: Path) -> int | None:
     return fd
 
 
-def take_batch_lock(file_sha256: str, base_url: str, ledger_path: Path) -> int | None:
-    """Hold a lock on this file content paid at this bank, whatever the ledger.
+def take_batch_lock(file_sha256: str, bank: str, ledger_path: Path) -> int | None:
+    """Hold a lock on this file content paid to this bank and organization, whatever the ledger.
 
     Two runs of the same content through two ledgers at once (a copy of the file, or
     ``--ledger`` given twice) would each pay every row: the repeat guard reads the bank
     before paying, so it only catches a run that starts after the other one has paid.
-    The lock lives in this user's folder under the system temp directory, so it covers
-    the runs of one user on one machine; the kernel drops it when the process dies.
-    Best effort: if that folder cannot be used, the ledger's own lock still holds.
+    ``bank`` names the bank and organization (``bank_identity``). The lock lives in this
+    user's ``~/.cache/payrun`` (whatever TMPDIR says, so cron and a shell meet there), so it
+    covers the runs of one user on one machine; the kernel drops it when the process dies.
+    Best effort: if no private folder can be used, the ledger's own lock still holds.
     """
     if sys.platform == "win32":  # pragma: no cover - payrun runs on Linux and macOS
         return None
     import fcntl
     import hashlib
-    import tempfile
 
-    key = hashlib.sha256(f"{file_sha256} {base_url}".encode()).hexdigest()[:40]
-    folder = Path(tempfile.gettempdir()) / f"payrun-{os.getuid()}"
+    folder = _private_folder()
+    if folder is None:
+        return None
+    key = hashlib.sha256(f"{file_sha256} {bank}".encode()).hexdigest()[:40]
     try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(folder / f"batch-{key}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        fd = os.open(folder / f"batch-{key}.lock", os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600)
     except OSError:
         return None
     try:
@@ -100,6 +107,35 @@ def take_batch_lock(file_sha256: str, base_url: str, ledger_path: Path) -> int |
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n{ledger_path}".encode())
     return fd
+
+
+def bank_identity(base_url: str, organization_url: str) -> str:
+    """The bank and organization, the same however the address is written.
+
+    The host is lower-cased and every loopback name is one (``localhost``, ``127.0.0.1``
+    and ``[::1]`` reach the same sandbox), the default port is filled in.
+    """
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url)
+    host = (parts.hostname or "").lower()
+    if host in {"localhost", "::1"} or host.startswith("127."):
+        host = "loopback"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{host}:{port}{parts.path.rstrip('/')} {organization_url}"
+
+
+def _private_folder() -> Path | None:
+    """``~/.cache/payrun``, made 0700 and owned by this user; else None."""
+    try:
+        folder = Path.home() / ".cache" / "payrun"
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = folder.lstat()
+    except (OSError, RuntimeError):  # no home folder, or it cannot be written
+        return None
+    if info.st_uid != os.getuid() or info.st_mode & 0o077 or not folder.is_dir():
+        return None  # someone else's, or open to others: not a place for a lock
+    return folder
 
 
 def _read_holder(fd: int) -> str | None:
