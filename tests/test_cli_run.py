@@ -561,6 +561,37 @@ def test_payments_approved_in_the_bank_app_are_recorded_not_submitted_again(
     assert all(g["payments"] == 1 and g["submissions"] == 1 for g in groups), groups
 
 
+def test_a_payment_whose_submissions_cannot_be_read_does_not_stop_the_rerun(
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After --create-only, reading one payment's submissions fails (404): the rerun still
+    submits every row (that one too: it was not approved), exit 0, one submission each."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    assert main(["run", str(batch), "--create-only"]) == 0
+    unreadable = report(ledger, capsys)[0]["payment_url"] + "/submissions"
+    serve_api = bank.app._serve_api  # noqa: SLF001 - fault injection in the real server
+
+    async def lost_list(scope: Any, receive: Any, send: Any) -> None:
+        if scope["method"] == "GET" and scope["path"] == unreadable:
+            body = json.dumps({"errors": [{"status": "404", "title": "not-found"}]}).encode()
+            await send({"type": "http.response.start", "status": 404,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await serve_api(scope, receive, send)
+
+    monkeypatch.setattr(bank.app, "_serve_api", lost_list)
+    assert main(["run", str(batch)]) == 0, capsys.readouterr()
+    assert {r["status"] for r in report(ledger, capsys)} == {"submitted"}
+    assert all(g["payments"] == 1 and g["submissions"] == 1 for g in payment_groups(bank))
+
+
 def test_a_payment_rejected_in_the_bank_app_ends_rejected_and_is_left_alone(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING
 import anyio
 
 from payrun.domain import RowStatus
+from payrun.errors import AuthError, BankError
 from payrun.ledger import LedgerRow
 from payrun.planning import CLOCK_SKEW, match_half_created
 from payrun.records import RowBook
 
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
-    from payrun.bank import BankAccount, BankClient, Payment
+    from payrun.bank import BankAccount, BankClient, Payment, Submission
 
 __all__ = ["adopt_outside_submissions", "fetch_recent_payments", "reconcile_rows"]
 
@@ -128,8 +129,9 @@ async def _settle_by_submissions(
 
     async def worker() -> None:
         async for row in receive:
-            assert row.payment_url is not None
-            submissions = await client.payment_submissions(row.payment_url)
+            submissions = await _submissions(client, row, must_read=none is not None)
+            if submissions is None:
+                continue
             if submissions:
                 latest = max(submissions, key=lambda s: s.created_at)
                 book.set(row.row, status=RowStatus.SUBMITTED, submission_url=latest.url, error=None)
@@ -140,6 +142,26 @@ async def _settle_by_submissions(
         async with anyio.create_task_group() as group:
             for _ in range(min(_READ_WORKERS, len(rows))):
                 group.start_soon(worker)
+
+
+async def _submissions(
+    client: BankClient, row: LedgerRow, *, must_read: bool
+) -> list[Submission] | None:
+    """The payment's submissions; None if they cannot be read and need not be.
+
+    A row left submitting must be settled, so a failed read stops the run. A created row
+    whose read fails is left as it is: if it was approved meanwhile, the bank refuses its
+    submit (one payment has one live submission), and the next run records the approval.
+    """
+    assert row.payment_url is not None
+    try:
+        return await client.payment_submissions(row.payment_url)
+    except AuthError:
+        raise
+    except BankError:
+        if must_read:
+            raise
+        return None
 
 
 def _epoch() -> datetime:
