@@ -284,3 +284,25 @@ def assert_exactly_once(sandbox: RunningSandbox, rows: Sequence[BatchRow], ledge
     """Fail with every problem listed unless each row was paid exactly once and recorded."""
     problems = exactly_once_problems(sandbox, rows, ledger)
     assert not problems, f"{context}\n" + "\n".join(problems[:40])
+
+
+def wait_until(condition: object, timeout: float, what: str) -> None:
+    """Poll ``condition()`` every 20 ms until true; fail naming ``what`` after ``timeout`` s."""
+    assert callable(condition)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    message = f"timed out after {timeout}s waiting for {what}"
+    raise AssertionError(message)
+
+
+def count_status(ledger: Path, *statuses: str) -> int:
+    """Rows of ``ledger`` in one of ``statuses`` (0 while the ledger does not exist yet)."""
+    if not ledger.exists():
+        return 0
+    try:
+        return sum(1 for r in ledger_rows(ledger) if r["status"] in statuses)
+    except Exception:  # noqa: BLE001 - the schema may not be committed yet
+        return 0

@@ -97,6 +97,31 @@ def report(ledger: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, A
     return rows
 
 
+def refuse(
+    bank: RunningSandbox,
+    monkeypatch: pytest.MonkeyPatch,
+    status: int,
+    title: str,
+    when: Callable[[str, str], bool],
+) -> Callable[[], None]:
+    """Fault injection in the real server: answer ``status`` to requests ``when`` picks
+    (method, path); the rest go to the sandbox. Returns how to stop refusing."""
+    serve_api = bank.app._serve_api  # noqa: SLF001 - the server's own request handler
+    body = json.dumps({"errors": [{"status": str(status), "title": title}]}).encode()
+
+    async def refusing(scope: Any, receive: Any, send: Any) -> None:
+        if not when(scope["method"], scope["path"]):
+            await serve_api(scope, receive, send)
+            return
+        headers = [(b"content-type", b"application/json"),
+                   (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    monkeypatch.setattr(bank.app, "_serve_api", refusing)
+    return lambda: monkeypatch.setattr(bank.app, "_serve_api", serve_api)
+
+
 def test_run_pays_every_row_once_and_rerun_pays_nothing(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -503,19 +528,8 @@ def test_a_bank_busy_creating_payees_leaves_rows_to_run_again_not_failed(
     """Every payee create answered 429 (retries spent): rows stay pending, exit 3 (run
     again), not failed; once the bank lets payees in, the same command pays them once."""
     bank = start_bank()
-    serve_api = bank.app._serve_api  # noqa: SLF001 - fault injection in the real server
-
-    async def busy_payees(scope: Any, receive: Any, send: Any) -> None:
-        if scope["method"] == "POST" and scope["path"].endswith("/payees"):
-            body = json.dumps({"errors": [{"status": "429", "title": "too-many-requests"}]})
-            await send({"type": "http.response.start", "status": 429,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body.encode()})
-            return
-        await serve_api(scope, receive, send)
-
-    monkeypatch.setattr(bank.app, "_serve_api", busy_payees)
+    restore = refuse(bank, monkeypatch, 429, "too-many-requests",
+                     lambda method, path: method == "POST" and path.endswith("/payees"))
     new_payees = EMPLOYEES[2:]  # not payees yet: each needs a create
     batch = write_batch(tmp_path / "pay.csv", new_payees)
     ledger = tmp_path / "pay.csv.ledger.sqlite"
@@ -525,7 +539,7 @@ def test_a_bank_busy_creating_payees_leaves_rows_to_run_again_not_failed(
     assert all("run the same command again" in r["error"] for r in rows), rows
     assert not payment_groups(bank)
 
-    monkeypatch.setattr(bank.app, "_serve_api", serve_api)
+    restore()
     assert main(["run", str(batch), "--no-confirm-payees"]) == 0
     groups = payment_groups(bank)
     assert len(groups) == len(new_payees)
@@ -574,19 +588,8 @@ def test_a_payment_whose_submissions_cannot_be_read_does_not_stop_the_rerun(
     ledger = tmp_path / "pay.csv.ledger.sqlite"
     assert main(["run", str(batch), "--create-only"]) == 0
     unreadable = report(ledger, capsys)[0]["payment_url"] + "/submissions"
-    serve_api = bank.app._serve_api  # noqa: SLF001 - fault injection in the real server
-
-    async def lost_list(scope: Any, receive: Any, send: Any) -> None:
-        if scope["method"] == "GET" and scope["path"] == unreadable:
-            body = json.dumps({"errors": [{"status": "404", "title": "not-found"}]}).encode()
-            await send({"type": "http.response.start", "status": 404,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
-            return
-        await serve_api(scope, receive, send)
-
-    monkeypatch.setattr(bank.app, "_serve_api", lost_list)
+    refuse(bank, monkeypatch, 404, "not-found",
+           lambda method, path: method == "GET" and path == unreadable)
     assert main(["run", str(batch)]) == 0, capsys.readouterr()
     assert {r["status"] for r in report(ledger, capsys)} == {"submitted"}
     assert all(g["payments"] == 1 and g["submissions"] == 1 for g in payment_groups(bank))

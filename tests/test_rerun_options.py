@@ -22,6 +22,7 @@ from _run_helpers import (
     FIELDS,
     BatchRow,
     assert_exactly_once,
+    count_status,
     finish,
     kill_group,
     ledger_rows,
@@ -29,6 +30,7 @@ from _run_helpers import (
     run,
     start_run,
     stats,
+    wait_until,
     write_batch,
 )
 from payrun.sandbox import RunningSandbox, serve_in_thread
@@ -63,17 +65,11 @@ def _stop_after_some_submitted(bank: RunningSandbox, batch: Path, ledger: Path,
     """Start a run, SIGTERM it once 5 rows are submitted, and check it stopped with exit 3."""
     started = time.monotonic()
     process = start_run(bank, batch, ledger, *extra)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
-        if ledger.exists():
-            try:
-                if sum(r["status"] == "submitted" for r in ledger_rows(ledger)) >= 5:
-                    break
-            except sqlite3.Error:  # the schema may not be committed yet
-                pass
-        time.sleep(0.02)
-    kill_group(process, signal.SIGTERM)
-    stopped = finish(process, started)
+    try:
+        wait_until(lambda: count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
+    finally:
+        kill_group(process, signal.SIGTERM)
+        stopped = finish(process, started)
     assert stopped.returncode == 3, stopped.describe()
 
 

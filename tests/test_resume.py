@@ -23,6 +23,7 @@ from _run_helpers import (
     BatchRow,
     Finished,
     assert_exactly_once,
+    count_status,
     finish,
     kill_group,
     ledger_rows,
@@ -32,6 +33,7 @@ from _run_helpers import (
     run_env,
     start_run,
     stats,
+    wait_until,
     write_batch,
 )
 from payrun.sandbox import RunningSandbox, serve_in_thread
@@ -44,28 +46,6 @@ KILL_BANK = {"latency_ms": 20, "jitter_ms": 10, "deliver_after_ms": 50}
 """A bank slow enough that a run of ~100 rows lasts a second or two after start-up."""
 CALIBRATION_ROWS = 100
 MAX_KILLS = 3
-
-
-def _wait_until(condition: object, timeout: float, what: str) -> None:
-    """Poll ``condition()`` every 20 ms until true; fail naming ``what`` after ``timeout`` s."""
-    assert callable(condition)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)
-    message = f"timed out after {timeout}s waiting for {what}"
-    raise AssertionError(message)
-
-
-def _count_status(ledger: Path, *statuses: str) -> int:
-    """Rows of ``ledger`` in one of ``statuses`` (0 while the ledger does not exist yet)."""
-    if not ledger.exists():
-        return 0
-    try:
-        return sum(1 for r in ledger_rows(ledger) if r["status"] in statuses)
-    except Exception:  # noqa: BLE001 - the schema may not be committed yet
-        return 0
 
 
 def _bank_totals(bank: RunningSandbox) -> tuple[int, int]:
@@ -121,7 +101,7 @@ def test_kill_9_at_random_instants_then_rerun_pays_each_row_once(
                 except subprocess.TimeoutExpired:
                     kill_group(process, signal.SIGKILL)
             done = finish(process, started)
-            counts = {s: _count_status(ledger, s) for s in
+            counts = {s: count_status(ledger, s) for s in
                       ("pending", "creating", "created", "submitting", "submitted")}
             history.append(f"attempt {attempt}: kill after {delay}s -> exit {done.returncode}"
                            f" at {done.seconds:.2f}s; ledger {counts}")
@@ -184,7 +164,7 @@ def test_signal_mid_run_exits_3_then_rerun_pays_each_row_once(
     started = time.monotonic()
     process = start_run(slow_bank, batch, ledger)
     try:
-        _wait_until(lambda: _count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
+        wait_until(lambda: count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
     except AssertionError:
         kill_group(process)
         raise AssertionError(finish(process, started).describe()) from None
@@ -195,9 +175,9 @@ def test_signal_mid_run_exits_3_then_rerun_pays_each_row_once(
     assert stopped.returncode == 3, stopped.describe()
     assert took < 30, f"took {took:.1f}s to stop\n{stopped.describe()}"
     assert "Traceback" not in stopped.stderr + stopped.stdout, stopped.describe()
-    unknown = _count_status(ledger, "creating", "submitting")
+    unknown = count_status(ledger, "creating", "submitting")
     assert unknown == 0, f"{unknown} rows left creating/submitting after a graceful stop"
-    unpaid = len(rows) - _count_status(ledger, "submitted")
+    unpaid = len(rows) - count_status(ledger, "submitted")
     again = run(slow_bank, batch, ledger)
     assert again.returncode == 0, again.describe()
     assert_exactly_once(slow_bank, rows, ledger, f"{unpaid} rows were unpaid after {sig.name}")
@@ -216,7 +196,7 @@ def test_signal_repeated_every_20_ms_still_exits_3(
     started = time.monotonic()
     process = start_run(slow_bank, batch, ledger)
     try:
-        _wait_until(lambda: _count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
+        wait_until(lambda: count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
         deadline = time.monotonic() + 40
         while process.poll() is None and time.monotonic() < deadline:
             kill_group(process, sig)
@@ -267,7 +247,7 @@ def test_ctrl_c_while_new_payees_are_created_starts_no_more_of_them(tmp_path: Pa
         started = time.monotonic()
         process = start_run(bank, batch, ledger)
         try:
-            _wait_until(lambda: len(bank.state.payees) - before >= 20, 60, "20 new payees")
+            wait_until(lambda: len(bank.state.payees) - before >= 20, 60, "20 new payees")
         finally:
             kill_group(process, signal.SIGINT)
             stopped = finish(process, started)
@@ -292,7 +272,7 @@ def test_second_run_of_a_locked_ledger_exits_2_naming_the_holder(tmp_path: Path)
         started = time.monotonic()
         first = start_run(bank, batch, ledger)
         try:
-            _wait_until(lambda: _count_status(ledger, "pending") == len(rows), 60,
+            wait_until(lambda: count_status(ledger, "pending") == len(rows), 60,
                         "the first run's ledger")
             second = run(bank, batch, ledger)
             assert first.poll() is None, "the first run ended before the second one tried"
@@ -321,7 +301,7 @@ def test_the_same_file_through_another_ledger_at_once_is_refused(
     started = time.monotonic()
     first = start_run(slow_bank, batch, ledger)
     try:
-        _wait_until(lambda: _count_status(ledger, "submitted") >= 1, 60, "the first payments")
+        wait_until(lambda: count_status(ledger, "submitted") >= 1, 60, "the first payments")
         other = slow_bank
         if spelling == "localhost":
             other = dataclasses.replace(
@@ -364,7 +344,7 @@ def test_a_ledger_disk_filling_up_mid_run_exits_3_and_the_rerun_pays_each_row_on
     assert full.returncode == 3, full.describe()
     assert "run the same command again" in full.stderr, full.describe()
     assert "Traceback" not in full.stderr, full.describe()
-    assert 0 < _count_status(ledger, "submitted") < len(rows), full.describe()
+    assert 0 < count_status(ledger, "submitted") < len(rows), full.describe()
     again = run(slow_bank, batch, ledger)
     assert again.returncode == 0, again.describe()
     assert_exactly_once(slow_bank, rows, ledger, "after the disk filled up")
@@ -383,7 +363,7 @@ def test_changed_file_after_interruption_is_refused_until_restored(
     started = time.monotonic()
     process = start_run(slow_bank, batch, ledger)
     try:
-        _wait_until(lambda: _count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
+        wait_until(lambda: count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
     finally:
         kill_group(process, signal.SIGKILL)
         finish(process, started)
@@ -409,7 +389,7 @@ def test_rerun_with_a_fresh_ledger_after_interruption_pays_no_row_twice(
     started = time.monotonic()
     process = start_run(slow_bank, batch, ledger)
     try:
-        _wait_until(lambda: _count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
+        wait_until(lambda: count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
     finally:
         kill_group(process, signal.SIGKILL)
         finish(process, started)
