@@ -485,6 +485,28 @@ def test_bad_api_key_exits_2_without_showing_it(
     assert not ledger.exists() or b"WRONG-secret" not in ledger.read_bytes()
 
 
+def test_a_new_ledger_refused_before_any_payment_is_not_left_behind(
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A first run refused before anything was sent (here a wrong key) leaves no ledger
+    beside the file; a ledger that has paid is kept whatever a later run meets."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    monkeypatch.setenv("PAYRUN_API_KEY", "sandbox-WRONG-secret-123")
+    assert main(["run", str(batch)]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pay.csv"]
+    monkeypatch.setenv("PAYRUN_API_KEY", bank.api_key)
+    assert main(["run", str(batch)]) == 0
+    monkeypatch.setenv("PAYRUN_API_KEY", "sandbox-WRONG-secret-123")
+    assert main(["run", str(batch)]) == 2
+    capsys.readouterr()
+    assert {row["status"] for row in report(ledger, capsys)} == {"submitted"}
+
+
 def test_secret_never_written(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -313,6 +313,8 @@ def test_the_same_file_through_another_ledger_at_once_is_refused(
         first_done = finish(first, started)
     assert second.returncode == 2, second.describe()
     assert "same content" in second.stderr and str(first.pid) in second.stderr, second.describe()
+    left = sorted(p.name for p in copy_folder.iterdir() if "ledger" in p.name)
+    assert left == [], f"the refused run left its new ledger behind: {left}"
     assert first_done.returncode == 0, first_done.describe()
     assert_exactly_once(slow_bank, rows, ledger, "two ledgers of one file at once")
     later = run(other, copy, copy_folder / "copy.ledger.sqlite")

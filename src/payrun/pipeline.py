@@ -37,7 +37,14 @@ from payrun.ledger import (
 from payrun.preflight import AccountPlan, Preflight, find_organization
 from payrun.reconciliation import adopt_outside_submissions, reconcile_rows
 from payrun.records import RowBook
-from payrun.run_start import check_same_bank, dry_run_book, open_run_ledger, reopen_unfinished
+from payrun.run_start import (
+    check_same_bank,
+    discard_ledger,
+    dry_run_book,
+    never_sent,
+    open_run_ledger,
+    reopen_unfinished,
+)
 from payrun.stopping import StopSignal
 from payrun.tracking import follow_submissions
 
@@ -141,6 +148,7 @@ async def run_batch(
         return await _with_client(
             settings, options, lambda c: _dry_run(c, book, settings, options)
         )
+    is_new = not ledger_path.exists()
     ledger = open_run_ledger(batch_path, ledger_path, validation, options)
     try:
         book = RowBook(ledger.rows(), ledger=ledger, on_change=watcher.row_changed)
@@ -153,6 +161,11 @@ async def run_batch(
                 ),
             )
         ledger.set_batch(ended_at=utc_now())
+    except BaseException:
+        if is_new and never_sent(ledger):  # refused before any payment: leave no ledger behind
+            ledger.close()
+            discard_ledger(ledger_path)
+        raise
     finally:
         ledger.close()
     outcome.ledger_path = ledger_path

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from payrun.config import RunOptions, Settings, ValidationOptions
 from payrun.domain import PlainRow, RowStatus, RowVerdict
-from payrun.errors import BatchFileError, LedgerMismatchError
+from payrun.errors import BatchFileError, LedgerError, LedgerMismatchError
 from payrun.intake import read_batch
 from payrun.ledger import BatchInfo, Ledger, LedgerRow, utc_now
 from payrun.planning import check_control_totals
@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_same_bank",
+    "discard_ledger",
     "dry_run_book",
     "file_sha256",
+    "never_sent",
     "open_run_ledger",
     "reopen_unfinished",
 ]
@@ -60,10 +62,23 @@ def open_run_ledger(
     except BaseException:
         ledger.close()
         if is_new:
-            for suffix in ("", "-wal", "-shm", ".lock"):
-                ledger_path.with_name(ledger_path.name + suffix).unlink(missing_ok=True)
+            discard_ledger(ledger_path)
         raise
     return ledger
+
+
+def never_sent(ledger: Ledger) -> bool:
+    """True when no row of the ledger was ever sent to the bank (no intent, no payment)."""
+    try:
+        return not any(row.attempts or row.payment_url for row in ledger.rows())
+    except LedgerError:  # unreadable: keep it
+        return False
+
+
+def discard_ledger(ledger_path: Path) -> None:
+    """Remove a ledger this run created and never used (its file, WAL, index and lock)."""
+    for suffix in ("", "-wal", "-shm", ".lock"):
+        ledger_path.with_name(ledger_path.name + suffix).unlink(missing_ok=True)
 
 
 def _record_new_batch(
