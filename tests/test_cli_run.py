@@ -14,10 +14,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import httpx
+import openpyxl  # type: ignore[import-untyped]
 import pytest
 
 from _run_helpers import (
@@ -734,6 +736,13 @@ def test_invalid_rows_are_reported_not_paid(
     assert [r["status"] for r in rows] == ["submitted", "submitted", "invalid"]
     assert "sort code" in rows[2]["error"]
     assert len(payment_groups(bank)) == 2
+    sheet_path = tmp_path / "report.xlsx"
+    assert main(["report", str(tmp_path / "pay.csv.ledger.sqlite"), "-o", str(sheet_path)]) == 0
+    sheet = openpyxl.load_workbook(sheet_path).active
+    amounts = [row[3] for row in sheet.iter_rows(min_row=2)]
+    assert [(c.data_type, c.number_format) for c in amounts[:2]] == [("n", "#,##0.00")] * 2
+    assert [Decimal(str(c.value)) for c in amounts[:2]] == [Decimal(r["amount"]) for r in rows[:2]]
+    assert amounts[2].data_type == "s" and amounts[2].value == rows[2]["amount"]
 
 
 def test_plain_http_to_a_remote_host_is_refused(

@@ -73,8 +73,19 @@ def report_records(rows: Iterable[LedgerRow]) -> list[dict[str, object]]:
 
 
 def report_table(rows: Iterable[LedgerRow]) -> list[tuple[object, ...]]:
-    """The report records as tuples in ``REPORT_COLUMNS`` order (for table writers)."""
-    return [tuple(record[c] for c in REPORT_COLUMNS) for record in report_records(rows)]
+    """The report records as tuples in ``REPORT_COLUMNS`` order (for table writers).
+
+    A valid row's amount is a ``Decimal`` here, so an .xlsx report holds a number (CSV and
+    JSON write it as ``1234.50``, like the records); an invalid row's is the file's text.
+    """
+    rows = list(rows)
+    return [
+        tuple(
+            row.amount if c == "amount" and row.status is not RowStatus.INVALID else record[c]
+            for c in REPORT_COLUMNS
+        )
+        for row, record in zip(rows, report_records(rows), strict=True)
+    ]
 
 
 @dataclass(slots=True)

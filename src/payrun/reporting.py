@@ -29,6 +29,7 @@ __all__ = [
     "PROBLEM_COLUMNS",
     "TABLE_FORMATS",
     "check_report_path",
+    "csv_cell",
     "escape_cell",
     "render_validation",
     "validation_document",
@@ -38,6 +39,7 @@ __all__ = [
 
 TABLE_FORMATS = (".csv", ".xlsx", ".json")
 PROBLEM_COLUMNS = ("row", "column", "severity", "message")
+_MONEY_FORMAT = "#,##0.00"
 """The columns of a validation report written as a sheet."""
 _DANGEROUS_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _WIDTH = 80
@@ -181,10 +183,11 @@ def _write_csv(handle: IO[Any], columns: Sequence[str], rows: Iterable[Sequence[
     writer = csv.writer(handle)
     writer.writerow([escape_cell(column) for column in columns])
     for row in rows:
-        writer.writerow([_csv_value(value) for value in row])
+        writer.writerow([csv_cell(value) for value in row])
 
 
-def _csv_value(value: object) -> object:
+def csv_cell(value: object) -> object:
+    """A CSV cell: money as ``1234.50``, nothing as empty, formula-like text escaped."""
     if isinstance(value, Decimal):
         return format_money(value)
     return "" if value is None else escape_cell(value)
@@ -192,12 +195,21 @@ def _csv_value(value: object) -> object:
 
 def _write_xlsx(handle: IO[Any], columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     from openpyxl import Workbook  # type: ignore[import-untyped]  # only .xlsx needs it
+    from openpyxl.cell import WriteOnlyCell  # type: ignore[import-untyped]
 
     book = Workbook(write_only=True)
     sheet = book.create_sheet("report")
     sheet.append([escape_cell(column) for column in columns])
+
+    def cell(value: object) -> object:
+        if isinstance(value, Decimal):  # money: a number a spreadsheet can add up, exact
+            money = WriteOnlyCell(sheet, value=value)
+            money.number_format = _MONEY_FORMAT
+            return money
+        return escape_cell(value)
+
     for row in rows:
-        sheet.append([escape_cell(value) for value in row])
+        sheet.append([cell(value) for value in row])
     book.save(handle)
 
 

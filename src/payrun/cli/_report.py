@@ -12,7 +12,7 @@ from typing import Any
 from payrun.cli._output import reader_may_leave
 from payrun.errors import UsageError
 from payrun.ledger_report import REPORT_COLUMNS, read_ledger_rows, report_records, report_table
-from payrun.reporting import escape_cell, write_table
+from payrun.reporting import csv_cell, write_table
 
 __all__ = ["execute", "register"]
 
@@ -61,5 +61,5 @@ def execute(args: argparse.Namespace) -> int:
         else:
             writer = csv.writer(sys.stdout, lineterminator="\n")
             writer.writerow(REPORT_COLUMNS)
-            writer.writerows([escape_cell(c) for c in record] for record in report_table(rows))
+            writer.writerows([csv_cell(c) for c in record] for record in report_table(rows))
     return 0
