@@ -12,6 +12,7 @@ the cells' types reveal. CSV rows are streamed, never all held. Raises ``BatchFi
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -141,7 +142,9 @@ def read_batch(
         header = map_header(_header_cells(records, path), path=path)
         limit = _RowLimit(max_rows, path)
         if kind == "csv":
-            cells, raw_row = _csv_cells(records, header, limit), _csv_raw_row(header)
+            suspect = _amount_suspect(header, source.delimiter)
+            cells = _csv_cells(records, header, limit, suspect)
+            raw_row = _csv_raw_row(header, suspect)
         else:
             cells = _xlsx_cells(records, header, workbook, limit)
             raw_row = _xlsx_raw_row(header, workbook)
@@ -182,12 +185,59 @@ class _RowLimit:
         return BatchFileError(msg, path=self._path)
 
 
+_AMOUNT_START = re.compile(r"\s*£?\s*\d{1,3}\s*")
+_SHORT_AMOUNT = 8
+_AMOUNT_REST = re.compile(r"\s*\d{3}(?:\.\d{1,2})?\s*")
+
+AmountSuspect = Callable[[list[str]], Damage | None]
+"""A CSV row's fields -> the damage its amount shows (``;`` files: decimal commas;
+``,`` files: an amount cut at an unquoted thousands comma), if any."""
+
+
+def _amount_suspect(header: HeaderMap, delimiter: str) -> AmountSuspect | None:
+    """How to see a CSV amount that the delimiter may have changed, or None (no amount)."""
+    at = dict(header.positions).get("amount")
+    if at is None:
+        return None
+    if delimiter == ";":
+
+        def decimal_comma(fields: list[str]) -> Damage | None:
+            return Damage.DECIMAL_COMMA if at < len(fields) and "," in fields[at] else None
+
+        return decimal_comma
+    after = at + 1  # the column in the file after the amount, whatever it is
+    if after >= len(header.headers):
+        return None  # a cut amount there spills into an extra value, which is caught
+
+    def split_amount(fields: list[str]) -> Damage | None:
+        if after >= len(fields):
+            return None
+        amount = fields[at]
+        if "." in amount or len(amount) > _SHORT_AMOUNT:  # most amounts: no regex needed
+            return None
+        if _AMOUNT_START.fullmatch(amount) and _AMOUNT_REST.fullmatch(fields[after]):
+            return Damage.SPLIT_AMOUNT
+        return None
+
+    return split_amount
+
+
 def _csv_cells(
-    records: Iterator[tuple[int, list[str]]], header: HeaderMap, limit: _RowLimit
+    records: Iterator[tuple[int, list[str]]],
+    header: HeaderMap,
+    limit: _RowLimit,
+    suspect: AmountSuspect | None,
 ) -> Iterator[Cells]:
     width = len(header.headers)
     count, most = 0, limit.limit
     for number, fields in records:
+        if suspect is not None and suspect(fields) is not None:
+            if any(fields):
+                count += 1
+                if count > most:
+                    raise limit.exceeded()
+                yield number, fields, False
+            continue
         if len(fields) == width and fields[0]:  # the usual row: not blank, every column there
             count += 1
             if count > most:
@@ -207,7 +257,9 @@ def _extra_values(fields: list[str], width: int) -> bool:
     return any(field.strip() for field in fields[width:])
 
 
-def _csv_raw_row(header: HeaderMap) -> Callable[[int, list[Any]], RawRow]:
+def _csv_raw_row(
+    header: HeaderMap, suspect: AmountSuspect | None
+) -> Callable[[int, list[Any]], RawRow]:
     names = tuple(name for name, _ in header.positions)
     pick = itemgetter(*(index for _, index in header.positions))
     width = len(header.headers)
@@ -216,12 +268,11 @@ def _csv_raw_row(header: HeaderMap) -> Callable[[int, list[Any]], RawRow]:
 
     def raw_row(number: int, fields: list[Any]) -> RawRow:
         size = len(fields)
-        if size < width:
-            return RawRow(number, dict(zip(names, pick(fields + pad), strict=False)))
-        values = dict(zip(names, pick(fields), strict=False))
         if size > width and _extra_values(fields, width):
-            return RawRow(number, values, extra)
-        return RawRow(number, values)
+            return RawRow(number, dict(zip(names, pick(fields), strict=False)), extra)
+        values = dict(zip(names, pick(fields + pad if size < width else fields), strict=False))
+        kind = suspect(fields) if suspect is not None else None
+        return RawRow(number, values, {"amount": kind} if kind is not None else _NO_DAMAGE)
 
     return raw_row
 
@@ -233,7 +284,7 @@ def _xlsx_cells(
     limit: _RowLimit,
 ) -> Iterator[Cells]:
     needed = max((index for _, index in header.positions), default=-1) + 1
-    formulas = book.formulas
+    marked, hidden = book.marks.cells, book.marks.hidden_rows
     count, most = 0, limit.limit
     for number, cells in records:
         if (not cells or cells[0] == "") and all(cell == "" for cell in cells):
@@ -241,11 +292,14 @@ def _xlsx_cells(
         count += 1
         if count > most:
             raise limit.exceeded()
-        yield number, cells, len(cells) >= needed and not (formulas and number in formulas)
+        usual = len(cells) >= needed and not (marked and number in marked)
+        yield number, cells, usual and not (hidden and number in hidden)
 
 
 def _xlsx_raw_row(header: HeaderMap, book: XlsxSource) -> Callable[[int, list[Any]], RawRow]:
-    offset, positions, formulas = book.first_column, header.positions, book.formulas
+    offset, positions = book.first_column, header.positions
+    marked, hidden = book.marks.cells, book.marks.hidden_rows
+    hidden_row: Mapping[str, Damage] = MappingProxyType({ROW: Damage.HIDDEN})
     names = tuple(name for name, _ in positions)
     indexes = tuple(index for _, index in positions)
     needed = max(indexes, default=-1) + 1
@@ -258,12 +312,15 @@ def _xlsx_raw_row(header: HeaderMap, book: XlsxSource) -> Callable[[int, list[An
             picked = tuple(cells[i] if i < len(cells) else "" for i in indexes)
         values: dict[str, str] = dict(zip(names, picked, strict=True))
         damage = _typed_cells(values, number, book)
-        in_row = formulas.get(number) if formulas else None
+        if hidden and number in hidden:
+            return RawRow(number, values, hidden_row)
+        in_row = marked.get(number) if marked else None
         if in_row:
             damage = damage or {}
             for name, index in positions:
-                if index + offset in in_row:
-                    damage[name] = Damage.FORMULA
+                kind = in_row.get(index + offset)
+                if kind is not None:
+                    damage[name] = kind
         return RawRow(number, values, damage or _NO_DAMAGE)
 
     return raw_row

@@ -21,7 +21,7 @@ import python_calamine as calamine
 
 from payrun.errors import BatchFileError
 from payrun.intake._damage import Damage
-from payrun.intake._zip import check_workbook_zip, formula_cells
+from payrun.intake._zip import SheetMarks, check_workbook_zip, sheet_marks, sheet_states
 
 __all__ = ["DIGIT_COLUMNS", "Cell", "XlsxSource", "cell_text", "open_xlsx"]
 
@@ -29,6 +29,7 @@ Cell = int | float | str | bool | dt.time | dt.date | dt.datetime | dt.timedelta
 DIGIT_COLUMNS = frozenset({"sort_code", "account_number", "source_account"})
 """Columns of digits that a numeric cell damages by dropping leading zeros."""
 _EXACT_FLOAT_LIMIT = 1e15
+_EXCEL_DIGITS = 15
 _CHUNK = 1_048_576
 _T = TypeVar("_T")
 
@@ -40,8 +41,8 @@ class XlsxSource:
     path: Path
     sha256: str
     sheet_name: str
-    formulas: dict[int, set[int]]
-    """Row number -> 0-based column indexes (from column A) of formula cells."""
+    marks: SheetMarks
+    """Formula, error and merged cells and hidden rows, which calamine does not report."""
     first_column: int
     _sheet: calamine.CalamineSheet
 
@@ -65,16 +66,31 @@ def open_xlsx(path: Path, *, sheet: str | None) -> XlsxSource:
         msg = f"{path.name} has no sheets"
         raise BatchFileError(msg, path=path)
     index = _sheet_index(path, names, sheet)
-    # calamine releases the GIL while it parses the sheet: find the formulas meanwhile.
-    formulas_found = _Background(lambda: formula_cells(path, index))
+    if sheet is None:
+        _check_first_sheet_visible(path, names)
+    # calamine releases the GIL while it parses the sheet: scan its XML meanwhile.
+    marks_found = _Background(lambda: sheet_marks(path, index))
     try:
         found = _guard(path, lambda: book.get_sheet_by_index(index))
     except BaseException:
-        formulas_found.wait()  # the sheet's own error is the one to report
+        marks_found.wait()  # the sheet's own error is the one to report
         raise
-    formulas = formulas_found.result()
+    marks = marks_found.result()
     start = found.start
-    return XlsxSource(path, _sha256(path), names[index], formulas, start[1] if start else 0, found)
+    return XlsxSource(path, _sha256(path), names[index], marks, start[1] if start else 0, found)
+
+
+def _check_first_sheet_visible(path: Path, names: list[str]) -> None:
+    """Refuse to pay from a hidden first sheet: the person checking the file cannot see it."""
+    states = sheet_states(path)
+    if states and states[0] != "visible":
+        shown = [name for name, state in zip(names, states, strict=False) if state == "visible"]
+        listed = ", ".join(repr(name) for name in shown[:20]) or "none"
+        msg = (
+            f"the first sheet of {path.name}, {names[0]!r}, is hidden: name the sheet to pay"
+            f" with --sheet (visible sheets: {listed})"
+        )
+        raise BatchFileError(msg, path=path)
 
 
 def cell_text(column: str, value: Cell) -> tuple[str, Damage | None]:
@@ -94,7 +110,9 @@ def _number_text(column: str, value: float) -> tuple[str, Damage | None]:
     digits = column in DIGIT_COLUMNS
     if float(value).is_integer() and abs(value) < _EXACT_FLOAT_LIMIT:
         return str(int(value)), (Damage.NUMBER if digits else None)
-    text = repr(float(value))
+    # Excel keeps 15 significant digits and shows no more: 19.99+39.98 is stored as
+    # 59.970000000000006, which Excel (and the person checking) sees as 59.97.
+    text = f"{float(value):.{_EXCEL_DIGITS}g}"
     if "e" in text:
         return text.upper(), Damage.SCIENTIFIC
     return text, (Damage.NUMBER if digits else None)

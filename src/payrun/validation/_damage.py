@@ -25,6 +25,10 @@ _LABELS = {
     "currency": "currency",
 }
 _DIGITS = {"sort_code": (6,), "account_number": (8,), "source_account": (14,)}
+_HIDDEN = (
+    "this row is hidden or filtered out in the sheet, so it is not paid: unhide it and check"
+    " it, or delete it"
+)
 _EXTRA_VALUES = (
     "this row has more values than the header has columns: a value holds an unquoted"
     " delimiter (quote it, or write 1234.50 without the thousands comma)"
@@ -38,8 +42,8 @@ def damage_problems(
     skip: set[str] = set()
     for column, kind in damage.items():
         if column == ROW:
-            problems.error(None, _EXTRA_VALUES)
-            skip.update(_LABELS)  # the values are shifted: checking them would only mislead
+            problems.error(None, _HIDDEN if kind is Damage.HIDDEN else _EXTRA_VALUES)
+            skip.update(_LABELS)  # shifted or unseen values: checking them would only mislead
             continue
         text = values.get(column, "")
         if kind is Damage.NUMBER and len(text) in _DIGITS.get(column, (len(text),)):
@@ -60,6 +64,28 @@ def _message(kind: Damage, label: str, text: str) -> str:
         return scientific_damage(label, text)
     if kind is Damage.DATE:
         return f"spreadsheet damage: the spreadsheet turned the {label} into a date ({text}); {fix}"
+    if kind is Damage.ERROR:
+        return (
+            f"the {label} cell shows an Excel error (like #N/A), not a value; correct it in the"
+            " spreadsheet"
+        )
+    if kind is Damage.MERGED:
+        return (
+            f"the {label} cell is part of merged cells, which only the first row's value fills;"
+            f" unmerge them and give each row its own {label}"
+        )
+    if kind is Damage.DECIMAL_COMMA:
+        return (
+            f"amount {text!r} has a comma, which in a semicolon-separated file can mark pence"
+            " (1,50 = 1.50) as well as thousands; write it with a point for pence and no"
+            " thousands separator, like 1500.00"
+        )
+    if kind is Damage.SPLIT_AMOUNT:
+        return (
+            f"amount {text} looks cut at an unquoted thousands comma (the next column holds the"
+            " rest of it); write the amount without the comma or in quotes, like 1234.50"
+            f" (or {text.strip()}.00 if that is the whole amount)"
+        )
     return (
         f"spreadsheet damage: the {label} is a formula, not a typed value; copy the column"
         " and paste it back as values only"

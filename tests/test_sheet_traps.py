@@ -1,0 +1,169 @@
+"""What a clerk sees decides what is paid: hidden sheets and rows, Excel errors, merged
+cells, float noise, and CSV amounts that a delimiter changed (real files, real parsing)."""
+
+from __future__ import annotations
+
+import zipfile
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import openpyxl  # type: ignore[import-untyped]
+import pytest
+
+from payrun.config import ValidationOptions
+from payrun.domain import RowVerdict
+from payrun.errors import BatchFileError
+from payrun.intake import read_batch
+from payrun.validation import validate_rows
+
+COLS = ["payee_name", "sort_code", "account_number", "amount", "reference", "source_account"]
+SRC = "040004 30000001"
+
+
+def _row(name: str, amount: Any, reference: Any = "SALARY", source: Any = SRC) -> list[Any]:
+    return [name, "12-34-56", "12345678", amount, reference, source]
+
+
+def _book(path: Path, *sheets: tuple[str, list[list[Any]]]) -> openpyxl.Workbook:
+    book = openpyxl.Workbook()
+    book.remove(book.active)
+    for title, rows in sheets:
+        sheet = book.create_sheet(title)
+        sheet.append(COLS)
+        for row in rows:
+            sheet.append(row)
+    return book
+
+
+def _verdicts(path: Path, **options: Any) -> list[RowVerdict]:
+    with read_batch(path, sheet=options.pop("sheet", None)) as batch:
+        return list(validate_rows(batch, ValidationOptions(**options)))
+
+
+def _errors(verdict: RowVerdict) -> list[tuple[str | None, str]]:
+    return [(e.column, e.message) for e in verdict.errors]
+
+
+def test_a_hidden_first_sheet_is_refused_and_can_be_named(tmp_path: Path) -> None:
+    """The first sheet hidden (last month's, say): refused, naming the visible sheets;
+    --sheet can still name it on purpose."""
+    path = tmp_path / "pay.xlsx"
+    book = _book(path, ("October", [_row("Old", 9999)]), ("November", [_row("New", 2150)]))
+    book["October"].sheet_state = "hidden"
+    book.active = 1
+    book.save(path)
+    with pytest.raises(BatchFileError, match=r"'October', is hidden.*--sheet.*'November'"):
+        read_batch(path)
+    (november,) = _verdicts(path, sheet="November")
+    assert november.valid and november.instruction is not None
+    assert november.instruction.amount == Decimal("2150.00")
+    (october,) = _verdicts(path, sheet="October")
+    assert october.valid
+
+
+def test_hidden_or_filtered_rows_are_not_paid(tmp_path: Path) -> None:
+    """A row hidden (or filtered out, which Excel saves as hidden) is an error; others pay."""
+    path = tmp_path / "pay.xlsx"
+    book = _book(path, ("Nov", [_row("Ada", 10), _row("Bob", 20), _row("Cy", 30)]))
+    book["Nov"].row_dimensions[3].hidden = True  # Bob
+    book.save(path)
+    ada, bob, cy = _verdicts(path)
+    assert ada.valid and cy.valid
+    assert _errors(bob) == [(None, bob.errors[0].message)] and "hidden" in bob.errors[0].message
+
+
+def test_excel_error_cells_are_errors_not_blanks(tmp_path: Path) -> None:
+    """#N/A in the source account must not fall back to --source-account; in the reference
+    it is not a blank reference; in the amount it is not 'empty'."""
+    path = tmp_path / "pay.xlsx"
+    rows = [_row("Ada", 10, source="#N/A"), _row("Bob", 20, reference="#REF!"),
+            _row("Cy", "#DIV/0!")]
+    _book(path, ("Nov", rows)).save(path)
+    ada, bob, cy = _verdicts(path, source_account="040004 30000002")
+    for verdict, column in ((ada, "source_account"), (bob, "reference"), (cy, "amount")):
+        assert not verdict.valid, verdict
+        assert [c for c, _ in _errors(verdict)] == [column]
+        assert "Excel error" in verdict.errors[0].message
+
+
+def test_merged_cells_never_fill_other_rows_from_the_default(tmp_path: Path) -> None:
+    """A source account merged down four rows reads as one value and three blanks: each of
+    those rows is an error, never paid from --source-account."""
+    path = tmp_path / "pay.xlsx"
+    book = _book(path, ("Nov", [_row("Ada", 10), _row("Bob", 20, source=None),
+                                _row("Cy", 30, source=None), _row("Dee", 40, source=None),
+                                _row("Eve", 50)]))
+    book["Nov"].merge_cells("F2:F5")
+    book.save(path)
+    *merged, eve = _verdicts(path, source_account="040004 30000002")
+    assert eve.valid
+    for verdict in merged:
+        assert [c for c, _ in _errors(verdict)] == ["source_account"], verdict
+        assert "merged" in verdict.errors[0].message
+
+
+def _stored_as(path: Path, stored: dict[str, str]) -> None:
+    """Rewrite numeric cell values in the sheet's XML as Excel itself stores them (openpyxl
+    writes 16 significant digits, Excel the float's full 17)."""
+    with zipfile.ZipFile(path) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    sheet = members["xl/worksheets/sheet1.xml"].decode()
+    for shown, value in stored.items():
+        assert f"<v>{shown}</v>" in sheet
+        sheet = sheet.replace(f"<v>{shown}</v>", f"<v>{value}</v>")
+    members["xl/worksheets/sheet1.xml"] = sheet.encode()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
+def test_float_noise_reads_as_excel_shows_it(tmp_path: Path) -> None:
+    """19.99+39.98 is stored as 59.970000000000006; Excel shows 59.97, and so does payrun.
+    A real third decimal is still refused."""
+    path = tmp_path / "pay.xlsx"
+    rows = [_row("Ada", 59.97), _row("Bob", 0.3), _row("Cy", 100.5), _row("Dee", 12.345)]
+    _book(path, ("Nov", rows)).save(path)
+    _stored_as(path, {"59.97": "59.970000000000006", "0.3": "0.30000000000000004",
+                      "100.5": "100.49999999999999"})
+    ada, bob, cy, dee = _verdicts(path)
+    amounts = [v.instruction.amount for v in (ada, bob, cy) if v.instruction is not None]
+    assert amounts == [Decimal("59.97"), Decimal("0.30"), Decimal("100.50")]
+    assert not dee.valid and "2 decimal" in dee.errors[0].message
+
+
+def test_an_amount_cut_at_an_unquoted_comma_is_refused(tmp_path: Path) -> None:
+    """`1,234.50` unquoted in a comma CSV with the columns still lining up (the reference
+    took the rest): refused, not paid £1.00; a real £1.00 written 1.00 is paid."""
+    path = tmp_path / "pay.csv"
+    path.write_text(
+        "payee_name,sort_code,account_number,amount,reference\n"
+        "Ada,12-34-56,12345678,2150.00,SALARY\n"
+        "Bob,12-34-56,12345678,1,234.50\n"
+        "Cy,12-34-56,12345678,1.00,234\n"
+        "Dee,12-34-56,12345678,£12,345\n",
+        encoding="utf-8",
+    )
+    ada, bob, cy, dee = _verdicts(path, source_account=SRC)
+    assert ada.valid and cy.valid
+    for verdict in (bob, dee):
+        assert [c for c, _ in _errors(verdict)] == ["amount"], verdict
+        assert "unquoted thousands comma" in verdict.errors[0].message
+
+
+def test_a_comma_in_a_semicolon_file_amount_is_refused(tmp_path: Path) -> None:
+    """In a semicolon file a comma may be the decimal mark: `1,500` could be £1.50 or
+    £1,500.00, so it is refused instead of paid as £1,500.00; `1500.00` is paid."""
+    path = tmp_path / "pay.csv"
+    path.write_text(
+        "payee_name;sort_code;account_number;amount;reference\n"
+        "Ada;12-34-56;12345678;1,500;SALARY\n"
+        "Bob;12-34-56;12345678;2,50;SALARY\n"
+        "Cy;12-34-56;12345678;1500.00;SALARY\n",
+        encoding="utf-8",
+    )
+    ada, bob, cy = _verdicts(path, source_account=SRC)
+    assert cy.valid and cy.instruction is not None and cy.instruction.amount == Decimal("1500")
+    for verdict in (ada, bob):
+        assert [c for c, _ in _errors(verdict)] == ["amount"], verdict
+        assert "semicolon" in verdict.errors[0].message
