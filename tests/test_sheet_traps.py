@@ -11,6 +11,7 @@ from typing import Any
 import openpyxl  # type: ignore[import-untyped]
 import pytest
 
+from payrun.cli import main
 from payrun.config import ValidationOptions
 from payrun.domain import RowVerdict
 from payrun.errors import BatchFileError
@@ -167,3 +168,15 @@ def test_a_comma_in_a_semicolon_file_amount_is_refused(tmp_path: Path) -> None:
     for verdict in (ada, bob):
         assert [c for c, _ in _errors(verdict)] == ["amount"], verdict
         assert "semicolon" in verdict.errors[0].message
+
+
+def test_validate_names_the_sheet_it_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The text report says which sheet was read (the clerk may have expected another)."""
+    path = tmp_path / "pay.xlsx"
+    _book(path, ("November", [_row("Ada", 10)]), ("December", [_row("Bob", 20)])).save(path)
+    assert main(["validate", str(path)]) == 0
+    assert capsys.readouterr().out.startswith("pay.xlsx, sheet 'November': 1 rows")
+    assert main(["validate", str(path), "--sheet", "december"]) == 0
+    assert capsys.readouterr().out.startswith("pay.xlsx, sheet 'December': 1 rows")

@@ -111,5 +111,8 @@ def execute(args: argparse.Namespace) -> int:
         if args.format == "json":
             sys.stdout.write(json.dumps(validation_document(summary), ensure_ascii=False) + "\n")
         else:
-            sys.stdout.write(render_validation(summary, name=batch.path.name))
+            name = batch.path.name
+            if batch.sheet is not None:  # which sheet was read: the clerk may expect another
+                name = f"{name}, sheet {batch.sheet!r}"
+            sys.stdout.write(render_validation(summary, name=name))
     return 0 if summary.all_valid else 1
