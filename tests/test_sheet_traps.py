@@ -3,6 +3,7 @@ cells, float noise, and CSV amounts that a delimiter changed (real files, real p
 
 from __future__ import annotations
 
+import datetime as dt
 import zipfile
 from decimal import Decimal
 from pathlib import Path
@@ -180,3 +181,46 @@ def test_validate_names_the_sheet_it_read(
     assert capsys.readouterr().out.startswith("pay.xlsx, sheet 'November': 1 rows")
     assert main(["validate", str(path), "--sheet", "december"]) == 0
     assert capsys.readouterr().out.startswith("pay.xlsx, sheet 'December': 1 rows")
+
+
+@pytest.mark.parametrize(
+    ("column", "text", "words"),
+    [
+        ("amount", "\u22125.00", "negative"),
+        ("amount", "1234.50-", "negative"),
+        ("amount", "£ -", "zero in accounting format"),
+        ("sort_code", '="309089"', 'wrapped in Excel\'s ="..."'),
+        ("account_number", '="01234567"', 'wrapped in Excel\'s ="..."'),
+    ],
+)
+def test_messages_say_what_the_cell_is(
+    tmp_path: Path, column: str, text: str, words: str
+) -> None:
+    """A minus sign, a trailing minus, accounting zero and Excel's text wrapper are named
+    as what they are, not 'not a number' or 'must be 6 digits'."""
+    values = {"payee_name": "Ada", "sort_code": "12-34-56", "account_number": "12345678",
+              "amount": "10.00", "reference": "R", column: text}
+    path = tmp_path / "pay.csv"
+    quoted = ",".join('"' + v.replace('"', '""') + '"' for v in values.values())
+    path.write_text(",".join(values) + "\n" + quoted + "\n", encoding="utf-8")
+    (verdict,) = _verdicts(path, source_account=SRC)
+    assert [c for c, _ in _errors(verdict)] == [column]
+    assert words in verdict.errors[0].message, verdict.errors[0].message
+
+
+def test_file_level_messages_name_the_cause(tmp_path: Path) -> None:
+    """A tab-separated file and an empty sheet say so; a date in the amount column gets a
+    number format as its fix, not Text."""
+    tabs = tmp_path / "tabs.csv"
+    tabs.write_text("payee_name\tsort_code\taccount_number\tamount\nAda\t123456\t12345678\t1\n")
+    with pytest.raises(BatchFileError, match="separated by tabs"):
+        read_batch(tabs)
+    path = tmp_path / "pay.xlsx"
+    book = _book(path, ("Nov", [_row("Ada", dt.date(2026, 1, 5))]))
+    book.create_sheet("Empty")
+    book.save(path)
+    with pytest.raises(BatchFileError, match="sheet 'Empty' of pay.xlsx is empty"):
+        read_batch(path, sheet="Empty")
+    (dated,) = _verdicts(path)
+    assert "into a date" in dated.errors[0].message
+    assert "Number with 2 decimal places" in dated.errors[0].message

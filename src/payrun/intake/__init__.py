@@ -139,7 +139,7 @@ def read_batch(
         sha256, sheet_name = workbook.sha256, workbook.sheet_name
         records = workbook.records()
     try:
-        header = map_header(_header_cells(records, path), path=path)
+        header = map_header(_header_cells(records, path, sheet_name), path=path)
         limit = _RowLimit(max_rows, path)
         if kind == "csv":
             suspect = _amount_suspect(header, source.delimiter)
@@ -159,12 +159,20 @@ def read_batch(
     return Batch(path, kind, sha256, header, chained, raw_row, sheet_name, records)
 
 
-def _header_cells(records: Iterator[tuple[int, list[Any]]], path: Path) -> list[str]:
+def _header_cells(
+    records: Iterator[tuple[int, list[Any]]], path: Path, sheet: str | None
+) -> list[str]:
     for _number, cells in records:
         texts = [cell if isinstance(cell, str) else cell_text("", cell)[0] for cell in cells]
         if any(text.strip() for text in texts):
             return texts  # leading blank rows are skipped; row numbers stay the sheet's
-    msg = f"{path.name} is empty: a batch file needs a header row and payment rows"
+    if sheet is not None:
+        msg = (
+            f"sheet {sheet!r} of {path.name} is empty (or a chart): name the sheet that holds"
+            " the payments with --sheet"
+        )
+    else:
+        msg = f"{path.name} is empty: a batch file needs a header row and payment rows"
     raise BatchFileError(msg, path=path)
 
 

@@ -130,6 +130,12 @@ def _check_required(seen: dict[str, int], headers: tuple[str, ...], *, path: Pat
     found = ", ".join(named[:_MAX_LISTED]) or "none"
     if len(named) > _MAX_LISTED:
         found += f" and {len(named) - _MAX_LISTED} more"
+    if any("\t" in header for header in headers):
+        msg = (
+            f"{path.name} is separated by tabs: payrun reads CSV separated by commas or"
+            " semicolons (in Excel: Save As, CSV UTF-8) or an .xlsx workbook"
+        )
+        raise BatchFileError(msg, path=path)
     plural = "columns" if len(missing) > 1 else "column"
     msg = (
         f"{path.name}: required {plural} {', '.join(missing)} not found in the header (row 1);"

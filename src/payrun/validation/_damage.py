@@ -55,6 +55,10 @@ def damage_problems(
 
 def _message(kind: Damage, label: str, text: str) -> str:
     fix = "format the column as Text and type it again"
+    if label == "amount":  # money is a number: the fix is a number format, not Text
+        fix = "format the column as Number with 2 decimal places and type the amount again"
+        if kind is Damage.SCIENTIFIC:
+            return f"amount {text} is in scientific notation: {fix}, like 1500.00"
     if kind is Damage.NUMBER:
         return (
             f"spreadsheet damage: the {label} was stored as a number and lost its leading"

@@ -43,6 +43,8 @@ _OUTSIDE_CHARSET = re.compile(r"[^A-Za-z0-9 .,&/\-'()+?:]")
 _FORMULA_START = ("=", "+", "@")
 _PLAIN = re.compile(r"[A-Za-z0-9.,&/\-'()?: ][A-Za-z0-9 .,&/\-'()+?:]*")
 """Text in the UK payment character set that does not start like a formula: no checks due."""
+_NEGATIVE_STARTS = ("-", "£-", "(", "\u2212", "£\u2212")  # \u2212: the minus sign
+_EXCEL_TEXT = re.compile(r'="[^"]*"')
 _SORT_CODE = re.compile(r"([0-9]{2})[- ]?([0-9]{2})[- ]?([0-9]{2})")
 _SCIENTIFIC = re.compile(r"[+-]?£?[0-9]*\.?[0-9]+[eE][+-]?[0-9]+")
 _PLAIN_AMOUNT = re.compile(r"[0-9]{1,15}\.[0-9]{2}")
@@ -134,6 +136,12 @@ def check_sort_code(text: str, problems: Problems) -> str | None:
         problems.error("sort_code", scientific_damage("sort code", shown))
     elif not shown:
         problems.error("sort_code", "sort code is empty: it must be 6 digits, like 12-34-56")
+    elif _EXCEL_TEXT.fullmatch(shown):
+        problems.error(
+            "sort_code",
+            f"sort code {shown} is wrapped in Excel's =\"...\" (a text formula); write the"
+            " 6 digits alone, like 12-34-56",
+        )
     else:
         problems.error("sort_code", f"sort code must be 6 digits, like 12-34-56; got {shown!r}")
     return None
@@ -153,6 +161,11 @@ def check_account_number(text: str, problems: Problems) -> str | None:
         message = scientific_damage("account number", number)
     elif not number:
         message = "account number is empty: it must be 8 digits"
+    elif _EXCEL_TEXT.fullmatch(number):
+        message = (
+            f"account number {number} is wrapped in Excel's =\"...\" (a text formula); write"
+            " the 8 digits alone"
+        )
     else:
         message = f"account number must be 8 digits; got {number!r}"
     problems.error("account_number", message)
@@ -236,7 +249,9 @@ def _amount_format_message(shown: str) -> str:
             f"amount {shown!r} is in scientific notation: write it out in full, like 1500.00"
             " (format the column as Number with 2 decimal places)"
         )
-    if shown.startswith("-") or shown.startswith("£-") or shown.startswith("("):
+    if shown.replace("£", "").strip() in {"-", "\u2212"}:  # accounting format's zero
+        return f"amount {shown!r} is a zero in accounting format: fill in the amount, like 1234.50"
+    if shown.startswith(_NEGATIVE_STARTS) or shown.endswith(("-", "\u2212")):
         return f"amount {shown} is negative: payrun only sends money; remove the row"
     return (
         f"amount {shown!r} is not a number: write it like 1234.50 (commas and a leading £ are"
