@@ -30,6 +30,7 @@ from payrun.ledger import (
     LedgerRow,
     bank_identity,
     default_ledger_path,
+    discard_if_refused,
     release_lock,
     take_batch_lock,
     utc_now,
@@ -39,9 +40,7 @@ from payrun.reconciliation import adopt_outside_submissions, reconcile_rows
 from payrun.records import RowBook
 from payrun.run_start import (
     check_same_bank,
-    discard_ledger,
     dry_run_book,
-    never_sent,
     open_run_ledger,
     reopen_unfinished,
 )
@@ -161,10 +160,9 @@ async def run_batch(
                 ),
             )
         ledger.set_batch(ended_at=utc_now())
-    except BaseException:
-        if is_new and never_sent(ledger):  # refused before any payment: leave no ledger behind
-            ledger.close()
-            discard_ledger(ledger_path)
+    except BaseException as exc:
+        if is_new:
+            discard_if_refused(ledger, exc)  # a refused first run leaves no ledger behind
         raise
     finally:
         ledger.close()

@@ -9,6 +9,7 @@ created at the bank: payees that would be created are only counted.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -42,6 +43,11 @@ __all__ = ["AccountPlan", "Preflight", "find_organization"]
 
 _PAYEE_WORKERS = 20
 _HTTP_NOT_FOUND = 404
+_NO_SUCH_HOST = re.compile(
+    r"dns error|failed to lookup address|name or service not known|nodename nor servname"
+    r"|no address associated|name resolution|getaddrinfo",
+    re.IGNORECASE,
+)
 _OPEN = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING)
 _T = TypeVar("_T")
 
@@ -57,6 +63,11 @@ class AccountPlan:
     payees_to_create: int = 0
     rows_by_payee: set[int] = field(default_factory=set)
 
+
+_NEW_FILE = (
+    "put the corrected row in a new file of its own and pay that file (this ledger stays"
+    " bound to this file's content)"
+)
 
 class Preflight:
     """Runs the checks in order; each step records its verdicts in the book."""
@@ -208,7 +219,8 @@ class Preflight:
                     error=(
                         f"possible repeat: the bank already has the same payment made {when} UTC"
                         f" ({payment.url}) outside this ledger; if it really must be paid again,"
-                        " run again with --allow-repeat"
+                        " run again with --allow-repeat (first check the earlier run's ledger"
+                        " with payrun report: a row it paid would be paid twice)"
                     ),
                 )
 
@@ -338,13 +350,13 @@ class Preflight:
                 return None
             said = f"the account holder is {suggested!r}" if suggested else "the name is close"
             return (
-                f"Confirmation of Payee: close match, the bank says {said}; correct payee_name"
-                " or run again with --accept-close-match"
+                f"Confirmation of Payee: close match, the bank says {said}; to pay it as it is,"
+                f" run again with --accept-close-match; to correct the name, {_NEW_FILE}"
             )
         why = f" ({reason})" if reason else ""
         return (
             f"Confirmation of Payee: {result}{why}: the name does not match the account"
-            " holder; check the details with the payee"
+            f" holder; check the details with the payee, then {_NEW_FILE}"
         )
 
 
@@ -362,6 +374,13 @@ async def find_organization(client: BankClient, settings: Settings) -> Organizat
             msg = (
                 f"{settings.base_url} does not answer as the bank's API ({exc}); check the"
                 " bank's address (--base-url or PAYRUN_BASE_URL)"
+            )
+            raise ConfigError(msg) from exc
+        if isinstance(exc, BankUnavailableError) and _NO_SUCH_HOST.search(str(exc.detail)):
+            msg = (
+                f"no such host: the bank's address {settings.base_url} has a name that does"
+                " not resolve; check --base-url or PAYRUN_BASE_URL (if it is right, this"
+                " machine cannot look names up now: run again later)"
             )
             raise ConfigError(msg) from exc
         raise

@@ -17,9 +17,17 @@ from typing import TYPE_CHECKING
 
 from payrun.config import RunOptions, Settings, ValidationOptions
 from payrun.domain import PlainRow, RowStatus, RowVerdict
-from payrun.errors import BatchFileError, LedgerError, LedgerMismatchError
+from payrun.errors import BatchFileError, LedgerMismatchError
 from payrun.intake import read_batch
-from payrun.ledger import BatchInfo, Ledger, LedgerRow, utc_now
+from payrun.ledger import (
+    BatchInfo,
+    Ledger,
+    LedgerRow,
+    discard_ledger,
+    release_lock,
+    take_lock,
+    utc_now,
+)
 from payrun.planning import check_control_totals
 from payrun.records import RowBook
 from payrun.validation import plain_or_verdicts
@@ -29,10 +37,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_same_bank",
-    "discard_ledger",
     "dry_run_book",
     "file_sha256",
-    "never_sent",
     "open_run_ledger",
     "reopen_unfinished",
 ]
@@ -65,20 +71,6 @@ def open_run_ledger(
             discard_ledger(ledger_path)
         raise
     return ledger
-
-
-def never_sent(ledger: Ledger) -> bool:
-    """True when no row of the ledger was ever sent to the bank (no intent, no payment)."""
-    try:
-        return not any(row.attempts or row.payment_url for row in ledger.rows())
-    except LedgerError:  # unreadable: keep it
-        return False
-
-
-def discard_ledger(ledger_path: Path) -> None:
-    """Remove a ledger this run created and never used (its file, WAL, index and lock)."""
-    for suffix in ("", "-wal", "-shm", ".lock"):
-        ledger_path.with_name(ledger_path.name + suffix).unlink(missing_ok=True)
 
 
 def _record_new_batch(
@@ -146,7 +138,9 @@ def _check_same_file(
         msg = (
             f"the ledger {ledger_path} was made for a different content of {batch_path.name}"
             " (the file changed since its first run); restore the original file to finish"
-            " that run, or pay the new file with a fresh ledger (--ledger NEW.ledger.sqlite)"
+            " that run; to pay corrected rows, put only the rows still to pay (payrun report"
+            " shows them) in a new file and pay that: the whole new file with a fresh ledger"
+            " (--ledger NEW.ledger.sqlite) would hold the rows already paid as possible repeats"
         )
         raise LedgerMismatchError(msg)
 
@@ -181,8 +175,13 @@ def reopen_unfinished(book: RowBook) -> None:
 def dry_run_book(
     batch_path: Path, ledger_path: Path, validation: ValidationOptions, options: RunOptions
 ) -> RowBook:
-    """The rows a dry run checks: the ledger's if it exists, else the file's (nothing written)."""
+    """The rows a dry run checks: the ledger's if it exists, else the file's (nothing written).
+
+    A ledger a run is paying right now is refused: its payments in flight are not recorded
+    yet, so the dry run would call them repeats from outside the ledger.
+    """
     if ledger_path.exists():
+        release_lock(take_lock(ledger_path))  # LedgerLockedError names the paying process
         with Ledger.open(ledger_path, readonly=True) as ledger:
             info = ledger.batch()
             if info is not None:

@@ -56,7 +56,10 @@ class _Tracker:
         error = (
             None
             if final is RowStatus.DELIVERED
-            else f"the bank reports the payment {status}" + (f": {reason}" if reason else "")
+            else f"the bank reports the payment {status}"
+            + (f": {reason}" if reason else "")
+            + "; it is final for this file: to pay it once the cause is fixed, put the row in"
+            " a new file of its own and pay that"
         )
         self.book.set(number, status=final, error=error)
 

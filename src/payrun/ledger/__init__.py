@@ -10,9 +10,12 @@ Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated here 
 
 from __future__ import annotations
 
+from payrun.ledger._discard import discard_if_refused as discard_if_refused
+from payrun.ledger._discard import discard_ledger as discard_ledger
 from payrun.ledger._lock import bank_identity as bank_identity
 from payrun.ledger._lock import release_lock as release_lock
 from payrun.ledger._lock import take_batch_lock as take_batch_lock
+from payrun.ledger._lock import take_lock as take_lock
 from payrun.ledger._records import BatchInfo as BatchInfo
 from payrun.ledger._records import LedgerRow as LedgerRow
 from payrun.ledger._records import utc_now as utc_now
@@ -25,7 +28,10 @@ __all__ = [
     "LedgerRow",
     "bank_identity",
     "default_ledger_path",
+    "discard_if_refused",
+    "discard_ledger",
     "release_lock",
+    "take_lock",
     "take_batch_lock",
     "utc_now",
 ]
