@@ -240,15 +240,17 @@ def test_a_terminal_without_pound_signs_gets_question_marks_not_a_crash(
 def test_json_logs_get_usage_errors_as_one_json_object(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: list[str]
 ) -> None:
-    """With --log-format json even argparse's usage errors are one JSON line (exit 2)."""
+    """With --log-format json even argparse's usage errors are JSON: the error, then the
+    `finished` line every run ends with (exit 2)."""
     with pytest.raises(SystemExit) as info:
         main(["run", str(tmp_path / "pay.csv"), "--log-format", "json", *bad])
     assert info.value.code == 2
     err = capsys.readouterr().err
     lines = err.splitlines()
-    assert len(lines) == 1, err
-    record = json.loads(lines[0])
+    assert len(lines) == 2, err
+    record, finished = (json.loads(line) for line in lines)
     assert record["event"] == "error" and "--help" in record["message"], record
+    assert (finished["event"], finished["exit_code"]) == ("finished", 2), finished
 
 
 def test_run_help_states_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
@@ -456,6 +458,33 @@ def test_cop_close_match_is_held_then_paid_when_accepted(
     assert payment_groups(bank) == []
     assert main(["run", str(batch), "--accept-close-match"]) == 0
     assert [g["payments"] for g in payment_groups(bank)] == [1]
+
+
+def test_following_the_advice_for_a_held_row_pays_it_once_and_nothing_twice(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A close match is held with advice that works: the corrected whole file is refused on
+    the old ledger with advice naming the trap; the corrected row in a file of its own is
+    paid; the whole corrected file on a fresh ledger holds both paid rows as repeats, with
+    a warning that --allow-repeat would pay them twice."""
+    bank = start_bank()
+    rows = [("Oliver Smith", "309089", "00705473"), ("Mia Davis", "110001", "22039287")]
+    batch = write_batch(tmp_path / "pay.csv", rows)
+    assert main(["run", str(batch)]) == 1
+    held = report(tmp_path / "pay.csv.ledger.sqlite", capsys)[1]
+    assert held["status"] == "held" and "new file of its own" in held["error"], held
+    corrected = write_batch(tmp_path / "pay.csv", [rows[0], ("Mia Davies", *rows[1][1:])])
+    assert main(["run", str(corrected)]) == 2
+    refused = capsys.readouterr().err
+    assert "only the rows still to pay" in refused and "possible repeats" in refused, refused
+    alone = write_batch(tmp_path / "mia.csv", [("Mia Davies", *rows[1][1:])])
+    assert main(["run", str(alone)]) == 0
+    fresh = tmp_path / "fresh.ledger.sqlite"
+    assert main(["run", str(corrected), "--ledger", str(fresh)]) == 1
+    statuses = [(r["status"], r["error"]) for r in report(fresh, capsys)]
+    assert [s for s, _ in statuses] == ["held", "held"], statuses
+    assert all("paid twice" in error for _, error in statuses), statuses
+    assert sorted(g["payments"] for g in payment_groups(bank)) == [1, 1]
 
 
 def test_cop_no_match_holds_the_row(
@@ -879,13 +908,15 @@ def test_json_logs_are_one_object_per_line(
 def test_json_logs_end_a_failed_run_with_a_json_error(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """--log-format json: a fatal error is one more JSON object on stderr, event "error"."""
+    """--log-format json: a fatal error is one more JSON object on stderr, event "error",
+    then the `finished` line with the exit code."""
     start_bank()
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
     assert main(["run", str(batch), "--log-format", "json", "--expect-count", "5"]) == 2
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    events = [json.loads(line) for line in lines]
-    assert events[-1]["event"] == "error" and "control totals differ" in events[-1]["message"]
+    *_, error, finished = [json.loads(line) for line in lines]
+    assert error["event"] == "error" and "control totals differ" in error["message"]
+    assert (finished["event"], finished["exit_code"]) == ("finished", 2)
 
 
 def test_sandbox_mode_says_where_the_ledger_goes(
@@ -940,3 +971,109 @@ def test_unloadable_ca_certificates_exit_2_before_anything_is_sent(
     assert "SSL_CERT_FILE" in err
     assert "Traceback" not in err
     assert stats(bank)["requests"] == 0
+
+
+def _json_lines(text: str) -> list[dict[str, Any]]:
+    """Every line parsed as JSON (a line that is not JSON fails the test)."""
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_log_format_json_is_json_on_stdout_and_stderr_to_the_last_line(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --log-format json, stdout is one summary object (invalid rows listed with their
+    reasons) and stderr JSON lines ending with `finished`; a dry run likewise."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", [*EMPLOYEES[:2], ("Bad Sort", "1234", "12345678")])
+    assert main(["run", str(batch), "--log-format", "json"]) == 1
+    captured = capsys.readouterr()
+    (summary,) = _json_lines(captured.out)
+    assert summary["event"] == "summary" and summary["exit_code"] == 1
+    assert summary["rows"]["submitted"] == {"count": 2, "total": "200.00"}
+    assert summary["rows"]["invalid"] == {"count": 1, "total": None}
+    (problem,) = summary["problems"]
+    assert (problem["row"], problem["status"]) == (4, "invalid")
+    assert "sort code" in problem["error"]
+    events = _json_lines(captured.err)
+    assert events[-1]["event"] == "finished" and events[-1]["exit_code"] == 1
+    assert main(["run", str(batch), "--dry-run", "--log-format", "json"]) == 1
+    captured = capsys.readouterr()
+    (plan,) = _json_lines(captured.out)
+    assert plan["event"] == "dry_run" and plan["already_paid"] == 2
+    assert [p["row"] for p in plan["problems"]] == [4]
+    assert _json_lines(captured.err)[-1]["event"] == "finished"
+
+
+def test_a_fatal_error_in_json_ends_with_finished_and_its_exit_code(
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A refused key: an `error` object, then `finished` with exit code 2, nothing else."""
+    start_bank()
+    monkeypatch.setenv("PAYRUN_API_KEY", "sandbox-WRONG-secret-123")
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    assert main(["run", str(batch), "--log-format", "json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    *_, error, finished = _json_lines(captured.err)
+    assert error["event"] == "error" and "API key" in error["message"]
+    assert finished == {**finished, "event": "finished", "exit_code": 2}
+
+
+def test_dry_run_after_create_only_names_started_rows_without_internal_words(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rows an earlier run created are 'started by an earlier run', not 'created: None'."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:2])
+    assert main(["run", str(batch), "--create-only"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(batch), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "2 rows were started by an earlier run" in out, out
+    assert "None" not in out, out
+
+
+def test_wait_with_create_only_and_a_bad_base_url_flag_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--create-only --wait is a usage error; a bad --base-url is named as the flag."""
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    assert main(["run", str(batch), "--sandbox", "--create-only", "--wait"]) == 2
+    assert "--create-only submits none" in capsys.readouterr().err
+    monkeypatch.delenv("PAYRUN_BASE_URL", raising=False)
+    monkeypatch.setenv("PAYRUN_API_KEY", "k")
+    assert main(["run", str(batch), "--base-url", "ftp://bank.example"]) == 2
+    err = capsys.readouterr().err
+    assert "--base-url 'ftp://bank.example' is not an http(s) address" in err, err
+    assert not (tmp_path / "pay.csv.ledger.sqlite").exists()
+
+
+def test_validate_json_says_why_a_file_cannot_be_used(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 2 with --format json still prints the contract's object, the reason as its error."""
+    assert main(["validate", str(tmp_path / "missing.csv"), "--format", "json"]) == 2
+    (document,) = _json_lines(capsys.readouterr().out)
+    assert (document["rows"], document["valid"], document["invalid"]) == (0, 0, 0)
+    (error,) = document["errors"]
+    assert error["row"] is None and error["column"] is None and "missing.csv" in error["message"]
+
+
+def test_a_bank_name_that_does_not_resolve_is_a_setting_not_a_rerun(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped bank host (.invalid never resolves) is exit 2 naming the address, not
+    exit 3 'run again' (a scheduler would retry forever), and leaves no ledger behind; a
+    bank refusing connections is exit 3, and the run's ledger stays for the rerun."""
+    monkeypatch.setenv("PAYRUN_API_KEY", "k")
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    assert main(["run", str(batch), "--base-url", "https://bank.nonexistent.invalid"]) == 2
+    err = capsys.readouterr().err
+    assert "no such host" in err and "bank.nonexistent.invalid" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pay.csv"]
+    # A bank that refuses connections may be down for a while: exit 3, the ledger kept.
+    assert main(["run", str(batch), "--base-url", "http://127.0.0.1:9"]) == 3
+    assert (tmp_path / "pay.csv.ledger.sqlite").exists()

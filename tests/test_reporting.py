@@ -33,8 +33,9 @@ ROWS = [
     ("value", "expected"),
     [
         ("=1+2", "'=1+2"),
-        ("+1", "'+1"),
-        ("-1", "'-1"),
+        ("+1", "+1"),
+        ("+1 555", "'+1 555"),
+        ("-1", "-1"),
         ("@x", "'@x"),
         ("\tx", "'\tx"),
         ("Ada", "Ada"),
@@ -58,14 +59,32 @@ def test_write_table_csv_escapes_formulas(tmp_path: Path) -> None:
 
 
 def test_write_table_xlsx_has_no_formulas(tmp_path: Path) -> None:
-    """.xlsx output holds escaped text, never formula cells."""
+    """.xlsx output holds text exactly as given, as text cells: never formula cells."""
     path = tmp_path / "out.xlsx"
     write_table(path, COLUMNS, ROWS)
     sheet = openpyxl.load_workbook(path).active
     values = [[cell.value for cell in row] for row in sheet.iter_rows()]
     assert values[0] == list(COLUMNS)
-    assert values[1][1] == '\'=HYPERLINK("http://evil")'
+    assert values[1][1] == '=HYPERLINK("http://evil")' and values[1][3] == "+44 123"
+    assert values[3][1] == "@SUM(A1)" and sheet["B2"].data_type == "s"
     assert all(cell.data_type != "f" for row in sheet.iter_rows() for cell in row)
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        ("-7", "-7"),
+        ("+100", "+100"),
+        ("12.50", "12.50"),
+        ("-BONUS", "'-BONUS"),
+        ("=1+1", "'=1+1"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("-2+3+cmd|' /C calc'!A0", "'-2+3+cmd|' /C calc'!A0"),
+    ],
+)
+def test_csv_escapes_only_what_a_spreadsheet_would_run(text: str, written: str) -> None:
+    """A plain signed number (a row_id like -7) stays exact; formula-like text is escaped."""
+    assert escape_cell(text) == written
 
 
 def test_write_table_json(tmp_path: Path) -> None:
@@ -151,4 +170,5 @@ def test_write_validation_report(tmp_path: Path, suffix: str) -> None:
         assert rows[2] == ["4", "", "error", "'=danger"]
     else:
         sheet = openpyxl.load_workbook(path).active
-        assert [c.value for c in sheet[3]] == [4, None, "error", "'=danger"]
+        assert [c.value for c in sheet[3]] == [4, None, "error", "=danger"]
+        assert sheet["D3"].data_type == "s"

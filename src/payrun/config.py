@@ -136,17 +136,20 @@ def load_settings(
     if not url:
         msg = "no bank address: set PAYRUN_BASE_URL or pass --base-url (or use --sandbox)"
         raise ConfigError(msg)
-    check_base_url(url)
+    check_base_url(url, source="--base-url" if base_url else "PAYRUN_BASE_URL")
     key = _read_api_key(api_key_file, env)
     scheme = env.get("PAYRUN_AUTH_SCHEME", DEFAULT_AUTH_SCHEME).strip() or DEFAULT_AUTH_SCHEME
     return Settings(base_url=url, api_key=key, auth_scheme=scheme)
 
 
-def check_base_url(url: str) -> None:
-    """Refuse a base URL that is not https, unless it is plain http on a loopback host."""
+def check_base_url(url: str, *, source: str = "PAYRUN_BASE_URL") -> None:
+    """Refuse a base URL that is not https, unless it is plain http on a loopback host.
+
+    ``source`` names where the address came from, for the message.
+    """
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        msg = f"PAYRUN_BASE_URL {url!r} is not an http(s) address such as https://bank.example"
+        msg = f"{source} {url!r} is not an http(s) address such as https://bank.example"
         raise ConfigError(msg)
     if parts.scheme == "http" and not _is_loopback(parts.hostname):
         msg = (

@@ -3,8 +3,9 @@
 Input: column names and rows (``write_table``), or a validation ``BatchSummary``
 (``validation_document``, ``render_validation``, ``write_validation_report``). Output: files
 written atomically (a temporary file, then a rename) and text that reads well in 80
-columns. Any CSV or .xlsx cell that starts with ``=``, ``+``, ``-`` or ``@`` is written
-with a leading ``'`` so a spreadsheet shows it instead of running it (formula injection).
+columns. A CSV cell that starts with ``=``, ``+``, ``-`` or ``@`` (and is not a plain
+number) is written with a leading ``'`` so a spreadsheet shows it instead of running it
+(formula injection); an .xlsx cell is typed text, which no spreadsheet runs, so it is exact.
 Raises ``ConfigError`` for an unsupported report extension or an unwritable path;
 ``check_report_path`` raises it up front, before the work whose report it is.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import tempfile
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
@@ -31,6 +33,7 @@ __all__ = [
     "check_report_path",
     "csv_cell",
     "escape_cell",
+    "file_error_document",
     "render_validation",
     "validation_document",
     "write_table",
@@ -39,9 +42,10 @@ __all__ = [
 
 TABLE_FORMATS = (".csv", ".xlsx", ".json")
 PROBLEM_COLUMNS = ("row", "column", "severity", "message")
-_MONEY_FORMAT = "#,##0.00"
 """The columns of a validation report written as a sheet."""
+_MONEY_FORMAT = "#,##0.00"
 _DANGEROUS_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?")
 _WIDTH = 80
 _ROW_WIDTH = 6
 _COLUMN_WIDTH = 15
@@ -50,8 +54,17 @@ _TEXT_PROBLEM_LIMIT = 200
 
 
 def escape_cell(value: object) -> object:
-    """Prefix text that a spreadsheet would run as a formula with ``'``; others pass."""
-    if isinstance(value, str) and value.startswith(_DANGEROUS_STARTS):
+    """Prefix CSV text that a spreadsheet would run as a formula with ``'``; others pass.
+
+    A plain signed number (``-7``, ``+100``) is not a formula to a spreadsheet, so it stays
+    as it is; ``-BONUS`` or ``=HYPERLINK(...)`` is escaped. An .xlsx cell needs no escape:
+    it is written as text, which a spreadsheet never runs.
+    """
+    if (
+        isinstance(value, str)
+        and value.startswith(_DANGEROUS_STARTS)
+        and not _PLAIN_NUMBER.fullmatch(value)
+    ):
         return "'" + value
     return value
 
@@ -112,6 +125,19 @@ def validation_document(summary: BatchSummary) -> dict[str, Any]:
         "total": format_money(summary.total),
         "errors": [_problem_object(problem) for problem in summary.errors],
         "warnings": [_problem_object(problem) for problem in summary.warnings],
+    }
+
+
+def file_error_document(message: str) -> dict[str, Any]:
+    """The validate JSON object for a file that cannot be used (exit 2): no rows, one error
+    with neither row nor column, so a scheduler parsing stdout still gets the reason."""
+    return {
+        "rows": 0,
+        "valid": 0,
+        "invalid": 0,
+        "total": "0.00",
+        "errors": [{"row": None, "column": None, "message": message}],
+        "warnings": [],
     }
 
 
@@ -199,15 +225,19 @@ def _write_xlsx(handle: IO[Any], columns: Sequence[str], rows: Iterable[Sequence
 
     book = Workbook(write_only=True)
     sheet = book.create_sheet("report")
-    sheet.append([escape_cell(column) for column in columns])
 
     def cell(value: object) -> object:
         if isinstance(value, Decimal):  # money: a number a spreadsheet can add up, exact
             money = WriteOnlyCell(sheet, value=value)
             money.number_format = _MONEY_FORMAT
             return money
-        return escape_cell(value)
+        if isinstance(value, str):  # text exactly as it is, never a formula (no escape needed)
+            text = WriteOnlyCell(sheet, value=value)
+            text.data_type = "s"
+            return text
+        return value
 
+    sheet.append([cell(column) for column in columns])
     for row in rows:
         sheet.append([cell(value) for value in row])
     book.save(handle)

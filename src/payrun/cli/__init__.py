@@ -64,7 +64,7 @@ class _Parser(argparse.ArgumentParser):
             message = f"unknown command (not shown); choose one of: {', '.join(_COMMANDS)}"
         if _Parser.json_errors:
             hint = "" if "--help" in message else f"; see {self.prog} --help"
-            error_line(f"{message}{hint}", as_json=True)
+            error_line(f"{message}{hint}", as_json=True, exit_code=2)
             raise SystemExit(2)
         super().error(message)
 
@@ -158,7 +158,11 @@ def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, obje
     if extras:
         parser.error(_unrecognized(extras))
     if stop.is_set():
-        error_line("interrupted before anything was done; run the command again")
+        error_line(
+            "interrupted before anything was done; run the command again",
+            as_json=getattr(args, "log_format", "text") == "json",
+            exit_code=3,
+        )
         return 3
     if args.command != "run":  # only a run stops gracefully; the others stop at once
         _restore_signals(previous)
@@ -193,12 +197,14 @@ def _looks_like_key_option(word: str) -> bool:
 
 def _report_error(error: BaseException, *, as_json: bool) -> int:
     if isinstance(error, PayrunError):
-        error_line(str(error), as_json=as_json)
-        return exit_code_for(error)
+        code = exit_code_for(error)
+        error_line(str(error), as_json=as_json, exit_code=code)
+        return code
     error_line(
         f"unexpected {type(error).__name__}: {error}; the ledger keeps what was done,"
         " so running the same command again is safe (please report this)",
         as_json=as_json,
+        exit_code=3,
     )
     return 3
 

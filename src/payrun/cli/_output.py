@@ -32,14 +32,23 @@ def silence(stream: TextIO) -> None:
         os.close(devnull)
 
 
-def error_line(message: str, *, as_json: bool = False) -> None:
-    """Print the one error line on stderr; with ``--log-format json``, as a JSON log object."""
-    line = f"payrun: error: {message}"
+def error_line(message: str, *, as_json: bool = False, exit_code: int | None = None) -> None:
+    """Print the one error line on stderr; with ``--log-format json``, as a JSON log object.
+
+    ``exit_code`` marks the error that ends the command: in JSON, a ``finished`` object
+    with that exit code follows it, the last line of every run, as after a normal end.
+    """
+    lines = [f"payrun: error: {message}"]
     if as_json:  # a scheduler reading JSON lines gets the failure as one of them
-        record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": "error"}
-        line = json.dumps({**record, "message": message})
+        now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        record: dict[str, object] = {"time": now, "event": "error", "message": message}
+        lines = [json.dumps(record)]
+        if exit_code is not None:
+            ended = {"time": now, "event": "finished", "exit_code": exit_code}
+            lines.append(json.dumps({**ended, "message": f"ended with exit code {exit_code}"}))
     with reader_may_leave(sys.stderr):
-        print(line, file=sys.stderr)  # noqa: T201 - the CLI's one error line
+        for line in lines:
+            print(line, file=sys.stderr)  # noqa: T201 - the CLI's one error line
 
 
 @contextlib.contextmanager

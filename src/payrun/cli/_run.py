@@ -33,7 +33,7 @@ from payrun.config import (
     ValidationOptions,
     load_settings,
 )
-from payrun.errors import ConfigError
+from payrun.errors import ConfigError, UsageError
 
 __all__ = ["execute", "register"]
 
@@ -191,10 +191,20 @@ def _days(text: str) -> int:
 def execute(args: argparse.Namespace) -> int:
     """Run the batch and print what happened."""
     from payrun.cli._progress import finished_line, make_observer  # rich loads only for runs
-    from payrun.cli._summary import print_dry_run, print_summary, write_run_report
+    from payrun.cli._summary import (
+        dry_run_document,
+        print_document,
+        print_dry_run,
+        print_summary,
+        summary_document,
+        write_run_report,
+    )
     from payrun.pipeline import run_batch
     from payrun.reporting import check_report_path
 
+    if args.create_only and args.wait:
+        msg = "--wait follows submitted payments, and --create-only submits none: leave one out"
+        raise UsageError(msg)
     if args.report is not None:  # before any request: a report that cannot be written
         check_report_path(args.report)  # must not surface only after every row is paid
 
@@ -224,26 +234,34 @@ def execute(args: argparse.Namespace) -> int:
             )
         finally:
             observer.close()
+    as_json = args.log_format == "json"  # stdout: one JSON object instead of the text
     if outcome.dry_run:
         with reader_may_leave():
-            print_dry_run(outcome, confirm_payees=options.confirm_payees)
+            if as_json:
+                print_document(dry_run_document(outcome))
+            else:
+                print_dry_run(outcome, confirm_payees=options.confirm_payees)
+        if as_json:
+            finished_line(outcome, report=None)
         return outcome.exit_code
     report = options.report_path
     failure = write_run_report(report, outcome.rows) if report is not None else None
+    written = None if failure else report
     with reader_may_leave():  # a closed stdout ends the summary, never the run's exit code
-        print_summary(
-            outcome,
-            report_path=None if failure else report,
-            create_only=options.create_only,
-        )
+        if as_json:
+            print_document(
+                summary_document(outcome, report_path=written, create_only=options.create_only)
+            )
+        else:
+            print_summary(outcome, report_path=written, create_only=options.create_only)
     if failure:  # the payments stand: the run's own exit code, and how to get the report
         error_line(
             f"{failure}; the report was not written: the ledger has every row, so write it"
             f" with: payrun report {outcome.ledger_path} -o {report}",
-            as_json=args.log_format == "json",
+            as_json=as_json,
         )
-    if args.log_format == "json":  # a scheduler's last line: how the run ended, in one object
-        finished_line(outcome, report=None if failure else report)
+    if as_json:  # a scheduler's last line: how the run ended, in one object
+        finished_line(outcome, report=written)
     return outcome.exit_code
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -9,15 +10,23 @@ from pathlib import Path
 from payrun.domain import RowStatus, format_money
 from payrun.errors import PayrunError
 from payrun.ledger import LedgerRow
-from payrun.ledger_report import REPORT_COLUMNS, Totals, report_table
+from payrun.ledger_report import REPORT_COLUMNS, Totals, report_status, report_table
 from payrun.pipeline import RunOutcome
 from payrun.reporting import write_table
 
-__all__ = ["print_dry_run", "print_summary", "write_run_report"]
+__all__ = [
+    "dry_run_document",
+    "print_document",
+    "print_dry_run",
+    "print_summary",
+    "summary_document",
+    "write_run_report",
+]
 
 _INCOMPLETE = 3
 _MAX_NAMED = 20
 """Rows not paid that the summary names one by one; the report has every row."""
+_MAX_JSON_PROBLEMS = 1000
 _NAMED = frozenset({RowStatus.INVALID, RowStatus.HELD, RowStatus.FAILED, RowStatus.REJECTED})
 _EXPLAIN = {
     0: "done: every valid row was paid",
@@ -93,6 +102,7 @@ def print_summary(
 
 
 _NOTHING_TO_DO = frozenset({RowStatus.SUBMITTED, RowStatus.DELIVERED})
+_STARTED = frozenset({RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING})
 
 
 def print_dry_run(outcome: RunOutcome, *, confirm_payees: bool = True) -> None:
@@ -116,14 +126,21 @@ def print_dry_run(outcome: RunOutcome, *, confirm_payees: bool = True) -> None:
         )
         if plan.problem:
             _say(f"  problem: {plan.problem}")
-    done = 0
+    done = started = 0
     for row in outcome.rows:
         if row.status is RowStatus.PENDING:
             continue
         if row.status in _NOTHING_TO_DO:
             done += 1
+        elif row.status in _STARTED:
+            started += 1
         else:
-            _say(f"  row {row.row} ({row.payee_name}): {row.status}: {row.error}")
+            _say(f"  row {row.row} ({row.payee_name}): {row.status}: {row.error or ''}")
+    if started:
+        _say(
+            f"{started} rows were started by an earlier run (payment created, or the bank's"
+            " answer not recorded): a run checks them with the bank and finishes them"
+        )
     if done:
         _say(f"{done} rows already paid by this ledger's earlier runs (nothing more to do)")
     _say(
@@ -131,3 +148,85 @@ def print_dry_run(outcome: RunOutcome, *, confirm_payees: bool = True) -> None:
         if outcome.exit_code == 0
         else "some rows would not be paid: see above"
     )
+
+
+def _counted(table: dict[str, tuple[int, Decimal]]) -> dict[str, dict[str, object]]:
+    return {
+        status: {
+            "count": count,
+            "total": None if status == RowStatus.INVALID else format_money(total),
+        }
+        for status, (count, total) in sorted(table.items())
+    }
+
+
+def _problems(rows: Sequence[LedgerRow]) -> dict[str, object]:
+    listed = [
+        {
+            "row": row.row,
+            "row_id": row.row_id,
+            "payee_name": row.payee_name,
+            "status": report_status(row.status),
+            "error": row.error,
+        }
+        for row in rows[:_MAX_JSON_PROBLEMS]
+    ]
+    return {"problems": listed, "problems_not_listed": max(0, len(rows) - _MAX_JSON_PROBLEMS)}
+
+
+def summary_document(
+    outcome: RunOutcome, *, report_path: Path | None, create_only: bool
+) -> dict[str, object]:
+    """The summary as one JSON object (``--log-format json``): what the text summary says."""
+    totals = Totals.of(outcome.rows)
+    named = [r for r in outcome.rows if r.status in _NAMED or r.row in outcome.attention]
+    explain = _EXPLAIN_CREATE_ONLY if create_only else _EXPLAIN
+    return {
+        "event": "summary",
+        "exit_code": outcome.exit_code,
+        "message": explain.get(outcome.exit_code, ""),
+        "interrupted": outcome.interrupted,
+        "rows": _counted(totals.by_status),
+        "accounts": {a: _counted(t) for a, t in sorted(totals.by_account.items())},
+        **_problems(named),
+        "attention": list(outcome.attention),
+        "ledger": str(outcome.ledger_path),
+        "report": None if report_path is None else str(report_path),
+    }
+
+
+def dry_run_document(outcome: RunOutcome) -> dict[str, object]:
+    """The dry run's plan as one JSON object (``--log-format json``)."""
+    pending = [r for r in outcome.rows if r.status is RowStatus.PENDING]
+    accounts = []
+    for plan in outcome.plans:
+        rows = [r for r in pending if r.source_account == plan.source]
+        account = plan.account
+        accounts.append(
+            {
+                "source": plan.source,
+                "account_url": None if account is None else account.url,
+                "available_balance": None
+                if account is None
+                else format_money(account.available_balance),
+                "rows": len(rows),
+                "total": format_money(sum((r.amount for r in rows), Decimal(0))),
+                "payees_existing": plan.payees_existing,
+                "payees_to_create": plan.payees_to_create,
+                "problem": plan.problem,
+            }
+        )
+    others = [r for r in outcome.rows if r.status is not RowStatus.PENDING]
+    return {
+        "event": "dry_run",
+        "exit_code": outcome.exit_code,
+        "accounts": accounts,
+        **_problems([r for r in others if r.status not in _NOTHING_TO_DO | _STARTED]),
+        "started": sum(1 for r in others if r.status in _STARTED),
+        "already_paid": sum(1 for r in others if r.status in _NOTHING_TO_DO),
+    }
+
+
+def print_document(document: dict[str, object]) -> None:
+    """One JSON object on one line of stdout."""
+    _say(json.dumps(document, ensure_ascii=False))

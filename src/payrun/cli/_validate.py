@@ -16,10 +16,11 @@ from typing import Any
 
 from payrun.cli._output import reader_may_leave
 from payrun.config import DEFAULT_MAX_AMOUNT, DEFAULT_MAX_ROWS, ValidationOptions
-from payrun.errors import ConfigError
+from payrun.errors import BatchFileError, ConfigError
 from payrun.intake import read_batch
 from payrun.reporting import (
     check_report_path,
+    file_error_document,
     render_validation,
     validation_document,
     write_validation_report,
@@ -103,8 +104,14 @@ def execute(args: argparse.Namespace) -> int:
     options = parse_options(args)
     if args.report is not None:  # say so before reading what may be a million rows
         check_report_path(args.report)
-    with read_batch(args.batch, sheet=options.sheet, max_rows=options.max_rows) as batch:
-        summary = validate_batch(batch, options)
+    try:
+        with read_batch(args.batch, sheet=options.sheet, max_rows=options.max_rows) as batch:
+            summary = validate_batch(batch, options)
+    except BatchFileError as error:  # exit 2; with --format json, stdout still says why
+        if args.format == "json":
+            with reader_may_leave():
+                sys.stdout.write(json.dumps(file_error_document(str(error))) + "\n")
+        raise
     if args.report is not None:
         write_validation_report(args.report, summary)
     with reader_may_leave():  # `payrun validate BATCH | head` ends quietly, same exit code
