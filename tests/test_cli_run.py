@@ -1077,3 +1077,27 @@ def test_a_bank_name_that_does_not_resolve_is_a_setting_not_a_rerun(
     # A bank that refuses connections may be down for a while: exit 3, the ledger kept.
     assert main(["run", str(batch), "--base-url", "http://127.0.0.1:9"]) == 3
     assert (tmp_path / "pay.csv.ledger.sqlite").exists()
+
+
+def test_dry_run_counts_payees_an_earlier_run_made(
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rows whose payees an earlier run created (payments refused with 429 since) are
+    'rows to existing payees' in the dry run, not missing from the plan's payee count."""
+    from payrun.bank import BankClient, RetryPolicy  # noqa: PLC0415
+
+    bank = start_bank()
+    refuse(bank, monkeypatch, 429, "too-many-requests",
+           lambda method, path: method == "POST" and path.endswith("/payments"))
+    defaults = BankClient.__init__.__kwdefaults__
+    assert defaults is not None
+    monkeypatch.setitem(defaults, "retry", RetryPolicy.no_wait(2))  # 429s: no minute of waits
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[2:])
+    assert main(["run", str(batch), "--no-confirm-payees"]) == 3
+    capsys.readouterr()
+    assert main(["run", str(batch), "--dry-run", "--no-confirm-payees"]) == 0
+    out = capsys.readouterr().out
+    assert "payees: 2 rows to existing payees, 0 new payees to create" in out, out

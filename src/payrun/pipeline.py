@@ -20,10 +20,7 @@ import anyio
 
 from payrun.config import RunOptions, Settings, ValidationOptions
 from payrun.domain import RowStatus
-from payrun.errors import (
-    InterruptedRunError,
-    PayrunError,
-)
+from payrun.errors import InterruptedRunError, PayrunError
 from payrun.execution import execute_rows
 from payrun.ledger import (
     Ledger,
@@ -35,7 +32,8 @@ from payrun.ledger import (
     take_batch_lock,
     utc_now,
 )
-from payrun.preflight import AccountPlan, Preflight, find_organization
+from payrun.organization import find_organization
+from payrun.preflight import AccountPlan, Preflight
 from payrun.reconciliation import adopt_outside_submissions, reconcile_rows
 from payrun.records import RowBook
 from payrun.run_start import (

@@ -9,7 +9,6 @@ created at the bank: payees that would be created are only counted.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -23,9 +22,7 @@ from payrun.domain import RowStatus, format_money
 from payrun.errors import (
     AuthError,
     BankError,
-    BankRejectedError,
     BankUnavailableError,
-    ConfigError,
     OutcomeUnknownError,
     RateLimitedError,
 )
@@ -37,17 +34,10 @@ from payrun.stopping import StopSignal
 
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankAccount, BankClient, Organization, Payment
-    from payrun.config import Settings
 
-__all__ = ["AccountPlan", "Preflight", "find_organization"]
+__all__ = ["AccountPlan", "Preflight"]
 
 _PAYEE_WORKERS = 20
-_HTTP_NOT_FOUND = 404
-_NO_SUCH_HOST = re.compile(
-    r"dns error|failed to lookup address|name or service not known|nodename nor servname"
-    r"|no address associated|name resolution|getaddrinfo",
-    re.IGNORECASE,
-)
 _OPEN = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING)
 _T = TypeVar("_T")
 
@@ -253,21 +243,26 @@ class Preflight:
             None,
         )
 
+    def _count_existing(self, account_url: str) -> None:
+        plan = self._plan_for(account_url)
+        if plan is not None:
+            plan.payees_existing += 1
+
     async def prepare_payees(self) -> None:
         """Give every pending row an active payee: reuse, or check and create one."""
         groups: dict[tuple[str, str, str, str], list[LedgerRow]] = defaultdict(list)
         reuse: dict[int, dict[str, Any]] = {}
         for row in self.book.in_status(RowStatus.PENDING):
-            if row.payee_url or row.account_url not in self.accounts:
+            if row.account_url not in self.accounts:
                 continue
-            owner = self.accounts[row.account_url].owner_url
-            index = self.indexes[owner]
-            plan = self._plan_for(row.account_url)
+            if row.payee_url:  # an earlier run found or made its payee
+                self._count_existing(row.account_url)
+                continue
+            index = self.indexes[self.accounts[row.account_url].owner_url]
             url = index.lookup(row.payee_name, row.sort_code, row.account_number)
             if url is not None:
                 reuse[row.row] = {"payee_url": url}
-                if plan is not None:
-                    plan.payees_existing += 1
+                self._count_existing(row.account_url)
             elif index.is_deactivated(row.payee_name, row.sort_code, row.account_number):
                 self._fail(
                     row,
@@ -278,6 +273,7 @@ class Preflight:
                     ),
                 )
             else:
+                owner = self.accounts[row.account_url].owner_url
                 groups[(owner, row.payee_name, row.sort_code, row.account_number)].append(row)
         self.book.set_each(reuse)
         for rows in groups.values():
@@ -358,32 +354,6 @@ class Preflight:
             f"Confirmation of Payee: {result}{why}: the name does not match the account"
             f" holder; check the details with the payee, then {_NEW_FILE}"
         )
-
-
-async def find_organization(client: BankClient, settings: Settings) -> Organization:
-    """The API key's organization; an address that does not answer as the bank is a setting.
-
-    The first request goes to the bank's index: a 404 there, or an answer that is not the
-    API's JSON, means the base URL points somewhere else (exit 2: running again won't help).
-    """
-    try:
-        return await client.organization()
-    except BankError as exc:
-        not_found = isinstance(exc, BankRejectedError) and exc.status == _HTTP_NOT_FOUND
-        if type(exc) is BankError or not_found:
-            msg = (
-                f"{settings.base_url} does not answer as the bank's API ({exc}); check the"
-                " bank's address (--base-url or PAYRUN_BASE_URL)"
-            )
-            raise ConfigError(msg) from exc
-        if isinstance(exc, BankUnavailableError) and _NO_SUCH_HOST.search(str(exc.detail)):
-            msg = (
-                f"no such host: the bank's address {settings.base_url} has a name that does"
-                " not resolve; check --base-url or PAYRUN_BASE_URL (if it is right, this"
-                " machine cannot look names up now: run again later)"
-            )
-            raise ConfigError(msg) from exc
-        raise
 
 
 async def _run_pool(items: Iterable[_T], work: Callable[[_T], Awaitable[None]]) -> None:

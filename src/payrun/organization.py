@@ -1,0 +1,50 @@
+"""The organization the API key belongs to: the first request of every run.
+
+Input: a ``BankClient`` and the run's ``Settings``. Output: the ``Organization``. An
+address that does not answer as the bank's API, or whose host name does not resolve, is
+a setting to correct (``ConfigError``, exit 2), not a bank outage to wait out (exit 3).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from payrun.errors import BankError, BankRejectedError, BankUnavailableError, ConfigError
+
+if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
+    from payrun.bank import BankClient, Organization
+    from payrun.config import Settings
+
+__all__ = ["find_organization"]
+
+_HTTP_NOT_FOUND = 404
+_NO_SUCH_HOST = re.compile(
+    r"(?i)dns error|failed to lookup address|not known|nodename nor servname|name resolution"
+)
+
+
+async def find_organization(client: BankClient, settings: Settings) -> Organization:
+    """The API key's organization; an address that does not answer as the bank is a setting.
+
+    The first request goes to the bank's index: a 404 there, or an answer that is not the
+    API's JSON, means the base URL points somewhere else (exit 2: running again won't help).
+    """
+    try:
+        return await client.organization()
+    except BankError as exc:
+        not_found = isinstance(exc, BankRejectedError) and exc.status == _HTTP_NOT_FOUND
+        if type(exc) is BankError or not_found:
+            msg = (
+                f"{settings.base_url} does not answer as the bank's API ({exc}); check the"
+                " bank's address (--base-url or PAYRUN_BASE_URL)"
+            )
+            raise ConfigError(msg) from exc
+        if isinstance(exc, BankUnavailableError) and _NO_SUCH_HOST.search(str(exc.detail)):
+            msg = (
+                f"no such host: the bank's address {settings.base_url} has a name that does"
+                " not resolve; check --base-url or PAYRUN_BASE_URL (if it is right, this"
+                " machine cannot look names up now: run again later)"
+            )
+            raise ConfigError(msg) from exc
+        raise
