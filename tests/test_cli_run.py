@@ -1101,3 +1101,29 @@ def test_dry_run_counts_payees_an_earlier_run_made(
     assert main(["run", str(batch), "--dry-run", "--no-confirm-payees"]) == 0
     out = capsys.readouterr().out
     assert "payees: 2 rows to existing payees, 0 new payees to create" in out, out
+
+
+def test_dry_run_checks_held_rows_again_as_a_run_would(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After a close match was held, `--dry-run --accept-close-match` says it would be
+    paid (as the real run then does), and the dry run leaves the ledger as it was."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", [("Mia Davis", "110001", "22039287")])
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    assert main(["run", str(batch)]) == 1
+    assert main(["run", str(batch), "--dry-run", "--accept-close-match"]) == 0
+    assert "everything would be paid" in capsys.readouterr().out
+    assert [r["status"] for r in report(ledger, capsys)] == ["held"]
+    assert main(["run", str(batch), "--accept-close-match"]) == 0
+
+
+def test_a_sandbox_run_logs_json_from_its_first_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--sandbox --log-format json: where the ledger goes is a JSON note like the rest."""
+    sample = Path(__file__).parents[1] / "samples" / "payroll.csv"
+    assert main(["run", str(sample), "--sandbox", "--log-format", "json"]) == 0
+    events = _json_lines(capsys.readouterr().err)
+    assert events[0]["event"] == "note" and "the ledger goes to" in events[0]["message"]
+    assert events[-1]["event"] == "finished"

@@ -250,6 +250,7 @@ async def _dry_run(
     client: BankClient, book: RowBook, settings: Settings, options: RunOptions
 ) -> RunOutcome:
     org = await find_organization(client, settings)
+    reopen_unfinished(book)  # as a run would: held rows are checked again (in memory only)
     checks = _preflight(client, org, book, options)
     await checks.check_accounts()
     await checks.load_payees_and_payments()

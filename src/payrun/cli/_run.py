@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import re
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -72,7 +74,13 @@ def _add_file_options(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_AMOUNT,
         help="largest amount allowed per payment (default 1,000,000.00)",
     )
-    parser.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--max-rows",
+        type=int,
+        default=DEFAULT_MAX_ROWS,
+        metavar="N",
+        help=f"refuse files with more rows (default {DEFAULT_MAX_ROWS:,})",
+    )
     parser.add_argument(
         "--allow-duplicates",
         action="store_true",
@@ -218,7 +226,7 @@ def execute(args: argparse.Namespace) -> int:
     with _bank(args) as (settings, folder):
         options = _run_options(args, folder)
         if folder is not None:
-            _say_where(options)
+            _say_where(options, as_json=args.log_format == "json")
         observer = make_observer(log_format=args.log_format, create_only=args.create_only)
         try:
             outcome = anyio.run(
@@ -298,12 +306,15 @@ def _run_options(args: argparse.Namespace, folder: Path | None) -> RunOptions:
     )
 
 
-def _say_where(options: RunOptions) -> None:
+def _say_where(options: RunOptions, *, as_json: bool) -> None:
     """A sandbox run puts what was given no place in a fresh folder: say where each goes."""
     message = (
         f"sandbox run: the ledger goes to {options.ledger_path};"
         f" the report goes to {options.report_path}"
     )
+    if as_json:  # JSON logs stay JSON from the first line
+        record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": "note"}
+        message = json.dumps({**record, "message": message})
     with reader_may_leave(sys.stderr):
         print(message, file=sys.stderr)  # noqa: T201 - where to find the results
 
