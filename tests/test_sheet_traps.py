@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import zipfile
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -224,3 +225,80 @@ def test_file_level_messages_name_the_cause(tmp_path: Path) -> None:
     (dated,) = _verdicts(path)
     assert "into a date" in dated.errors[0].message
     assert "Number with 2 decimal places" in dated.errors[0].message
+
+
+def _rewrite(path: Path, *changes: tuple[str, str]) -> None:
+    """Rewrite the first sheet's XML (what another program than Excel may write)."""
+    with zipfile.ZipFile(path) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    sheet = members["xl/worksheets/sheet1.xml"].decode()
+    for old, new in changes:
+        assert old in sheet, (old, sheet[:2000])
+        sheet = sheet.replace(old, new)
+    members["xl/worksheets/sheet1.xml"] = sheet.encode()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
+def test_marks_are_read_whatever_the_attribute_order_and_quotes(tmp_path: Path) -> None:
+    """`<c t="e" r="F2">` and `<row r='3' hidden='1'>` are what Excel means too: an error
+    cell and a hidden row, never a blank that falls back to --source-account."""
+    path = tmp_path / "pay.xlsx"
+    _book(path, ("Nov", [_row("Ada", 10, source="#N/A"), _row("Bob", 20)])).save(path)
+    _rewrite(path, ('<c r="F2" t="e">', '<c t="e" r="F2">'),
+             ('<row r="3">', "<row r='3' hidden='1'>"))
+    ada, bob = _verdicts(path, source_account="040004 30000002")
+    assert [c for c, _ in _errors(ada)] == ["source_account"]
+    assert [c for c, _ in _errors(bob)] == [None] and "hidden" in bob.errors[0].message
+
+
+def test_a_mark_that_cannot_be_placed_refuses_the_file(tmp_path: Path) -> None:
+    """A hidden row written without its row number cannot be placed: the file is refused
+    rather than the row paid."""
+    path = tmp_path / "pay.xlsx"
+    _book(path, ("Nov", [_row("Ada", 10), _row("Bob", 20)])).save(path)
+    _rewrite(path, ('<row r="3">', '<row hidden="1">'))
+    with pytest.raises(BatchFileError, match="hidden row without its row number"):
+        _verdicts(path)
+
+
+def test_prefixed_formulas_are_found_across_chunk_boundaries() -> None:
+    """`<x:c r="D5"><x:f>` cut anywhere by the chunked scan is still a formula cell."""
+    from payrun.intake._marks import scan_sheet  # noqa: PLC0415
+
+    rows = "".join(
+        f'<x:row r="{n}"><x:c r="A{n}" t="s"><x:v>1</x:v></x:c>'
+        f'<x:c r="D{n}"><x:f>B{n}*2</x:f><x:v>{n}</x:v></x:c></x:row>'
+        for n in range(1, 400)
+    )
+    xml = f"<x:worksheet><x:sheetData>{rows}</x:sheetData></x:worksheet>".encode()
+    for size in (64, 100, 333, 4096):
+        parts = iter([xml[i : i + size] for i in range(0, len(xml), size)])
+
+        def read(_size: int, parts: Iterator[bytes] = parts) -> bytes:
+            return next(parts, b"")
+
+        marks = scan_sheet(read, size)
+        assert sorted(marks.cells) == list(range(1, 400)), size
+        assert all(marks.cells[n] == {3: marks.cells[1][3]} for n in marks.cells)
+
+
+def test_hidden_payment_columns_refuse_the_sheet_and_big_merges_are_cheap(
+    tmp_path: Path,
+) -> None:
+    """A hidden source_account column is refused (the clerk cannot see where money comes
+    from); merged ranges far from the data cost nothing, however large."""
+    path = tmp_path / "pay.xlsx"
+    book = _book(path, ("Nov", [_row("Ada", 10)]))
+    book["Nov"].column_dimensions["F"].hidden = True
+    book.save(path)
+    with pytest.raises(BatchFileError, match="source_account column is hidden"):
+        read_batch(path)
+    path = tmp_path / "merged.xlsx"
+    _book(path, ("Nov", [_row("Ada", 10)])).save(path)
+    refs = "".join(f'<mergeCell ref="H{1 + k * 50_000}:BI{50_000 + k * 50_000}"/>'
+                   for k in range(20))  # a billion cells in all, right of the data
+    _rewrite(path, ("</sheetData>", f'</sheetData><mergeCells count="20">{refs}</mergeCells>'))
+    (ada,) = _verdicts(path)
+    assert ada.valid

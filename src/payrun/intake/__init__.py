@@ -146,6 +146,7 @@ def read_batch(
             cells = _csv_cells(records, header, limit, suspect)
             raw_row = _csv_raw_row(header, suspect)
         else:
+            _check_hidden_columns(header, workbook)
             cells = _xlsx_cells(records, header, workbook, limit)
             raw_row = _xlsx_raw_row(header, workbook)
         first = next(cells, None)
@@ -293,6 +294,7 @@ def _xlsx_cells(
 ) -> Iterator[Cells]:
     needed = max((index for _, index in header.positions), default=-1) + 1
     marked, hidden = book.marks.cells, book.marks.hidden_rows
+    merged = book.marks.merged_rows(index + book.first_column for _, index in header.positions)
     count, most = 0, limit.limit
     for number, cells in records:
         if (not cells or cells[0] == "") and all(cell == "" for cell in cells):
@@ -301,12 +303,13 @@ def _xlsx_cells(
         if count > most:
             raise limit.exceeded()
         usual = len(cells) >= needed and not (marked and number in marked)
-        yield number, cells, usual and not (hidden and number in hidden)
+        yield number, cells, usual and not (hidden and number in hidden) and not merged(number)
 
 
 def _xlsx_raw_row(header: HeaderMap, book: XlsxSource) -> Callable[[int, list[Any]], RawRow]:
     offset, positions = book.first_column, header.positions
     marked, hidden = book.marks.cells, book.marks.hidden_rows
+    merged = book.marks.merged_rows(index + offset for _, index in positions)
     hidden_row: Mapping[str, Damage] = MappingProxyType({ROW: Damage.HIDDEN})
     names = tuple(name for name, _ in positions)
     indexes = tuple(index for _, index in positions)
@@ -323,15 +326,32 @@ def _xlsx_raw_row(header: HeaderMap, book: XlsxSource) -> Callable[[int, list[An
         if hidden and number in hidden:
             return RawRow(number, values, hidden_row)
         in_row = marked.get(number) if marked else None
-        if in_row:
+        in_merge = book.marks.merged_columns(number) if merged(number) else None
+        if in_row or in_merge:
             damage = damage or {}
             for name, index in positions:
-                kind = in_row.get(index + offset)
+                kind = in_row.get(index + offset) if in_row else None
+                if kind is None and in_merge and index + offset in in_merge:
+                    kind = Damage.MERGED  # an error value or a formula says more
                 if kind is not None:
                     damage[name] = kind
         return RawRow(number, values, damage or _NO_DAMAGE)
 
+
     return raw_row
+
+
+def _check_hidden_columns(header: HeaderMap, book: XlsxSource) -> None:
+    """Refuse a sheet whose payment columns are hidden: the person checking cannot see them."""
+    hidden = book.marks.hidden_columns
+    names = [name for name, index in header.positions if index + book.first_column in hidden]
+    if names:
+        msg = (
+            f"{book.path.name}: the {', '.join(names)} column{'s are' if len(names) > 1 else ' is'}"
+            f" hidden in sheet {book.sheet_name!r}: unhide {'them' if len(names) > 1 else 'it'}"
+            " (the person checking the file must see what is paid), save, and run again"
+        )
+        raise BatchFileError(msg, path=book.path)
 
 
 def _typed_cells(values: dict[str, Any], number: int, book: XlsxSource) -> dict[str, Damage] | None:
