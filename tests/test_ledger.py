@@ -223,3 +223,42 @@ def test_bank_identity_is_the_same_however_the_address_is_written() -> None:
     )
     assert bank_identity("http://127.0.0.1:8081", org) not in same
     assert bank_identity("http://127.0.0.1:8080", "/v0/organizations/og.2") not in same
+
+
+def test_a_lock_held_for_an_instant_is_waited_for_and_a_held_one_named(tmp_path: Path) -> None:
+    """A dry run looks at a ledger's lock for an instant: a run starting then waits for it
+    (up to a second) instead of refusing; a lock held longer is refused, naming its holder."""
+    import threading  # noqa: PLC0415
+
+    from payrun.ledger import release_lock, take_lock  # noqa: PLC0415
+
+    path = tmp_path / "b.ledger.sqlite"
+    held = take_lock(path)
+    threading.Timer(0.3, release_lock, args=(held,)).start()
+    mine = take_lock(path)  # would raise without the wait
+    try:
+        with pytest.raises(LedgerLockedError, match=str(os.getpid())):
+            take_lock(path)
+    finally:
+        release_lock(mine)
+
+
+def test_discard_removes_the_files_before_the_lock_is_let_go(tmp_path: Path) -> None:
+    """A discarded ledger's files are gone while its lock is still held; a run that then
+    takes the lock gets a fresh lock file, not the removed one."""
+    from payrun.ledger import release_lock, take_lock  # noqa: PLC0415
+    from payrun.ledger._lock import _still_linked  # noqa: PLC0415
+
+    path = tmp_path / "b.ledger.sqlite"
+    ledger = Ledger.open(path)
+    lock_path = path.with_name(path.name + ".lock")
+    old = os.open(lock_path, os.O_RDWR)  # a run that opened the lock file just before
+    try:
+        ledger.discard()
+        assert sorted(p.name for p in tmp_path.iterdir()) == []
+        assert not _still_linked(old, lock_path)
+        fresh = take_lock(path)
+        assert fresh is not None and _still_linked(fresh, lock_path)
+        release_lock(fresh)
+    finally:
+        os.close(old)

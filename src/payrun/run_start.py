@@ -23,7 +23,6 @@ from payrun.ledger import (
     BatchInfo,
     Ledger,
     LedgerRow,
-    discard_ledger,
     release_lock,
     take_lock,
     utc_now,
@@ -66,9 +65,10 @@ def open_run_ledger(
                     expect_total=options.expect_total,
                 )
     except BaseException:
-        ledger.close()
         if is_new:
-            discard_ledger(ledger_path)
+            ledger.discard()  # removed while its lock is held: no other run sees it half gone
+        else:
+            ledger.close()
         raise
     return ledger
 

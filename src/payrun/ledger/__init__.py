@@ -11,7 +11,6 @@ Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated here 
 from __future__ import annotations
 
 from payrun.ledger._discard import discard_if_refused as discard_if_refused
-from payrun.ledger._discard import discard_ledger as discard_ledger
 from payrun.ledger._lock import bank_identity as bank_identity
 from payrun.ledger._lock import release_lock as release_lock
 from payrun.ledger._lock import take_batch_lock as take_batch_lock
@@ -29,7 +28,6 @@ __all__ = [
     "bank_identity",
     "default_ledger_path",
     "discard_if_refused",
-    "discard_ledger",
     "release_lock",
     "take_lock",
     "take_batch_lock",

@@ -3,12 +3,10 @@ to a bank (a later run of it would hold every row another ledger paid as a repea
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from payrun.errors import AuthError, LedgerError, LedgerLockedError, LedgerMismatchError, UsageError
 from payrun.ledger._store import Ledger
 
-__all__ = ["discard_if_refused", "discard_ledger"]
+__all__ = ["discard_if_refused"]
 
 _REFUSALS = (UsageError, AuthError, LedgerLockedError, LedgerMismatchError)
 
@@ -17,8 +15,7 @@ def discard_if_refused(ledger: Ledger, error: BaseException) -> None:
     """Close and remove a new ledger whose first run was refused (exit 2: settings, key,
     lock) before any row was sent; a run cut short (exit 3) keeps it, to be run again."""
     if _refused(error) and _never_sent(ledger):
-        ledger.close()
-        discard_ledger(ledger.path)
+        ledger.discard()
 
 
 def _refused(error: BaseException) -> bool:
@@ -33,9 +30,3 @@ def _never_sent(ledger: Ledger) -> bool:
         return not any(row.attempts or row.payment_url for row in ledger.rows())
     except LedgerError:  # unreadable: keep it
         return False
-
-
-def discard_ledger(ledger_path: Path) -> None:
-    """Remove a ledger this run created and never used (its file, WAL, index and lock)."""
-    for suffix in ("", "-wal", "-shm", ".lock"):
-        ledger_path.with_name(ledger_path.name + suffix).unlink(missing_ok=True)

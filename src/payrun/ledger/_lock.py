@@ -8,9 +8,16 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 from payrun.errors import LedgerError, LedgerLockedError
+
+_LOCK_PATIENCE = 1.0
+"""Seconds a run waits for a ledger's lock before it says who holds it: a dry run holds it
+for an instant to see whether a run is paying, and a refused first run removes its new
+ledger while holding it."""
+_LOCK_RETRY_SECONDS = 0.05
 
 __all__ = [
     "bank_identity",
@@ -48,25 +55,41 @@ def take_lock(path: Path) -> int | None:
             " create it first, or pass another --ledger"
         )
         raise LedgerError(msg)
-    try:
-        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
-    except OSError as exc:
-        msg = f"cannot create the ledger lock {lock_path}: {exc.strerror}"
-        raise LedgerError(msg) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        pid = _read_pid(fd)
-        os.close(fd)
-        holder = f"process {pid}" if pid else "another process"
-        msg = (
-            f"the ledger {path} is in use by {holder} (another payrun run);"
-            " wait for it to finish or stop it, then run again"
-        )
-        raise LedgerLockedError(msg, pid=pid) from None
+    deadline = time.monotonic() + _LOCK_PATIENCE
+    while True:
+        try:
+            fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+        except OSError as exc:
+            msg = f"cannot create the ledger lock {lock_path}: {exc.strerror}"
+            raise LedgerError(msg) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _read_pid(fd)
+            os.close(fd)
+            if time.monotonic() < deadline:  # a dry run's look, or a ledger being removed
+                time.sleep(_LOCK_RETRY_SECONDS)
+                continue
+            holder = f"process {pid}" if pid else "another process"
+            msg = (
+                f"the ledger {path} is in use by {holder} (another payrun run);"
+                " wait for it to finish or stop it, then run again"
+            )
+            raise LedgerLockedError(msg, pid=pid) from None
+        if _still_linked(fd, lock_path):
+            break
+        os.close(fd)  # locked a lock file its holder removed meanwhile: take the new one
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     return fd
+
+
+def _still_linked(fd: int, lock_path: Path) -> bool:
+    """True when ``lock_path`` still names the file ``fd`` locked."""
+    try:
+        return os.stat(lock_path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def take_batch_lock(file_sha256: str, bank: str, ledger_path: Path) -> int | None:

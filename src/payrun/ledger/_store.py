@@ -124,6 +124,15 @@ class Ledger:
         release_lock(self._lock_fd)
         self._lock_fd = None
 
+    def discard(self) -> None:
+        """Close and delete this ledger (file, WAL, index, lock file) while still holding
+        its lock, so that no other run can open it half removed; then release the lock."""
+        self._db.close()
+        for suffix in ("", "-wal", "-shm", ".lock"):
+            self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
+        release_lock(self._lock_fd)
+        self._lock_fd = None
+
     def __enter__(self) -> Ledger:
         return self
 
