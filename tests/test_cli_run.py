@@ -1001,7 +1001,8 @@ def test_log_format_json_is_json_on_stdout_and_stderr_to_the_last_line(
     (plan,) = _json_lines(captured.out)
     assert plan["event"] == "dry_run" and plan["already_paid"] == 2
     assert [p["row"] for p in plan["problems"]] == [4]
-    assert _json_lines(captured.err)[-1]["event"] == "finished"
+    finished = _json_lines(captured.err)[-1]
+    assert finished["event"] == "finished" and finished["ledger"] is None, finished
 
 
 def test_a_fatal_error_in_json_ends_with_finished_and_its_exit_code(

@@ -172,3 +172,12 @@ def test_write_validation_report(tmp_path: Path, suffix: str) -> None:
         sheet = openpyxl.load_workbook(path).active
         assert [c.value for c in sheet[3]] == [4, None, "error", "=danger"]
         assert sheet["D3"].data_type == "s"
+
+
+def test_xlsx_text_with_a_control_character_is_written(tmp_path: Path) -> None:
+    """A name holding a control character (an invalid row keeps the file's text) does not
+    break an .xlsx report: XML cannot hold it, so it shows as U+FFFD."""
+    path = tmp_path / "out.xlsx"
+    write_table(path, COLUMNS, [(2, "Bob\x07Smith", "10", None)])
+    sheet = openpyxl.load_workbook(path).active
+    assert sheet["B2"].value == "Bob\ufffdSmith"

@@ -222,6 +222,7 @@ def csv_cell(value: object) -> object:
 def _write_xlsx(handle: IO[Any], columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     from openpyxl import Workbook  # type: ignore[import-untyped]  # only .xlsx needs it
     from openpyxl.cell import WriteOnlyCell  # type: ignore[import-untyped]
+    from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE  # type: ignore[import-untyped]
 
     book = Workbook(write_only=True)
     sheet = book.create_sheet("report")
@@ -232,7 +233,8 @@ def _write_xlsx(handle: IO[Any], columns: Sequence[str], rows: Iterable[Sequence
             money.number_format = _MONEY_FORMAT
             return money
         if isinstance(value, str):  # text exactly as it is, never a formula (no escape needed)
-            text = WriteOnlyCell(sheet, value=value)
+            # except control characters, which XML cannot hold: shown as U+FFFD
+            text = WriteOnlyCell(sheet, value=ILLEGAL_CHARACTERS_RE.sub("\ufffd", value))
             text.data_type = "s"
             return text
         return value

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TextIO
 from payrun.cli._output import reader_may_leave
 from payrun.domain import FINAL_STATUSES, RowStatus
 from payrun.ledger import LedgerRow
+from payrun.ledger_report import report_status
 
 if TYPE_CHECKING:
     from payrun.pipeline import RunOutcome
@@ -165,8 +166,9 @@ class LineObserver:
 def finished_line(outcome: RunOutcome, *, report: Path | None) -> None:
     """The JSON log's last line: exit code, rows per status, where the ledger and report are."""
     counts: dict[str, int] = {}
-    for row in outcome.rows:
-        counts[str(row.status)] = counts.get(str(row.status), 0) + 1
+    for row in outcome.rows:  # the report's status words: an intent shows as its last sure state
+        status = report_status(row.status)
+        counts[status] = counts.get(status, 0) + 1
     record = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "event": "finished",
@@ -175,7 +177,7 @@ def finished_line(outcome: RunOutcome, *, report: Path | None) -> None:
         "interrupted": outcome.interrupted,
         "rows": counts,
         "attention": list(outcome.attention),
-        "ledger": str(outcome.ledger_path),
+        "ledger": None if outcome.ledger_path is None else str(outcome.ledger_path),
         "report": None if report is None else str(report),
     }
     with reader_may_leave(sys.stderr):

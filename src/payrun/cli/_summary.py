@@ -68,6 +68,8 @@ def write_run_report(path: Path, rows: Sequence[LedgerRow]) -> str | None:
         write_table(path, REPORT_COLUMNS, report_table(rows))
     except PayrunError as error:
         return str(error)
+    except Exception as error:  # noqa: BLE001 - any failure: the payments stand, say it
+        return f"cannot write the report {path}: {type(error).__name__}: {error}"
     return None
 
 
