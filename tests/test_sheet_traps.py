@@ -151,7 +151,7 @@ def test_an_amount_cut_at_an_unquoted_comma_is_refused(tmp_path: Path) -> None:
     assert ada.valid and cy.valid
     for verdict in (bob, dee):
         assert [c for c, _ in _errors(verdict)] == ["amount"], verdict
-        assert "unquoted thousands comma" in verdict.errors[0].message
+        assert "cut at an unquoted comma" in verdict.errors[0].message
 
 
 def test_a_comma_in_a_semicolon_file_amount_is_refused(tmp_path: Path) -> None:
@@ -302,3 +302,27 @@ def test_hidden_payment_columns_refuse_the_sheet_and_big_merges_are_cheap(
     _rewrite(path, ("</sheetData>", f'</sheetData><mergeCells count="20">{refs}</mergeCells>'))
     (ada,) = _verdicts(path)
     assert ada.valid
+
+
+def test_the_cut_amount_check_leaves_real_columns_alone(tmp_path: Path) -> None:
+    """Whole pounds before a 3-digit row_id or cost centre are fine, and so is 1,234.50 in
+    a semicolon file; a decimal comma cut in a row with one blank value too many is not."""
+    path = tmp_path / "pay.csv"
+    path.write_text(
+        "payee_name,sort_code,account_number,amount,row_id,reference\n"
+        "Ada,12-34-56,12345678,250,101,March pay\n"
+        "Bob,12-34-56,12345678,12,50,March pay,\n",
+        encoding="utf-8",
+    )
+    ada, bob = _verdicts(path, source_account=SRC)
+    assert ada.valid and ada.instruction is not None
+    assert ada.instruction.amount == Decimal("250")
+    assert [c for c, _ in _errors(bob)] == ["amount"], bob
+    semi = tmp_path / "semi.csv"
+    semi.write_text(
+        "payee_name;sort_code;account_number;amount\nAda;12-34-56;12345678;1,234.50\n",
+        encoding="utf-8",
+    )
+    (ada,) = _verdicts(semi, source_account=SRC)
+    assert ada.valid and ada.instruction is not None
+    assert ada.instruction.amount == Decimal("1234.50")

@@ -196,7 +196,8 @@ class _RowLimit:
 
 _AMOUNT_START = re.compile(r"\s*£?\s*\d{1,3}\s*")
 _SHORT_AMOUNT = 8
-_AMOUNT_REST = re.compile(r"\s*\d{3}(?:\.\d{1,2})?\s*")
+_AMOUNT_PENCE = re.compile(r"\s*\d{3}\.\d{1,2}\s*")  # the 234.50 of a cut 1,234.50
+_AMOUNT_TAIL = re.compile(r"\s*\d{1,3}(?:\.\d+)?\s*")
 
 AmountSuspect = Callable[[list[str]], Damage | None]
 """A CSV row's fields -> the damage its amount shows (``;`` files: decimal commas;
@@ -211,20 +212,36 @@ def _amount_suspect(header: HeaderMap, delimiter: str) -> AmountSuspect | None:
     if delimiter == ";":
 
         def decimal_comma(fields: list[str]) -> Damage | None:
-            return Damage.DECIMAL_COMMA if at < len(fields) and "," in fields[at] else None
+            amount = fields[at] if at < len(fields) else ""
+            # a comma after the last point (1,500; 1.234,50) may mark pence; 1,234.50 cannot
+            return Damage.DECIMAL_COMMA if amount.rfind(",") > amount.rfind(".") else None
 
         return decimal_comma
     after = at + 1  # the column in the file after the amount, whatever it is
     if after >= len(header.headers):
         return None  # a cut amount there spills into an extra value, which is caught
 
+    width = len(header.headers)
+    # digits alone may be a real row_id or cost centre, but hardly a whole reference
+    into_reference = any(name == "reference" and index == after for name, index in header.positions)
+
     def split_amount(fields: list[str]) -> Damage | None:
+        """1-3 digits, then the rest of an amount in the next column: with its pence (the
+        234.50 of 1,234.50), or 3 digits in the reference column, or in a row with one
+        blank value too many (the shift a cut makes: 1,234, or 12,50 with a decimal comma)."""
         if after >= len(fields):
             return None
         amount = fields[at]
         if "." in amount or len(amount) > _SHORT_AMOUNT:  # most amounts: no regex needed
             return None
-        if _AMOUNT_START.fullmatch(amount) and _AMOUNT_REST.fullmatch(fields[after]):
+        if not _AMOUNT_START.fullmatch(amount):
+            return None
+        rest = fields[after]
+        shifted = len(fields) == width + 1 and not fields[-1].strip()
+        if _AMOUNT_PENCE.fullmatch(rest) or (
+            (shifted or (into_reference and len(rest.strip()) == 3))  # noqa: PLR2004
+            and _AMOUNT_TAIL.fullmatch(rest)
+        ):
             return Damage.SPLIT_AMOUNT
         return None
 

@@ -86,9 +86,10 @@ def _message(kind: Damage, label: str, text: str) -> str:
         )
     if kind is Damage.SPLIT_AMOUNT:
         return (
-            f"amount {text} looks cut at an unquoted thousands comma (the next column holds the"
-            " rest of it); write the amount without the comma or in quotes, like 1234.50"
-            f" (or {text.strip()}.00 if that is the whole amount)"
+            f"amount {text} looks cut at an unquoted comma, a thousands comma or a decimal one"
+            " (the next column holds the rest of it); write the amount with a point for pence"
+            f" and no comma, like 1234.50, or in quotes (or {text.strip()}.00 if that is the"
+            " whole amount)"
         )
     return (
         f"spreadsheet damage: the {label} is a formula, not a typed value; copy the column"
