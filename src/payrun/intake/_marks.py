@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from payrun.intake._damage import Damage
 
-__all__ = ["SheetMarks", "scan_sheet"]
+__all__ = ["SheetMarks", "column_index", "scan_sheet"]
 
 _FORMULA = re.compile(rb"<(?:\w+:)?f[\s>/]")
 _ERROR_TYPE = re.compile(rb"\st\s*=\s*[\"']e[\"']")
