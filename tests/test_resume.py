@@ -264,9 +264,14 @@ def test_ctrl_c_while_new_payees_are_created_starts_no_more_of_them(tmp_path: Pa
 # ---- 6. lock ---------------------------------------------------------------------------------
 
 
-def test_second_run_of_a_locked_ledger_exits_2_naming_the_holder(tmp_path: Path) -> None:
-    """While one run holds the ledger, a second run of it exits 2 and names the holder's pid."""
-    rows = make_rows(1, 20, tag="L")
+@pytest.mark.parametrize("extra", [(), ("--dry-run",)], ids=["run", "dry-run"])
+def test_a_ledger_being_paid_refuses_a_second_run_naming_the_holder(
+    tmp_path: Path, extra: tuple[str, ...]
+) -> None:
+    """While one run holds the ledger, a second run of it exits 2 and names the holder's
+    pid; so does a dry run, which would otherwise call the payments in flight repeats from
+    outside the ledger."""
+    rows = make_rows(1, 20, tag="L" if not extra else "D")
     batch, ledger = _batch(tmp_path, rows)
     with serve_in_thread(latency_ms=250, deliver_after_ms=50) as bank:
         started = time.monotonic()
@@ -274,7 +279,7 @@ def test_second_run_of_a_locked_ledger_exits_2_naming_the_holder(tmp_path: Path)
         try:
             wait_until(lambda: count_status(ledger, "pending") == len(rows), 60,
                         "the first run's ledger")
-            second = run(bank, batch, ledger)
+            second = run(bank, batch, ledger, *extra)
             assert first.poll() is None, "the first run ended before the second one tried"
         finally:
             first_done = finish(first, started)
@@ -283,27 +288,6 @@ def test_second_run_of_a_locked_ledger_exits_2_naming_the_holder(tmp_path: Path)
         assert "Traceback" not in second.stderr, second.describe()
         assert first_done.returncode == 0, first_done.describe()
         assert_exactly_once(bank, rows, ledger, "the run that held the lock")
-
-
-def test_a_dry_run_of_a_ledger_being_paid_is_refused_naming_the_run(tmp_path: Path) -> None:
-    """A dry run while a run pays the same ledger would call its payments in flight repeats
-    from outside the ledger: it exits 2 naming the paying process instead."""
-    rows = make_rows(1, 20, tag="D")
-    batch, ledger = _batch(tmp_path, rows)
-    with serve_in_thread(latency_ms=250, deliver_after_ms=50) as bank:
-        started = time.monotonic()
-        first = start_run(bank, batch, ledger)
-        try:
-            wait_until(lambda: count_status(ledger, "pending") == len(rows), 60,
-                        "the first run's ledger")
-            dry = run(bank, batch, ledger, "--dry-run")
-            assert first.poll() is None, "the first run ended before the dry run tried"
-        finally:
-            first_done = finish(first, started)
-        assert dry.returncode == 2, dry.describe()
-        assert str(first.pid) in dry.stderr and "Traceback" not in dry.stderr, dry.describe()
-        assert first_done.returncode == 0, first_done.describe()
-        assert_exactly_once(bank, rows, ledger, "the run beside a dry run")
 
 
 @pytest.mark.parametrize("spelling", ["same", "localhost"])
