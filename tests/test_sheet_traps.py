@@ -326,3 +326,71 @@ def test_the_cut_amount_check_leaves_real_columns_alone(tmp_path: Path) -> None:
     (ada,) = _verdicts(semi, source_account=SRC)
     assert ada.valid and ada.instruction is not None
     assert ada.instruction.amount == Decimal("1234.50")
+
+
+def _rewrite_member(path: Path, member: str, *changes: tuple[str, str]) -> None:
+    with zipfile.ZipFile(path) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    text = members[member].decode()
+    for old, new in changes:
+        assert old in text, (old, text[:1500])
+        text = text.replace(old, new)
+    members[member] = text.encode()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
+def test_a_strict_open_xml_workbook_gets_the_same_checks(tmp_path: Path) -> None:
+    """Saved as Strict Open XML (other namespaces), a hidden row is still a hidden row."""
+    path = tmp_path / "pay.xlsx"
+    book = _book(path, ("Nov", [_row("Ada", 10), _row("Bob", 20)]))
+    book["Nov"].row_dimensions[3].hidden = True
+    book.save(path)
+    transitional = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+    strict = "http://purl.oclc.org/ooxml/officeDocument/relationships"
+    _rewrite_member(path, "xl/workbook.xml", (transitional, strict))
+    ada, bob = _verdicts(path)
+    assert ada.valid and not bob.valid and "hidden" in bob.errors[0].message
+
+
+def test_rows_and_columns_nobody_can_see(tmp_path: Path) -> None:
+    """A hidden header row, a row zero high and a payment column zero wide are refused;
+    a merge written in lower case is still a merge."""
+    path = tmp_path / "pay.xlsx"
+    book = _book(path, ("Nov", [_row("Ada", 10), _row("Bob", 20)]))
+    book["Nov"].row_dimensions[1].hidden = True
+    book.save(path)
+    with pytest.raises(BatchFileError, match=r"header \(row 1\) is hidden"):
+        read_batch(path)
+    _book(path, ("Nov", [_row("Ada", 10), _row("Bob", 20)])).save(path)
+    _rewrite(path, ('<row r="3">', '<row r="3" ht="0" customHeight="1">'))
+    ada, bob = _verdicts(path)
+    assert ada.valid and "hidden" in bob.errors[0].message
+    book = _book(path, ("Nov", [_row("Ada", 10), _row("Bob", 20, source=None)]))
+    book["Nov"].merge_cells("F2:F3")
+    book.save(path)
+    _rewrite(path, ('ref="F2:F3"', 'ref="f2:f3"'))
+    _, bob = _verdicts(path, source_account="040004 30000002")
+    assert "merged" in bob.errors[0].message
+
+
+def test_more_csv_amounts_a_delimiter_changed(tmp_path: Path) -> None:
+    """A point before 3 last digits in a semicolon file (2.500: £2.50 or £2,500?) and a
+    cut `1,500.` with a blank value too many are refused; blank lines above the header are
+    skipped when the delimiter is chosen; Excel's sep= line gets its own message."""
+    semi = tmp_path / "semi.csv"
+    semi.write_text("\n\npayee_name;sort_code;account_number;amount\n"
+                    "Ada;12-34-56;12345678;2.500\nBob;12-34-56;12345678;2.50\n", encoding="utf-8")
+    ada, bob = _verdicts(semi, source_account=SRC)
+    assert [c for c, _ in _errors(ada)] == ["amount"] and bob.valid
+    assert ada.row == 4  # the sheet's own numbering: two blank lines, then the header
+    cut = tmp_path / "cut.csv"
+    cut.write_text("payee_name,sort_code,account_number,amount,row_id,reference\n"
+                   "Ada,12-34-56,12345678,1,500.,SAL,\n", encoding="utf-8")
+    (ada,) = _verdicts(cut, source_account=SRC)
+    assert [c for c, _ in _errors(ada)] == ["amount"]
+    sep = tmp_path / "sep.csv"
+    sep.write_text("sep=;\npayee_name;sort_code;account_number;amount\n", encoding="utf-8")
+    with pytest.raises(BatchFileError, match="sep=;"):
+        read_batch(sep)

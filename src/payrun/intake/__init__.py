@@ -12,7 +12,6 @@ the cells' types reveal. CSV rows are streamed, never all held. Raises ``BatchFi
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -23,6 +22,7 @@ from typing import Any, NamedTuple
 from payrun.config import DEFAULT_MAX_ROWS
 from payrun.domain import RowProblem
 from payrun.errors import BatchFileError
+from payrun.intake._amounts import AmountSuspect, amount_suspect
 from payrun.intake._csv import MAX_FIELD_BYTES, open_csv
 from payrun.intake._damage import ROW, Damage
 from payrun.intake._headers import COLUMNS, ColumnSpec, HeaderMap, map_header, normalize_header
@@ -139,10 +139,17 @@ def read_batch(
         sha256, sheet_name = workbook.sha256, workbook.sheet_name
         records = workbook.records()
     try:
-        header = map_header(_header_cells(records, path, sheet_name), path=path)
+        header_row, names = _header_cells(records, path, sheet_name)
+        if kind != "csv" and header_row in workbook.marks.hidden_rows:
+            msg = (
+                f"{path.name}: the header (row {header_row}) is hidden in sheet"
+                f" {sheet_name!r}: unhide it, so the columns read are the ones shown"
+            )
+            raise BatchFileError(msg, path=path)
+        header = map_header(names, path=path)
         limit = _RowLimit(max_rows, path)
         if kind == "csv":
-            suspect = _amount_suspect(header, source.delimiter)
+            suspect = amount_suspect(header, source.delimiter)
             cells = _csv_cells(records, header, limit, suspect)
             raw_row = _csv_raw_row(header, suspect)
         else:
@@ -162,11 +169,11 @@ def read_batch(
 
 def _header_cells(
     records: Iterator[tuple[int, list[Any]]], path: Path, sheet: str | None
-) -> list[str]:
-    for _number, cells in records:
+) -> tuple[int, list[str]]:
+    for number, cells in records:
         texts = [cell if isinstance(cell, str) else cell_text("", cell)[0] for cell in cells]
         if any(text.strip() for text in texts):
-            return texts  # leading blank rows are skipped; row numbers stay the sheet's
+            return number, texts  # leading blank rows are skipped; numbers stay the sheet's
     if sheet is not None:
         msg = (
             f"sheet {sheet!r} of {path.name} is empty (or a chart): name the sheet that holds"
@@ -192,60 +199,6 @@ class _RowLimit:
             " (or raise --max-rows)"
         )
         return BatchFileError(msg, path=self._path)
-
-
-_AMOUNT_START = re.compile(r"\s*£?\s*\d{1,3}\s*")
-_SHORT_AMOUNT = 8
-_AMOUNT_PENCE = re.compile(r"\s*\d{3}\.\d{1,2}\s*")  # the 234.50 of a cut 1,234.50
-_AMOUNT_TAIL = re.compile(r"\s*\d{1,3}(?:\.\d+)?\s*")
-
-AmountSuspect = Callable[[list[str]], Damage | None]
-"""A CSV row's fields -> the damage its amount shows (``;`` files: decimal commas;
-``,`` files: an amount cut at an unquoted thousands comma), if any."""
-
-
-def _amount_suspect(header: HeaderMap, delimiter: str) -> AmountSuspect | None:
-    """How to see a CSV amount that the delimiter may have changed, or None (no amount)."""
-    at = dict(header.positions).get("amount")
-    if at is None:
-        return None
-    if delimiter == ";":
-
-        def decimal_comma(fields: list[str]) -> Damage | None:
-            amount = fields[at] if at < len(fields) else ""
-            # a comma after the last point (1,500; 1.234,50) may mark pence; 1,234.50 cannot
-            return Damage.DECIMAL_COMMA if amount.rfind(",") > amount.rfind(".") else None
-
-        return decimal_comma
-    after = at + 1  # the column in the file after the amount, whatever it is
-    if after >= len(header.headers):
-        return None  # a cut amount there spills into an extra value, which is caught
-
-    width = len(header.headers)
-    # digits alone may be a real row_id or cost centre, but hardly a whole reference
-    into_reference = any(name == "reference" and index == after for name, index in header.positions)
-
-    def split_amount(fields: list[str]) -> Damage | None:
-        """1-3 digits, then the rest of an amount in the next column: with its pence (the
-        234.50 of 1,234.50), or 3 digits in the reference column, or in a row with one
-        blank value too many (the shift a cut makes: 1,234, or 12,50 with a decimal comma)."""
-        if after >= len(fields):
-            return None
-        amount = fields[at]
-        if "." in amount or len(amount) > _SHORT_AMOUNT:  # most amounts: no regex needed
-            return None
-        if not _AMOUNT_START.fullmatch(amount):
-            return None
-        rest = fields[after]
-        shifted = len(fields) == width + 1 and not fields[-1].strip()
-        if _AMOUNT_PENCE.fullmatch(rest) or (
-            (shifted or (into_reference and len(rest.strip()) == 3))  # noqa: PLR2004
-            and _AMOUNT_TAIL.fullmatch(rest)
-        ):
-            return Damage.SPLIT_AMOUNT
-        return None
-
-    return split_amount
 
 
 def _csv_cells(
@@ -327,6 +280,7 @@ def _xlsx_raw_row(header: HeaderMap, book: XlsxSource) -> Callable[[int, list[An
     offset, positions = book.first_column, header.positions
     marked, hidden = book.marks.cells, book.marks.hidden_rows
     merged = book.marks.merged_rows(index + offset for _, index in positions)
+    merged_columns = book.marks.merged_columns(index + offset for _, index in positions)
     hidden_row: Mapping[str, Damage] = MappingProxyType({ROW: Damage.HIDDEN})
     names = tuple(name for name, _ in positions)
     indexes = tuple(index for _, index in positions)
@@ -343,7 +297,7 @@ def _xlsx_raw_row(header: HeaderMap, book: XlsxSource) -> Callable[[int, list[An
         if hidden and number in hidden:
             return RawRow(number, values, hidden_row)
         in_row = marked.get(number) if marked else None
-        in_merge = book.marks.merged_columns(number) if merged(number) else None
+        in_merge = merged_columns(number) if merged(number) else None
         if in_row or in_merge:
             damage = damage or {}
             for name, index in positions:

@@ -65,9 +65,17 @@ def open_csv(path: Path) -> CsvSource:
     try:
         with path.open(encoding=encoding, newline="") as handle:
             first = handle.readline(_CHUNK)
+            while first and not first.strip():  # blank lines above the header
+                first = handle.readline(_CHUNK)
     except (OSError, UnicodeDecodeError) as exc:
         msg = f"cannot read the batch file {path}: {exc}"
         raise BatchFileError(msg, path=path) from exc
+    if first.strip().lower() in {"sep=;", "sep=,"}:  # Excel's own delimiter line
+        msg = (
+            f"{path.name} starts with Excel's {first.strip()!r} line: delete that line (the"
+            " header must be the first line) and run again"
+        )
+        raise BatchFileError(msg, path=path)
     delimiter = max(_DELIMITERS, key=first.count)
     return CsvSource(path, sha256, encoding, delimiter)
 

@@ -24,6 +24,7 @@ __all__ = ["SheetMarks", "column_index", "scan_sheet"]
 _FORMULA = re.compile(rb"<(?:\w+:)?f[\s>/]")
 _ERROR_TYPE = re.compile(rb"\st\s*=\s*[\"']e[\"']")
 _HIDDEN = re.compile(rb"\shidden\s*=\s*[\"'](?:1|true)[\"']")
+_ZERO_SIZE = re.compile(rb"\s(?:ht|width)\s*=\s*[\"']0(?:\.0*)?[\"']")
 _MERGED = re.compile(rb"<(?:\w+:)?mergeCell\b[^>]*>")
 _CELL_START = re.compile(rb"<(?:\w+:)?c[\s>/]")
 _PREFIXED_CELL = re.compile(rb"<\w+:c[\s>/]")
@@ -76,14 +77,29 @@ class SheetMarks:
 
         return covered
 
-    def merged_columns(self, row: int) -> set[int]:
-        """The columns of ``row`` inside merged ranges."""
-        return {
-            column
-            for first, last, left, right in self.merged
-            if first <= row <= last
-            for column in range(left, right + 1)
-        }
+    def merged_columns(self, columns: Iterable[int]) -> Callable[[int], set[int]]:
+        """A lookup: which of ``columns`` lie in merged ranges on this row.
+
+        It sweeps the ranges in row order (rows are asked in order: each range is taken in
+        and dropped once), and starts again if asked for an earlier row.
+        """
+        wanted = sorted(set(columns))
+        spans = sorted(self.merged)
+        active: list[tuple[int, int, int, int]] = []
+        state = [0, 0]  # the next span to take in, the last row asked
+
+        def lookup(row: int) -> set[int]:
+            if row < state[1]:
+                state[0] = 0
+                active.clear()
+            state[1] = row
+            while state[0] < len(spans) and spans[state[0]][0] <= row:
+                active.append(spans[state[0]])
+                state[0] += 1
+            active[:] = [span for span in active if span[1] >= row]
+            return {c for c in wanted if any(left <= c <= right for _, _, left, right in active)}
+
+        return lookup
 
 
 def scan_sheet(read: Callable[[int], bytes], chunk_size: int) -> SheetMarks:
@@ -118,7 +134,9 @@ def _collect(region: bytes, marks: SheetMarks) -> None:
             row, column = _cell_reference(_attributes(region, start))
             marks.mark(row, column, Damage.FORMULA)
     errors = b'"e"' in region or b"'e'" in region  # a quick look first: most sheets have
-    for found, pattern in ((errors, _ERROR_TYPE), (b"hidden" in region, _HIDDEN)):  # neither
+    zero = b'ht="0' in region or b"ht='0" in region or b'width="0' in region  # none of them
+    looks = ((errors, _ERROR_TYPE), (b"hidden" in region, _HIDDEN), (zero, _ZERO_SIZE))
+    for found, pattern in looks:
         if found:
             for match in pattern.finditer(region):
                 _mark_tag(region, region.rfind(b"<", 0, match.start()), marks)
@@ -169,16 +187,26 @@ def _mark_tag(region: bytes, start: int, marks: SheetMarks) -> None:
     if name == b"c" and values.get(b"t") == b"e":
         row, column = _cell_reference((name, values))
         marks.mark(row, column, Damage.ERROR)
-    elif name == b"row" and values.get(b"hidden") in (b"1", b"true"):
+    elif name == b"row" and _unseen(values, b"ht"):
         number = values.get(b"r", b"")
         if not number.isdigit():
             msg = "a hidden row without its row number"
             raise ValueError(msg)
         marks.hidden_rows.add(int(number))
-    elif name == b"col" and values.get(b"hidden") in (b"1", b"true"):
+    elif name == b"col" and _unseen(values, b"width"):
         first, last = values.get(b"min", b""), values.get(b"max", b"")
         if first.isdigit() and last.isdigit():
             marks.hidden_columns.update(range(int(first) - 1, min(int(last), 16_384)))
+
+
+def _unseen(values: dict[bytes, bytes], size: bytes) -> bool:
+    """Hidden, or zero high (a row) or zero wide (a column): nobody sees it either way."""
+    if values.get(b"hidden") in (b"1", b"true"):
+        return True
+    try:
+        return float(values.get(size, b"1")) == 0
+    except ValueError:
+        return False
 
 
 def _cell_reference(tag: tuple[bytes, dict[bytes, bytes]]) -> tuple[int, int]:
@@ -190,9 +218,11 @@ def _cell_reference(tag: tuple[bytes, dict[bytes, bytes]]) -> tuple[int, int]:
 
 
 def _add_merged(tag: tuple[bytes, dict[bytes, bytes]], marks: SheetMarks) -> None:
-    span = _RANGE.fullmatch(tag[1].get(b"ref", b""))
+    reference = tag[1].get(b"ref", b"").replace(b"$", b"").upper()
+    span = _RANGE.fullmatch(reference)
     if span is None:
-        return
+        msg = f"a merged range payrun cannot read ({reference[:40]!r})"
+        raise ValueError(msg)
     if len(marks.merged) >= _MAX_MERGED:
         msg = f"over {_MAX_MERGED:,} merged ranges"
         raise ValueError(msg)

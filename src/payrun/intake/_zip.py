@@ -30,9 +30,6 @@ __all__ = [
 MAX_UNCOMPRESSED_BYTES = 512 * 1_048_576
 """A 1,000,000-row sheet inflates to about 250 MB; far more than that is a zip bomb."""
 _CHUNK = 4 * 1_048_576
-_MAIN_NS = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
-_REL_NS = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
-_PKG_NS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 
 
 def check_workbook_zip(path: Path) -> None:
@@ -61,8 +58,6 @@ def sheet_marks(path: Path, sheet_index: int) -> SheetMarks:
     try:
         with zipfile.ZipFile(path) as archive:
             member = _sheet_member(archive, sheet_index)
-            if member is None:
-                return SheetMarks()
             with archive.open(member) as stream:
                 return scan_sheet(stream.read, _CHUNK)
     except (zipfile.BadZipFile, ElementTree.ParseError, KeyError, ValueError, OSError) as exc:
@@ -78,21 +73,44 @@ def sheet_states(path: Path) -> list[str]:
     except (zipfile.BadZipFile, ElementTree.ParseError, KeyError, ValueError, OSError) as exc:
         msg = f"{path.name} is a corrupt .xlsx workbook ({exc}): save it again from Excel"
         raise BatchFileError(msg, path=path) from exc
-    return [sheet.get("state", "visible") for sheet in book.iter(f"{_MAIN_NS}sheet")]
+    return [sheet.get("state", "visible") for sheet in _sheets(book)]
 
 
-def _sheet_member(archive: zipfile.ZipFile, sheet_index: int) -> str | None:
-    """The zip member holding the n-th sheet, found through workbook.xml and its rels."""
+def _sheet_member(archive: zipfile.ZipFile, sheet_index: int) -> str:
+    """The zip member holding the n-th sheet, found through workbook.xml and its rels.
+
+    Elements and attributes are matched by local name, so a Strict Open XML workbook
+    (purl.oclc.org namespaces) is read like a transitional one. A sheet that cannot be
+    found raises ``KeyError``: its marks must never be silently skipped.
+    """
     book = ElementTree.fromstring(archive.read("xl/workbook.xml"))
-    sheets = list(book.iter(f"{_MAIN_NS}sheet"))
+    sheets = _sheets(book)
     if not 0 <= sheet_index < len(sheets):
-        return None
-    rel_id = sheets[sheet_index].get(f"{_REL_NS}id")
+        msg = f"sheet {sheet_index + 1} is not listed in the workbook"
+        raise KeyError(msg)
+    rel_id = _local_attribute(sheets[sheet_index], "id")
     rels = ElementTree.fromstring(archive.read("xl/_rels/workbook.xml.rels"))
-    for rel in rels.iter(f"{_PKG_NS}Relationship"):
-        if rel.get("Id") == rel_id:
+    for rel in rels.iter():
+        if _local(rel.tag) == "Relationship" and rel.get("Id") == rel_id:
             target = rel.get("Target", "")
             if target.startswith("/"):
                 return target.lstrip("/")
             return posixpath.normpath(posixpath.join("xl", target))
+    msg = f"the workbook does not say where sheet {sheet_index + 1} is"
+    raise KeyError(msg)
+
+
+def _sheets(book: ElementTree.Element) -> list[ElementTree.Element]:
+    return [element for element in book.iter() if _local(element.tag) == "sheet"]
+
+
+def _local(name: str) -> str:
+    return name.rpartition("}")[2]
+
+
+def _local_attribute(element: ElementTree.Element, name: str) -> str | None:
+    """An attribute by its local name, in whatever namespace (``r:id`` is ``{...}id``)."""
+    for key, value in element.attrib.items():
+        if key != name and _local(key) == name:
+            return value
     return None

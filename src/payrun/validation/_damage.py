@@ -80,9 +80,9 @@ def _message(kind: Damage, label: str, text: str) -> str:
         )
     if kind is Damage.DECIMAL_COMMA:
         return (
-            f"amount {text!r} has a comma, which in a semicolon-separated file can mark pence"
-            " (1,50 = 1.50) as well as thousands; write it with a point for pence and no"
-            " thousands separator, like 1500.00"
+            f"amount {text!r} is ambiguous in a semicolon-separated file, where a comma often"
+            " marks pence and a point thousands (1,50 = 1.50; 2.500 = 2500); write it with a"
+            " point for pence and no thousands separator, like 1500.00"
         )
     if kind is Damage.SPLIT_AMOUNT:
         return (
