@@ -476,7 +476,7 @@ def test_following_the_advice_for_a_held_row_pays_it_once_and_nothing_twice(
     corrected = write_batch(tmp_path / "pay.csv", [rows[0], ("Mia Davies", *rows[1][1:])])
     assert main(["run", str(corrected)]) == 2
     refused = capsys.readouterr().err
-    assert "only the rows still to pay" in refused and "possible repeats" in refused, refused
+    assert "first restore the original file" in refused and "possible repeats" in refused, refused
     alone = write_batch(tmp_path / "mia.csv", [("Mia Davies", *rows[1][1:])])
     assert main(["run", str(alone)]) == 0
     fresh = tmp_path / "fresh.ledger.sqlite"
@@ -1128,3 +1128,26 @@ def test_a_sandbox_run_logs_json_from_its_first_line(
     events = _json_lines(capsys.readouterr().err)
     assert events[0]["event"] == "note" and "the ledger goes to" in events[0]["message"]
     assert events[-1]["event"] == "finished"
+
+
+def test_payments_created_but_not_submitted_are_named_in_every_way_out(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rows an earlier run created but did not submit: a changed file is refused saying only
+    that run submits them; the file on a fresh ledger holds them saying the payment exists
+    unsubmitted and another ledger would still pay it (no advice that pays twice)."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:2])
+    assert main(["run", str(batch), "--create-only"]) == 0
+    write_batch(tmp_path / "pay.csv", EMPLOYEES[:2], reference="NOV PAY 2")
+    capsys.readouterr()
+    assert main(["run", str(batch)]) == 2
+    refused = capsys.readouterr().err
+    assert "2 of its payments are created at the bank but not submitted yet" in refused, refused
+    write_batch(tmp_path / "pay.csv", EMPLOYEES[:2])
+    fresh = tmp_path / "fresh.ledger.sqlite"
+    assert main(["run", str(batch), "--ledger", str(fresh)]) == 1
+    errors = [r["error"] for r in report(fresh, capsys)]
+    assert all("created and not submitted yet" in e and "paid twice" in e for e in errors), errors
+    assert main(["run", str(batch)]) == 0  # the first ledger finishes its own payments
+    assert [g["payments"] for g in payment_groups(bank)] == [1, 1]

@@ -203,14 +203,20 @@ class Preflight:
                 rows, payments, known_payment_urls=known, payee_details=details
             ).items():
                 when = payment.created_at.strftime("%Y-%m-%d %H:%M")
+                state = (
+                    "submitted"
+                    if payment.latest_submission_url
+                    else "created and not submitted yet (a run of its own ledger, or an"
+                    " approval in the bank's app, would still pay it)"
+                )
                 self.book.set(
                     number,
                     status=RowStatus.HELD,
                     error=(
-                        f"possible repeat: the bank already has the same payment made {when} UTC"
-                        f" ({payment.url}) outside this ledger; if it really must be paid again,"
-                        " run again with --allow-repeat (first check the earlier run's ledger"
-                        " with payrun report: a row it paid would be paid twice)"
+                        f"possible repeat: the bank already has the same payment, made {when}"
+                        f" UTC outside this ledger and {state} ({payment.url}); if it really"
+                        " must be paid again, run again with --allow-repeat (a row another"
+                        " ledger paid or will pay would be paid twice)"
                     ),
                 )
 

@@ -43,6 +43,8 @@ __all__ = [
 ]
 
 
+_STARTED = frozenset({RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING})
+
 def open_run_ledger(
     batch_path: Path, ledger_path: Path, validation: ValidationOptions, options: RunOptions
 ) -> Ledger:
@@ -54,7 +56,7 @@ def open_run_ledger(
         if info is None:
             _record_new_batch(ledger, batch_path, validation, options)
         else:
-            _check_same_file(info, batch_path, ledger_path, validation)
+            _check_same_file(ledger, info, batch_path)
             if info.options != _options_text(validation):
                 _apply_new_options(ledger, info, batch_path, validation, options)
             else:
@@ -131,16 +133,21 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _check_same_file(
-    info: BatchInfo, batch_path: Path, ledger_path: Path, validation: ValidationOptions
-) -> None:
+def _check_same_file(ledger: Ledger, info: BatchInfo, batch_path: Path) -> None:
     if file_sha256(batch_path) != info.file_sha256:
+        started = sum(1 for row in ledger.rows() if row.status in _STARTED)
+        unfinished = (
+            f" ({started} of its payments are created at the bank but not submitted yet:"
+            " only that run submits them)"
+            if started
+            else ""
+        )
         msg = (
-            f"the ledger {ledger_path} was made for a different content of {batch_path.name}"
-            " (the file changed since its first run); restore the original file to finish"
-            " that run; to pay corrected rows, put only the rows still to pay (payrun report"
-            " shows them) in a new file and pay that: the whole new file with a fresh ledger"
-            " (--ledger NEW.ledger.sqlite) would hold the rows already paid as possible repeats"
+            f"the ledger {ledger.path} was made for a different content of {batch_path.name}"
+            f" (the file changed since its first run); first restore the original file and"
+            f" run it again until it finishes{unfinished}; only then put the corrected rows,"
+            " and only those, in a new file of their own and pay that (the whole new file"
+            " on a fresh ledger would hold the rows already paid as possible repeats)"
         )
         raise LedgerMismatchError(msg)
 
@@ -185,7 +192,7 @@ def dry_run_book(
         with Ledger.open(ledger_path, readonly=True) as ledger:
             info = ledger.batch()
             if info is not None:
-                _check_same_file(info, batch_path, ledger_path, validation)
+                _check_same_file(ledger, info, batch_path)
                 rows = ledger.rows()
                 if info.options != _options_text(validation):
                     fresh = _file_rows(batch_path, validation)
