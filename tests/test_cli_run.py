@@ -1151,3 +1151,15 @@ def test_payments_created_but_not_submitted_are_named_in_every_way_out(
     assert all("created and not submitted yet" in e and "paid twice" in e for e in errors), errors
     assert main(["run", str(batch)]) == 0  # the first ledger finishes its own payments
     assert [g["payments"] for g in payment_groups(bank)] == [1, 1]
+
+
+@pytest.mark.parametrize("value", ["nan", "-1", "soon"])
+def test_a_wait_timeout_that_is_not_seconds_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    """--wait-timeout nan crashed after paying (and on every rerun): now exit 2 up front."""
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    with pytest.raises(SystemExit) as info:
+        main(["run", str(batch), "--sandbox", "--wait", f"--wait-timeout={value}"])
+    assert info.value.code == 2
+    assert "not a number of seconds, 0 or more" in capsys.readouterr().err

@@ -32,6 +32,7 @@ class _Payment:
     creditor_sort_code: str | None = "200000"
     creditor_account_number: str | None = "11112222"
     rejected: bool = False
+    latest_submission_url: str | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import re
 import sys
 import tempfile
@@ -131,7 +132,7 @@ def _add_payment_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--wait-timeout",
-        type=float,
+        type=_seconds,
         default=DEFAULT_WAIT_TIMEOUT,
         help="seconds --wait keeps following (default 600)",
     )
@@ -194,6 +195,18 @@ def _days(text: str) -> int:
         msg = f"{text!r} is not a number of days from 0 to {_MAX_WINDOW_DAYS}"
         raise argparse.ArgumentTypeError(msg)
     return int(text)
+
+
+def _seconds(text: str) -> float:
+    """--wait-timeout: a number of seconds, 0 or more (inf: no limit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if math.isnan(value) or value < 0:
+        msg = f"{text!r} is not a number of seconds, 0 or more"
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
 
 def execute(args: argparse.Namespace) -> int:
