@@ -1017,7 +1017,8 @@ def test_a_fatal_error_in_json_ends_with_finished_and_its_exit_code(
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
     assert main(["run", str(batch), "--log-format", "json"]) == 2
     captured = capsys.readouterr()
-    assert captured.out == ""
+    (ended,) = _json_lines(captured.out)
+    assert (ended["event"], ended["exit_code"]) == ("error", 2) and "API key" in ended["message"]
     *_, error, finished = _json_lines(captured.err)
     assert error["event"] == "error" and "API key" in error["message"]
     assert finished == {**finished, "event": "finished", "exit_code": 2}
@@ -1056,11 +1057,17 @@ def test_validate_json_says_why_a_file_cannot_be_used(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Exit 2 with --format json still prints the contract's object, the reason as its error."""
-    assert main(["validate", str(tmp_path / "missing.csv"), "--format", "json"]) == 2
+    report_path = tmp_path / "v.json"
+    args = ["validate", str(tmp_path / "missing.csv"), "--format", "json"]
+    assert main([*args, "--report", str(report_path)]) == 2
     (document,) = _json_lines(capsys.readouterr().out)
     assert (document["rows"], document["valid"], document["invalid"]) == (0, 0, 0)
     (error,) = document["errors"]
     assert error["row"] is None and error["column"] is None and "missing.csv" in error["message"]
+    assert json.loads(report_path.read_text()) == document  # the contract: --report writes it
+    assert main([*args, "--max-rows", "0"]) == 2  # an option error: the same object
+    (document,) = _json_lines(capsys.readouterr().out)
+    assert "--max-rows" in document["errors"][0]["message"]
 
 
 def test_a_bank_name_that_does_not_resolve_is_a_setting_not_a_rerun(

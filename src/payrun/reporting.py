@@ -34,6 +34,7 @@ __all__ = [
     "csv_cell",
     "escape_cell",
     "file_error_document",
+    "write_error_report",
     "render_validation",
     "validation_document",
     "write_table",
@@ -139,6 +140,17 @@ def file_error_document(message: str) -> dict[str, Any]:
         "errors": [{"row": None, "column": None, "message": message}],
         "warnings": [],
     }
+
+
+def write_error_report(path: Path | str, document: dict[str, Any]) -> None:
+    """The validate report of a file that cannot be used: ``file_error_document`` as JSON,
+    or its one error as a problems sheet."""
+    target = Path(path)
+    if target.suffix.lower() == ".json":
+        _atomic_write(target, "w", lambda handle: _dump_json(document, handle))
+        return
+    rows = [("", "", "error", error["message"]) for error in document["errors"]]
+    write_table(target, PROBLEM_COLUMNS, rows)
 
 
 def write_validation_report(path: Path | str, summary: BatchSummary) -> None:

@@ -36,7 +36,8 @@ def error_line(message: str, *, as_json: bool = False, exit_code: int | None = N
     """Print the one error line on stderr; with ``--log-format json``, as a JSON log object.
 
     ``exit_code`` marks the error that ends the command: in JSON, a ``finished`` object
-    with that exit code follows it, the last line of every run, as after a normal end.
+    with that exit code follows it, the last line of every run, as after a normal end, and
+    stdout gets its one object (``"event": "error"``), as it gets the summary otherwise.
     """
     lines = [f"payrun: error: {message}"]
     if as_json:  # a scheduler reading JSON lines gets the failure as one of them
@@ -46,6 +47,8 @@ def error_line(message: str, *, as_json: bool = False, exit_code: int | None = N
         if exit_code is not None:
             ended = {"time": now, "event": "finished", "exit_code": exit_code}
             lines.append(json.dumps({**ended, "message": f"ended with exit code {exit_code}"}))
+            with reader_may_leave():  # stdout's one object: here, how the command ended
+                print(json.dumps({"event": "error", "exit_code": exit_code, "message": message}))  # noqa: T201
     with reader_may_leave(sys.stderr):
         for line in lines:
             print(line, file=sys.stderr)  # noqa: T201 - the CLI's one error line

@@ -16,13 +16,14 @@ from typing import Any
 
 from payrun.cli._output import reader_may_leave
 from payrun.config import DEFAULT_MAX_AMOUNT, DEFAULT_MAX_ROWS, ValidationOptions
-from payrun.errors import BatchFileError, ConfigError
+from payrun.errors import ConfigError, UsageError
 from payrun.intake import read_batch
 from payrun.reporting import (
     check_report_path,
     file_error_document,
     render_validation,
     validation_document,
+    write_error_report,
     write_validation_report,
 )
 from payrun.validation import normalize_source_account, validate_batch
@@ -101,16 +102,21 @@ def parse_options(args: argparse.Namespace) -> ValidationOptions:
 
 def execute(args: argparse.Namespace) -> int:
     """Validate the batch, print the report, write ``--report``; 0 all valid, 1 otherwise."""
-    options = parse_options(args)
-    if args.report is not None:  # say so before reading what may be a million rows
-        check_report_path(args.report)
+    report_ok = False
     try:
+        options = parse_options(args)
+        if args.report is not None:  # say so before reading what may be a million rows
+            check_report_path(args.report)
+            report_ok = True
         with read_batch(args.batch, sheet=options.sheet, max_rows=options.max_rows) as batch:
             summary = validate_batch(batch, options)
-    except BatchFileError as error:  # exit 2; with --format json, stdout still says why
+    except UsageError as error:  # exit 2: the JSON object and the report still say why
+        document = file_error_document(str(error))
+        if report_ok:
+            write_error_report(args.report, document)
         if args.format == "json":
             with reader_may_leave():
-                sys.stdout.write(json.dumps(file_error_document(str(error))) + "\n")
+                sys.stdout.write(json.dumps(document) + "\n")
         raise
     if args.report is not None:
         write_validation_report(args.report, summary)
