@@ -1170,3 +1170,17 @@ def test_a_wait_timeout_that_is_not_seconds_is_a_usage_error(
         main(["run", str(batch), "--sandbox", "--wait", f"--wait-timeout={value}"])
     assert info.value.code == 2
     assert "not a number of seconds, 0 or more" in capsys.readouterr().err
+
+
+def test_https_to_a_plain_http_port_is_a_setting(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """https:// to the sandbox's plain-http port fails its TLS handshake: exit 2 naming the
+    address, not exit 3 (a scheduler would retry forever)."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    https = bank.base_url.replace("http://", "https://")
+    assert main(["run", str(batch), "--base-url", https]) == 2
+    err = capsys.readouterr().err
+    assert "cannot talk https with" in err and "Traceback" not in err, err
+    assert payment_groups(bank) == []

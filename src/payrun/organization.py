@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a ban
 __all__ = ["find_organization"]
 
 _HTTP_NOT_FOUND = 404
+_NO_TLS = re.compile(r"(?i)InvalidContentType|certificate|handshake|tls|ssl|corrupt message")
 _NO_SUCH_HOST = re.compile(
     r"(?i)dns error|failed to lookup address|not known|nodename nor servname|name resolution"
 )
@@ -45,6 +46,13 @@ async def find_organization(client: BankClient, settings: Settings) -> Organizat
                 f"no such host: the bank's address {settings.base_url} has a name that does"
                 " not resolve; check --base-url or PAYRUN_BASE_URL (if it is right, this"
                 " machine cannot look names up now: run again later)"
+            )
+            raise ConfigError(msg) from exc
+        if isinstance(exc, BankUnavailableError) and _NO_TLS.search(f"{exc} {exc.detail}"):
+            msg = (
+                f"cannot talk https with {settings.base_url}: {exc}; check the address and"
+                " port (a plain http server there?), or, for a certificate the bank's own,"
+                " SSL_CERT_FILE"
             )
             raise ConfigError(msg) from exc
         raise
