@@ -163,7 +163,9 @@ def check_same_bank(ledger: Ledger, settings: Settings, org: Organization) -> No
         if recorded is not None and recorded != now:
             msg = (
                 f"the ledger {ledger.path} was used with {what} {recorded}, not {now}; run it"
-                f" against the same {what}, or start a fresh ledger with --ledger NEW.ledger.sqlite"
+                f" against the same {what} (the same address, written the same way), or start"
+                " a fresh ledger with --ledger NEW.ledger.sqlite for another bank (rows this"
+                " ledger paid would be held there as possible repeats)"
             )
             raise LedgerMismatchError(msg)
     if info.base_url is None:
