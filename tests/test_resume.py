@@ -378,7 +378,8 @@ def test_changed_file_after_interruption_is_refused_until_restored(
     batch.write_bytes(original.replace(rows[-1].amount.encode(), b"1.23", 1))
     refused = run(slow_bank, batch, ledger)
     assert refused.returncode == 2, refused.describe()
-    assert "restore" in refused.stderr and "--ledger" in refused.stderr, refused.describe()
+    assert "restore the original file" in refused.stderr, refused.describe()
+    assert "new file of their own" in refused.stderr, refused.describe()
     assert "Traceback" not in refused.stderr, refused.describe()
     assert _bank_totals(slow_bank) == paid_before, "the refused run paid something"
     batch.write_bytes(original)
