@@ -394,3 +394,34 @@ def test_more_csv_amounts_a_delimiter_changed(tmp_path: Path) -> None:
     sep.write_text("sep=;\npayee_name;sort_code;account_number;amount\n", encoding="utf-8")
     with pytest.raises(BatchFileError, match="sep=;"):
         read_batch(sep)
+
+
+def test_number_formats_that_show_another_amount_are_refused(tmp_path: Path) -> None:
+    """What the clerk sees is the formatted cell: 1499.60 shown as 1,500, 0.5 as 50%,
+    12345.67 as 12.3k, or a source account hidden by ;;; is refused; formats that show the
+    amount as paid (2 decimals, accounting, whole pounds on a whole amount, one decimal on
+    12.50) pass."""
+    path = tmp_path / "pay.xlsx"
+    accounting = '_-"£"* #,##0.00_-;-"£"* #,##0.00_-;_-"£"* "-"??_-;_-@_-'
+    cases = [  # (amount, its format, source account's format, refused column)
+        (1499.6, "#,##0", None, "amount"),
+        (0.5, "0%", None, "amount"),
+        (12345.67, '#,##0.0,"k"', None, "amount"),
+        (12.55, "0.0", None, "amount"),
+        (10, "0.00", ";;;", "source_account"),
+        (1500, "#,##0", None, None),
+        (12.5, "0.0", None, None),
+        (1234.56, accounting, None, None),
+        (1234.57, "#,##0.00", "@", None),
+    ]
+    book = _book(path, ("Nov", [_row(f"P{n}", amount) for n, (amount, *_) in enumerate(cases)]))
+    sheet = book["Nov"]
+    for n, (_, amount_format, source_format, _) in enumerate(cases, start=2):
+        sheet.cell(row=n, column=4).number_format = amount_format
+        if source_format:
+            sheet.cell(row=n, column=6).number_format = source_format
+    book.save(path)
+    verdicts = _verdicts(path, source_account="040004 30000002")
+    for verdict, (amount, amount_format, _, refused) in zip(verdicts, cases, strict=True):
+        columns = [c for c, _ in _errors(verdict)]
+        assert columns == ([refused] if refused else []), (amount, amount_format, verdict)

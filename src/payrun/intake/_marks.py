@@ -34,7 +34,7 @@ _ATTRIBUTE = re.compile(rb"\s(\w+)\s*=\s*(?:\"([^\"]*)\"|'([^']*)')")
 _CELL_REF = re.compile(rb"([A-Z]{1,3})([0-9]{1,7})")
 _RANGE = re.compile(rb"([A-Z]{1,3})([0-9]{1,7})(?::([A-Z]{1,3})([0-9]{1,7}))?")
 _MAX_MERGED = 100_000
-_RANK = {Damage.ERROR: 2, Damage.FORMULA: 1}
+_RANK = {Damage.ERROR: 2, Damage.FORMULA: 1}  # a number format ranks below both
 
 
 @dataclass(slots=True)
@@ -53,7 +53,7 @@ class SheetMarks:
         """Note one cell's kind; an error value outranks a formula."""
         in_row = self.cells.setdefault(row, {})
         current = in_row.get(column)
-        if current is None or _RANK[kind] > _RANK[current]:
+        if current is None or _RANK.get(kind, 0) > _RANK.get(current, 0):
             in_row[column] = kind
 
     def merged_rows(self, columns: Iterable[int]) -> Callable[[int], bool]:
@@ -102,7 +102,9 @@ class SheetMarks:
         return lookup
 
 
-def scan_sheet(read: Callable[[int], bytes], chunk_size: int) -> SheetMarks:
+def scan_sheet(
+    read: Callable[[int], bytes], chunk_size: int, styles: dict[int, Damage] | None = None
+) -> SheetMarks:
     """Scan the sheet's XML chunk by chunk, each pass ending where a cell starts.
 
     The rest of a chunk after the last cell start is carried into the next pass, so a
@@ -117,13 +119,26 @@ def scan_sheet(read: Callable[[int], bytes], chunk_size: int) -> SheetMarks:
             cut = buffer.rfind(b"<")
         if cut <= 0:
             cut = len(buffer)
-        _collect(buffer[:cut], marks)
+        _collect(buffer[:cut], marks, styles or {})
         carry = buffer[cut:]
-    _collect(carry, marks)
+    _collect(carry, marks, styles or {})
     return marks
 
 
-def _collect(region: bytes, marks: SheetMarks) -> None:
+def _collect(region: bytes, marks: SheetMarks, styles: dict[int, Damage]) -> None:
+    for style, kind in styles.items():  # cells whose number format shows another value
+        for quoted in (b's="%d"' % style, b"s='%d'" % style):
+            at = region.find(quoted)
+            while at >= 0:
+                name, values = _attributes(region, max(region.rfind(b"<", 0, at), 0))
+                if name == b"c" and values.get(b"s") == b"%d" % style:
+                    row, column = _cell_reference((name, values))
+                    marks.mark(row, column, kind)
+                at = region.find(quoted, at + 1)
+    _collect_marks(region, marks)
+
+
+def _collect_marks(region: bytes, marks: SheetMarks) -> None:
     if b"<f" in region or b":f" in region:  # a formula element (``<f``, ``<x:f``) may be here
         prefixed = _PREFIXED_CELL.search(region) is not None
         for match in _FORMULA.finditer(region):

@@ -17,6 +17,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from payrun.errors import BatchFileError
+from payrun.intake._formats import style_damage
 from payrun.intake._marks import SheetMarks, scan_sheet
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
 MAX_UNCOMPRESSED_BYTES = 512 * 1_048_576
 """A 1,000,000-row sheet inflates to about 250 MB; far more than that is a zip bomb."""
 _CHUNK = 4 * 1_048_576
+_STYLES = "xl/styles.xml"
 
 
 def check_workbook_zip(path: Path) -> None:
@@ -58,8 +60,10 @@ def sheet_marks(path: Path, sheet_index: int) -> SheetMarks:
     try:
         with zipfile.ZipFile(path) as archive:
             member = _sheet_member(archive, sheet_index)
+            names = set(archive.namelist())
+            styles = style_damage(archive.read(_STYLES)) if _STYLES in names else {}
             with archive.open(member) as stream:
-                return scan_sheet(stream.read, _CHUNK)
+                return scan_sheet(stream.read, _CHUNK, styles)
     except (zipfile.BadZipFile, ElementTree.ParseError, KeyError, ValueError, OSError) as exc:
         msg = f"{path.name} is a corrupt .xlsx workbook ({exc}): save it again from Excel"
         raise BatchFileError(msg, path=path) from exc

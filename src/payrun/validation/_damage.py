@@ -48,9 +48,33 @@ def damage_problems(
         text = values.get(column, "")
         if kind is Damage.NUMBER and len(text) in _DIGITS.get(column, (len(text),)):
             continue  # a number with every digit intact: nothing was lost
+        if kind in _FORMATS and not _format_misleads(kind, column, text):
+            continue  # shown as it is (1500 as 1,500), or a column whose display is not money
         problems.error(column, _message(kind, _LABELS.get(column, column), text))
         skip.add(column)
     return frozenset(skip)
+
+
+_FORMATS = {
+    Damage.FORMAT_HIDES: -1,
+    Damage.FORMAT_OTHER: -1,
+    Damage.FORMAT_NO_PENCE: 0,
+    Damage.FORMAT_ONE_PLACE: 1,
+}
+"""Number-format damage -> the decimals the format shows (-1: it shows another thing)."""
+
+
+def _format_misleads(kind: Damage, column: str, text: str) -> bool:
+    """Does the cell's number format show the person checking something else than is paid?"""
+    if kind is Damage.FORMAT_HIDES:
+        return True  # any payment cell that looks empty
+    if column != "amount":
+        return False
+    shown = _FORMATS[kind]
+    if shown < 0:
+        return True
+    _, _, decimals = text.strip().partition(".")
+    return len(decimals.rstrip("0")) > shown
 
 
 def _message(kind: Damage, label: str, text: str) -> str:
@@ -68,30 +92,54 @@ def _message(kind: Damage, label: str, text: str) -> str:
         return scientific_damage(label, text)
     if kind is Damage.DATE:
         return f"spreadsheet damage: the spreadsheet turned the {label} into a date ({text}); {fix}"
-    if kind is Damage.ERROR:
+    if kind in _FORMATS:
+        return _format_message(kind, label, text)
+    template = _TEMPLATES.get(kind, _FORMULA)
+    return template.format(label=label, text=text, quoted=repr(text), whole=text.strip())
+
+
+_FORMULA = (
+    "spreadsheet damage: the {label} is a formula, not a typed value; copy the column and"
+    " paste it back as values only"
+)
+_TEMPLATES = {
+    Damage.ERROR: (
+        "the {label} cell shows an Excel error (like #N/A), not a value; correct it in the"
+        " spreadsheet"
+    ),
+    Damage.MERGED: (
+        "the {label} cell is part of merged cells, which only the first row's value fills;"
+        " unmerge them and give each row its own {label}"
+    ),
+    Damage.DECIMAL_COMMA: (
+        "amount {quoted} is ambiguous in a semicolon-separated file, where a comma often"
+        " marks pence and a point thousands (1,50 = 1.50; 2.500 = 2500); write it with a"
+        " point for pence and no thousands separator, like 1500.00"
+    ),
+    Damage.SPLIT_AMOUNT: (
+        "amount {text} looks cut at an unquoted comma, a thousands comma or a decimal one"
+        " (the next column holds the rest of it); write the amount with a point for pence"
+        " and no comma, like 1234.50, or in quotes (or {whole}.00 if that is the whole"
+        " amount)"
+    ),
+}
+
+
+def _format_message(kind: Damage, label: str, text: str) -> str:
+    if kind is Damage.FORMAT_HIDES:
         return (
-            f"the {label} cell shows an Excel error (like #N/A), not a value; correct it in the"
-            " spreadsheet"
+            f"the {label} cell's number format hides it (like ;;;): it looks empty in the"
+            " spreadsheet; give the column a format that shows it"
         )
-    if kind is Damage.MERGED:
+    if kind is Damage.FORMAT_OTHER:
         return (
-            f"the {label} cell is part of merged cells, which only the first row's value fills;"
-            f" unmerge them and give each row its own {label}"
+            f"the amount {text} is shown as another number by its cell's format (a percent, a"
+            " fraction, thousands or scientific notation); format the column as Number with"
+            " 2 decimal places"
         )
-    if kind is Damage.DECIMAL_COMMA:
-        return (
-            f"amount {text!r} is ambiguous in a semicolon-separated file, where a comma often"
-            " marks pence and a point thousands (1,50 = 1.50; 2.500 = 2500); write it with a"
-            " point for pence and no thousands separator, like 1500.00"
-        )
-    if kind is Damage.SPLIT_AMOUNT:
-        return (
-            f"amount {text} looks cut at an unquoted comma, a thousands comma or a decimal one"
-            " (the next column holds the rest of it); write the amount with a point for pence"
-            f" and no comma, like 1234.50, or in quotes (or {text.strip()}.00 if that is the"
-            " whole amount)"
-        )
+    rounded = "whole pounds" if kind is Damage.FORMAT_NO_PENCE else "one decimal"
     return (
-        f"spreadsheet damage: the {label} is a formula, not a typed value; copy the column"
-        " and paste it back as values only"
+        f"the amount is {text}, but its cell's number format rounds it to {rounded}, so the"
+        " sheet shows another amount; format the column as Number with 2 decimal places and"
+        " check it"
     )
