@@ -425,3 +425,22 @@ def test_number_formats_that_show_another_amount_are_refused(tmp_path: Path) -> 
     for verdict, (amount, amount_format, _, refused) in zip(verdicts, cases, strict=True):
         columns = [c for c, _ in _errors(verdict)]
         assert columns == ([refused] if refused else []), (amount, amount_format, verdict)
+
+
+def test_the_sheet_paid_is_named_and_another_active_sheet_is_pointed_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Excel opens the workbook on 'Final' while payrun reads the first sheet, 'Draft':
+    validate and run both say which sheet they read and how to pay the other one."""
+    path = tmp_path / "pay.xlsx"
+    book = _book(path, ("Draft", [_row("Ada", 10)]), ("Final", [_row("Ada", 12)]))
+    book.active = 1
+    book.save(path)
+    assert main(["validate", str(path)]) == 0
+    assert "Excel opens this workbook on sheet 'Final'" in capsys.readouterr().out
+    assert main(["run", str(path), "--sandbox", "--dry-run", "--no-confirm-payees"]) in (0, 1)
+    err = capsys.readouterr().err
+    assert "reading sheet 'Draft' of pay.xlsx" in err and "--sheet 'Final'" in err, err
+    assert main(["run", str(path), "--sandbox", "--dry-run", "--sheet", "Final"]) in (0, 1)
+    err = capsys.readouterr().err
+    assert "reading sheet 'Final' of pay.xlsx" in err and "Excel opens" not in err, err

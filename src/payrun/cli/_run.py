@@ -37,6 +37,7 @@ from payrun.config import (
     load_settings,
 )
 from payrun.errors import ConfigError, UsageError
+from payrun.intake import sheet_note
 
 __all__ = ["execute", "register"]
 
@@ -211,7 +212,7 @@ def _seconds(text: str) -> float:
 
 def execute(args: argparse.Namespace) -> int:
     """Run the batch and print what happened."""
-    from payrun.cli._progress import finished_line, make_observer  # rich loads only for runs
+    from payrun.cli._progress import finished_line  # rich loads only for runs
     from payrun.cli._summary import (
         dry_run_document,
         print_document,
@@ -240,7 +241,7 @@ def execute(args: argparse.Namespace) -> int:
         options = _run_options(args, folder)
         if folder is not None:
             _say_where(options, as_json=args.log_format == "json")
-        observer = make_observer(log_format=args.log_format, create_only=args.create_only)
+        observer = _observer(args)
         try:
             outcome = anyio.run(
                 lambda: run_batch(
@@ -284,6 +285,17 @@ def execute(args: argparse.Namespace) -> int:
     if as_json:  # a scheduler's last line: how the run ended, in one object
         finished_line(outcome, report=written)
     return outcome.exit_code
+
+
+def _observer(args: argparse.Namespace) -> Any:
+    """The run's progress observer, which first says which sheet of an .xlsx is paid."""
+    from payrun.cli._progress import make_observer  # rich loads only for runs
+
+    observer = make_observer(log_format=args.log_format, create_only=args.create_only)
+    note = sheet_note(args.batch, args.sheet)
+    if note is not None:
+        observer.note(note)
+    return observer
 
 
 def _loop_options() -> dict[str, bool]:

@@ -17,7 +17,7 @@ from typing import Any
 from payrun.cli._output import reader_may_leave
 from payrun.config import DEFAULT_MAX_AMOUNT, DEFAULT_MAX_ROWS, ValidationOptions
 from payrun.errors import ConfigError, UsageError
-from payrun.intake import read_batch
+from payrun.intake import read_batch, sheet_note
 from payrun.reporting import (
     check_report_path,
     file_error_document,
@@ -128,4 +128,7 @@ def execute(args: argparse.Namespace) -> int:
             if batch.sheet is not None:  # which sheet was read: the clerk may expect another
                 name = f"{name}, sheet {batch.sheet!r}"
             sys.stdout.write(render_validation(summary, name=name))
+            note = sheet_note(batch.path, args.sheet)
+            if note is not None and "note:" in note:
+                sys.stdout.write(note.split("; ", 1)[1] + "\n")
     return 0 if summary.all_valid else 1

@@ -28,7 +28,7 @@ from payrun.intake._damage import ROW, Damage
 from payrun.intake._headers import COLUMNS, ColumnSpec, HeaderMap, map_header, normalize_header
 from payrun.intake._sniff import BatchFormat, sniff_format
 from payrun.intake._xlsx import Cell, XlsxSource, cell_text, open_xlsx
-from payrun.intake._zip import MAX_UNCOMPRESSED_BYTES
+from payrun.intake._zip import MAX_UNCOMPRESSED_BYTES, sheet_choice
 
 __all__ = [
     "COLUMNS",
@@ -44,6 +44,7 @@ __all__ = [
     "RawRow",
     "normalize_header",
     "read_batch",
+    "sheet_note",
 ]
 
 _NO_DAMAGE: Mapping[str, Damage] = MappingProxyType({})
@@ -341,3 +342,24 @@ def _typed_cells(values: dict[str, Any], number: int, book: XlsxSource) -> dict[
                 damage = {}
             damage[name] = kind
     return damage
+
+
+def sheet_note(path: Path, sheet: str | None) -> str | None:
+    """For an .xlsx: which sheet is read, and a warning when Excel opens the workbook on
+    another one (the person checking may have looked at that one); None for a CSV."""
+    try:
+        if sniff_format(path) == "csv":
+            return None
+    except BatchFileError:
+        return None  # reading the file will say what is wrong with it
+    choice = sheet_choice(path, sheet)
+    if choice is None:
+        return None
+    chosen, active = choice
+    note = f"reading sheet {chosen!r} of {path.name}"
+    if sheet is None and active != chosen:
+        note += (
+            f"; note: Excel opens this workbook on sheet {active!r}: if that is the sheet to"
+            f" pay, name it with --sheet {active!r}"
+        )
+    return note

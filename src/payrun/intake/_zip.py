@@ -24,6 +24,7 @@ __all__ = [
     "MAX_UNCOMPRESSED_BYTES",
     "SheetMarks",
     "check_workbook_zip",
+    "sheet_choice",
     "sheet_marks",
     "sheet_states",
 ]
@@ -78,6 +79,25 @@ def sheet_states(path: Path) -> list[str]:
         msg = f"{path.name} is a corrupt .xlsx workbook ({exc}): save it again from Excel"
         raise BatchFileError(msg, path=path) from exc
     return [sheet.get("state", "visible") for sheet in _sheets(book)]
+
+
+def sheet_choice(path: Path, sheet: str | None) -> tuple[str, str] | None:
+    """The sheet payrun reads and the sheet Excel opens the workbook on (its active tab),
+    from workbook.xml alone; None when the workbook cannot tell (reading it will say why)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            book = ElementTree.fromstring(archive.read("xl/workbook.xml"))
+    except (zipfile.BadZipFile, ElementTree.ParseError, KeyError, ValueError, OSError):
+        return None
+    names = [element.get("name", "") for element in _sheets(book)]
+    views = [e for e in book.iter() if _local(e.tag) == "workbookView"]
+    active = views[0].get("activeTab", "0") if views else "0"
+    folded = [name.strip().casefold() for name in names]
+    key = "" if sheet is None else sheet.strip().casefold()
+    if not names or (key and key not in folded) or not active.isdigit():
+        return None
+    wanted = folded.index(key) if key else 0
+    return names[wanted], names[min(int(active), len(names) - 1)]
 
 
 def _sheet_member(archive: zipfile.ZipFile, sheet_index: int) -> str:
