@@ -504,12 +504,18 @@ def test_bad_api_key_exits_2_without_showing_it(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A refused API key exits 2 with a clear line, and the key appears nowhere."""
+    """A refused API key exits 2 with a clear line, and the key appears nowhere. In JSON:
+    stdout's one object is the error, stderr ends with `error` then `finished` (exit 2)."""
     start_bank()
     monkeypatch.setenv("PAYRUN_API_KEY", "sandbox-WRONG-secret-123")
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
     assert main(["run", str(batch), "--log-format", "json"]) == 2
     captured = capsys.readouterr()
+    (ended,) = _json_lines(captured.out)
+    assert (ended["event"], ended["exit_code"]) == ("error", 2) and "API key" in ended["message"]
+    *_, error, finished = _json_lines(captured.err)
+    assert error["event"] == "error" and "API key" in error["message"]
+    assert (finished["event"], finished["exit_code"]) == ("finished", 2)
     assert "API key" in captured.err
     assert "WRONG-secret" not in captured.err + captured.out
     ledger = tmp_path / "pay.csv.ledger.sqlite"
@@ -1003,25 +1009,6 @@ def test_log_format_json_is_json_on_stdout_and_stderr_to_the_last_line(
     assert [p["row"] for p in plan["problems"]] == [4]
     finished = _json_lines(captured.err)[-1]
     assert finished["event"] == "finished" and finished["ledger"] is None, finished
-
-
-def test_a_fatal_error_in_json_ends_with_finished_and_its_exit_code(
-    start_bank: StartBank,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A refused key: an `error` object, then `finished` with exit code 2, nothing else."""
-    start_bank()
-    monkeypatch.setenv("PAYRUN_API_KEY", "sandbox-WRONG-secret-123")
-    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
-    assert main(["run", str(batch), "--log-format", "json"]) == 2
-    captured = capsys.readouterr()
-    (ended,) = _json_lines(captured.out)
-    assert (ended["event"], ended["exit_code"]) == ("error", 2) and "API key" in ended["message"]
-    *_, error, finished = _json_lines(captured.err)
-    assert error["event"] == "error" and "API key" in error["message"]
-    assert finished == {**finished, "event": "finished", "exit_code": 2}
 
 
 def test_dry_run_after_create_only_names_started_rows_without_internal_words(
