@@ -413,6 +413,11 @@ def test_number_formats_that_show_another_amount_are_refused(tmp_path: Path) -> 
         (12.5, "0.0", None, None),
         (1234.56, accounting, None, None),
         (1234.57, "#,##0.00", "@", None),
+        (12.7, "£General", None, None),
+        (12.8, ";-0.00", None, "amount"),
+        (12.9, '"TBC"', None, "amount"),
+        ("12.60", "#,##0", None, None),  # a text cell: Excel shows number formats no text
+        (13.5, "0.00", "0;0;0;", "source_account"),  # ...but a 4th section hides text
     ]
     book = _book(path, ("Nov", [_row(f"P{n}", amount) for n, (amount, *_) in enumerate(cases)]))
     sheet = book["Nov"]
@@ -444,3 +449,14 @@ def test_the_sheet_paid_is_named_and_another_active_sheet_is_pointed_out(
     assert main(["run", str(path), "--sandbox", "--dry-run", "--sheet", "Final"]) in (0, 1)
     err = capsys.readouterr().err
     assert "reading sheet 'Final' of pay.xlsx" in err and "Excel opens" not in err, err
+
+
+def test_a_date_format_on_a_text_column_is_still_a_date(tmp_path: Path) -> None:
+    """A reference typed as 01/03/2024 becomes a date cell: refused as a date (the format's
+    slash is not a fraction), whatever number format the cell shows it with."""
+    path = tmp_path / "pay.xlsx"
+    book = _book(path, ("Nov", [_row("Ada", 10, reference=dt.date(2024, 3, 1))]))
+    book["Nov"].cell(row=2, column=5).number_format = "dd/mm/yyyy"
+    book.save(path)
+    (ada,) = _verdicts(path)
+    assert [c for c, _ in _errors(ada)] == ["reference"] and "date" in ada.errors[0].message

@@ -48,6 +48,9 @@ __all__ = [
 ]
 
 _NO_DAMAGE: Mapping[str, Damage] = MappingProxyType({})
+_FORMAT_DAMAGE = frozenset(
+    {Damage.FORMAT_HIDES, Damage.FORMAT_OTHER, Damage.FORMAT_NO_PENCE, Damage.FORMAT_ONE_PLACE}
+)
 
 
 class RawRow(NamedTuple):
@@ -303,6 +306,8 @@ def _xlsx_raw_row(header: HeaderMap, book: XlsxSource) -> Callable[[int, list[An
             damage = damage or {}
             for name, index in positions:
                 kind = in_row.get(index + offset) if in_row else None
+                if kind in _FORMAT_DAMAGE and name in damage:
+                    continue  # a date or lost zeros says more than the format that shows it
                 if kind is None and in_merge and index + offset in in_merge:
                     kind = Damage.MERGED  # an error value or a formula says more
                 if kind is not None:

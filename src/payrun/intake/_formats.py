@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 
 from payrun.intake._damage import Damage
 
-__all__ = ["format_kind", "style_damage"]
+__all__ = ["StyleDamage", "format_kind", "style_damage", "text_kind"]
 
 _BUILT_IN = {
     1: "0",
@@ -40,52 +40,94 @@ _DATE = re.compile(r"[ymdhs]", re.IGNORECASE)
 _SCALED = re.compile(r"[0#?],+(?![0#?,])")
 _PLACES = re.compile(r"\.([0#?]*)")
 _SHOWN_PLACES = 2
+_TEXT_SECTION = 3
+_CONDITION = re.compile(r"\[[<>=]")
+_DIGIT = re.compile(r"[0#?]")
+_SEVERITY = {
+    None: 0,
+    Damage.FORMAT_ONE_PLACE: 1,
+    Damage.FORMAT_NO_PENCE: 2,
+    Damage.FORMAT_OTHER: 3,
+    Damage.FORMAT_HIDES: 4,
+}
 
 
 def format_kind(code: str) -> Damage | None:
-    """What a number format does to a money value, or None when it shows it to the penny."""
+    """What a number format does to a positive number cell, or None when it shows it to the
+    penny. Conditional formats (``[<1000]``) are judged by their most rounding section."""
+    conditional = _CONDITION.search(code) is not None
     text = _LITERALS.sub("", code)
     sections = text.split(";")
-    if len(sections) > 1 and not any(section.strip() for section in sections):
-        return Damage.FORMAT_HIDES  # ;;; and the like: the cell looks empty
     first = sections[0]
-    if not first.strip() or first.strip().lower() == "general" or first.strip() == "@":
+    if len(sections) > 1 and not first.strip():
+        return Damage.FORMAT_HIDES  # ;;; or ;-0.00: a positive number looks empty
+    if "general" in first.lower() or first.strip() == "@":
         return None
-    if "%" in first or "/" in first or "e+" in first.lower() or "e-" in first.lower():
-        return Damage.FORMAT_OTHER
     if _DATE.search(first):
         return None  # a date or time: calamine reads the cell as a date
-    if _SCALED.search(first):
+    if not _DIGIT.search(first):
+        return Damage.FORMAT_HIDES  # "TBC", "-": text shown instead of the number
+    kinds = [_section_kind(section) for section in (sections[:2] if conditional else [first])]
+    return max(kinds, key=lambda kind: _SEVERITY[kind])
+
+
+def text_kind(code: str) -> Damage | None:
+    """What a number format does to a text cell: only its fourth section applies."""
+    sections = _LITERALS.sub("", code).split(";")
+    if len(sections) >= _TEXT_SECTION + 1 and "@" not in sections[_TEXT_SECTION]:
+        return Damage.FORMAT_HIDES  # 0;0;0; or 0;0;0;"X": the text is not shown
+    return None
+
+
+def _section_kind(section: str) -> Damage | None:
+    if "%" in section or "/" in section or "e+" in section.lower() or "e-" in section.lower():
+        return Damage.FORMAT_OTHER
+    if _SCALED.search(section):
         return Damage.FORMAT_OTHER  # #,##0, shows thousands
-    places = _PLACES.search(first)
+    places = _PLACES.search(section)
     shown = len(places.group(1)) if places else 0
     if shown >= _SHOWN_PLACES:
         return None
     return Damage.FORMAT_NO_PENCE if shown == 0 else Damage.FORMAT_ONE_PLACE
 
 
-def style_damage(styles_xml: bytes) -> dict[int, Damage]:
-    """Cell style index -> the damage its number format does (styles that do none left out)."""
+StyleDamage = dict[int, tuple[Damage | None, Damage | None]]
+"""Cell style index -> (damage to a number cell, damage to a text cell)."""
+
+
+def style_damage(styles_xml: bytes) -> StyleDamage:
+    """The cell styles whose number format does damage (styles that do none left out).
+
+    Only the stylesheet's own ``numFmts`` count: conditional formats (``dxfs``) have
+    number formats of their own with the same ids.
+    """
     root = ElementTree.fromstring(styles_xml)
-    custom: dict[int, str] = {}
-    damage: dict[int, Damage] = {}
-    for element in root.iter():
-        if _local(element.tag) == "numFmt":
-            number = element.get("numFmtId", "")
-            if number.isdigit():
-                custom[int(number)] = element.get("formatCode", "")
-    for element in root.iter():
-        if _local(element.tag) != "cellXfs":
+    custom = _custom_formats(root)
+    damage: StyleDamage = {}
+    for child in root:
+        if _local(child.tag) != "cellXfs":
             continue
-        for index, xf in enumerate(x for x in element if _local(x.tag) == "xf"):
+        for index, xf in enumerate(x for x in child if _local(x.tag) == "xf"):
             number = xf.get("numFmtId", "0")
             code = custom.get(int(number)) if number.isdigit() else None
             if code is None and number.isdigit():
                 code = _BUILT_IN.get(int(number))
-            kind = format_kind(code) if code is not None else None
-            if kind is not None:
-                damage[index] = kind
+            if code is not None:
+                kinds = (format_kind(code), text_kind(code))
+                if kinds != (None, None):
+                    damage[index] = kinds
     return damage
+
+
+def _custom_formats(root: ElementTree.Element) -> dict[int, str]:
+    custom: dict[int, str] = {}
+    for child in root:
+        if _local(child.tag) == "numFmts":
+            for element in child:
+                number = element.get("numFmtId", "")
+                if _local(element.tag) == "numFmt" and number.isdigit():
+                    custom[int(number)] = element.get("formatCode", "")
+    return custom
 
 
 def _local(name: str) -> str:

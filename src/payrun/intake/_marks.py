@@ -18,11 +18,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from payrun.intake._damage import Damage
+from payrun.intake._formats import StyleDamage
 
 __all__ = ["SheetMarks", "column_index", "scan_sheet"]
 
 _FORMULA = re.compile(rb"<(?:\w+:)?f[\s>/]")
 _ERROR_TYPE = re.compile(rb"\st\s*=\s*[\"']e[\"']")
+_STYLE = re.compile(rb"\ss\s*=\s*[\"'](\d{1,6})[\"']")
 _HIDDEN = re.compile(rb"\shidden\s*=\s*[\"'](?:1|true)[\"']")
 _ZERO_SIZE = re.compile(rb"\s(?:ht|width)\s*=\s*[\"']0(?:\.0*)?[\"']")
 _MERGED = re.compile(rb"<(?:\w+:)?mergeCell\b[^>]*>")
@@ -103,7 +105,7 @@ class SheetMarks:
 
 
 def scan_sheet(
-    read: Callable[[int], bytes], chunk_size: int, styles: dict[int, Damage] | None = None
+    read: Callable[[int], bytes], chunk_size: int, styles: StyleDamage | None = None
 ) -> SheetMarks:
     """Scan the sheet's XML chunk by chunk, each pass ending where a cell starts.
 
@@ -125,16 +127,20 @@ def scan_sheet(
     return marks
 
 
-def _collect(region: bytes, marks: SheetMarks, styles: dict[int, Damage]) -> None:
-    for style, kind in styles.items():  # cells whose number format shows another value
-        for quoted in (b's="%d"' % style, b"s='%d'" % style):
-            at = region.find(quoted)
-            while at >= 0:
-                name, values = _attributes(region, max(region.rfind(b"<", 0, at), 0))
-                if name == b"c" and values.get(b"s") == b"%d" % style:
-                    row, column = _cell_reference((name, values))
-                    marks.mark(row, column, kind)
-                at = region.find(quoted, at + 1)
+def _collect(region: bytes, marks: SheetMarks, styles: StyleDamage) -> None:
+    if styles:  # cells whose number format shows something else: one pass over the styles
+        for match in _STYLE.finditer(region):
+            kinds = styles.get(int(match.group(1)))
+            if kinds is None:
+                continue
+            name, values = _attributes(region, max(region.rfind(b"<", 0, match.start()), 0))
+            if name != b"c":
+                continue
+            text = values.get(b"t") in (b"s", b"str", b"inlineStr")
+            kind = kinds[1] if text else kinds[0]
+            if kind is not None:
+                row, column = _cell_reference((name, values))
+                marks.mark(row, column, kind)
     _collect_marks(region, marks)
 
 

@@ -128,8 +128,8 @@ _TEMPLATES = {
 def _format_message(kind: Damage, label: str, text: str) -> str:
     if kind is Damage.FORMAT_HIDES:
         return (
-            f"the {label} cell's number format hides it (like ;;;): it looks empty in the"
-            " spreadsheet; give the column a format that shows it"
+            f"the {label} cell's number format hides it or shows other text (like ;;; or"
+            ' "TBC"); give the column a format that shows it'
         )
     if kind is Damage.FORMAT_OTHER:
         return (
