@@ -48,6 +48,25 @@ def _errors(verdict: RowVerdict) -> list[tuple[str | None, str]]:
     return [(e.column, e.message) for e in verdict.errors]
 
 
+def _rewrite_member(path: Path, member: str, *changes: tuple[str, str]) -> None:
+    """Rewrite one part of an .xlsx as another program than openpyxl would write it."""
+    with zipfile.ZipFile(path) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    text = members[member].decode()
+    for old, new in changes:
+        assert old in text, (old, text[:1500])
+        text = text.replace(old, new)
+    members[member] = text.encode()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
+def _rewrite(path: Path, *changes: tuple[str, str]) -> None:
+    """Rewrite the first sheet's XML (Excel's full-precision floats, other writers' XML)."""
+    _rewrite_member(path, "xl/worksheets/sheet1.xml", *changes)
+
+
 def test_a_hidden_first_sheet_is_refused_and_can_be_named(tmp_path: Path) -> None:
     """The first sheet hidden (last month's, say): refused, naming the visible sheets;
     --sheet can still name it on purpose."""
@@ -106,29 +125,15 @@ def test_merged_cells_never_fill_other_rows_from_the_default(tmp_path: Path) -> 
         assert "merged" in verdict.errors[0].message
 
 
-def _stored_as(path: Path, stored: dict[str, str]) -> None:
-    """Rewrite numeric cell values in the sheet's XML as Excel itself stores them (openpyxl
-    writes 16 significant digits, Excel the float's full 17)."""
-    with zipfile.ZipFile(path) as archive:
-        members = {info.filename: archive.read(info) for info in archive.infolist()}
-    sheet = members["xl/worksheets/sheet1.xml"].decode()
-    for shown, value in stored.items():
-        assert f"<v>{shown}</v>" in sheet
-        sheet = sheet.replace(f"<v>{shown}</v>", f"<v>{value}</v>")
-    members["xl/worksheets/sheet1.xml"] = sheet.encode()
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-
-
 def test_float_noise_reads_as_excel_shows_it(tmp_path: Path) -> None:
     """19.99+39.98 is stored as 59.970000000000006; Excel shows 59.97, and so does payrun.
     A real third decimal is still refused."""
     path = tmp_path / "pay.xlsx"
     rows = [_row("Ada", 59.97), _row("Bob", 0.3), _row("Cy", 100.5), _row("Dee", 12.345)]
     _book(path, ("Nov", rows)).save(path)
-    _stored_as(path, {"59.97": "59.970000000000006", "0.3": "0.30000000000000004",
-                      "100.5": "100.49999999999999"})
+    _rewrite(path, ("<v>59.97</v>", "<v>59.970000000000006</v>"),
+             ("<v>0.3</v>", "<v>0.30000000000000004</v>"),
+             ("<v>100.5</v>", "<v>100.49999999999999</v>"))
     ada, bob, cy, dee = _verdicts(path)
     amounts = [v.instruction.amount for v in (ada, bob, cy) if v.instruction is not None]
     assert amounts == [Decimal("59.97"), Decimal("0.30"), Decimal("100.50")]
@@ -227,20 +232,6 @@ def test_file_level_messages_name_the_cause(tmp_path: Path) -> None:
     assert "Number with 2 decimal places" in dated.errors[0].message
 
 
-def _rewrite(path: Path, *changes: tuple[str, str]) -> None:
-    """Rewrite the first sheet's XML (what another program than Excel may write)."""
-    with zipfile.ZipFile(path) as archive:
-        members = {info.filename: archive.read(info) for info in archive.infolist()}
-    sheet = members["xl/worksheets/sheet1.xml"].decode()
-    for old, new in changes:
-        assert old in sheet, (old, sheet[:2000])
-        sheet = sheet.replace(old, new)
-    members["xl/worksheets/sheet1.xml"] = sheet.encode()
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-
-
 def test_marks_are_read_whatever_the_attribute_order_and_quotes(tmp_path: Path) -> None:
     """`<c t="e" r="F2">` and `<row r='3' hidden='1'>` are what Excel means too: an error
     cell and a hidden row, never a blank that falls back to --source-account."""
@@ -326,19 +317,6 @@ def test_the_cut_amount_check_leaves_real_columns_alone(tmp_path: Path) -> None:
     (ada,) = _verdicts(semi, source_account=SRC)
     assert ada.valid and ada.instruction is not None
     assert ada.instruction.amount == Decimal("1234.50")
-
-
-def _rewrite_member(path: Path, member: str, *changes: tuple[str, str]) -> None:
-    with zipfile.ZipFile(path) as archive:
-        members = {info.filename: archive.read(info) for info in archive.infolist()}
-    text = members[member].decode()
-    for old, new in changes:
-        assert old in text, (old, text[:1500])
-        text = text.replace(old, new)
-    members[member] = text.encode()
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
 
 
 def test_a_strict_open_xml_workbook_gets_the_same_checks(tmp_path: Path) -> None:
