@@ -408,6 +408,7 @@ def test_number_formats_that_show_another_amount_are_refused(tmp_path: Path) -> 
     for verdict, (amount, amount_format, _, refused) in zip(verdicts, cases, strict=True):
         columns = [c for c, _ in _errors(verdict)]
         assert columns == ([refused] if refused else []), (amount, amount_format, verdict)
+    assert "the sheet shows 1,500" in verdicts[0].errors[0].message  # what the clerk sees
 
 
 def test_the_sheet_paid_is_named_and_another_active_sheet_is_pointed_out(

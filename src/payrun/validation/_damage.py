@@ -8,6 +8,7 @@ damage message already says what is wrong).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from payrun.intake import ROW, Damage
 from payrun.validation._rules import Problems, scientific_damage
@@ -137,9 +138,14 @@ def _format_message(kind: Damage, label: str, text: str) -> str:
             " fraction, thousands or scientific notation); format the column as Number with"
             " 2 decimal places"
         )
-    rounded = "whole pounds" if kind is Damage.FORMAT_NO_PENCE else "one decimal"
+    whole = kind is Damage.FORMAT_NO_PENCE
+    try:
+        shown = Decimal(text.strip()).quantize(Decimal(1 if whole else "0.1"), ROUND_HALF_UP)
+        seen = f"the sheet shows {shown:,}"
+    except (InvalidOperation, ValueError):
+        seen = "the sheet shows another amount"
+    rounded = "whole pounds" if whole else "one decimal"
     return (
-        f"the amount is {text}, but its cell's number format rounds it to {rounded}, so the"
-        " sheet shows another amount; format the column as Number with 2 decimal places and"
-        " check it"
+        f"the amount is {text}, but {seen} (its cell's number format rounds to {rounded});"
+        " format the column as Number with 2 decimal places and check it"
     )
