@@ -294,7 +294,8 @@ def _observer(args: argparse.Namespace) -> Any:
     observer = make_observer(log_format=args.log_format, create_only=args.create_only)
     note = sheet_note(args.batch, args.sheet)
     if note is not None:
-        observer.note(note)
+        reading, warning = note
+        observer.note(reading if warning is None else f"{reading}; {warning}")
     return observer
 
 

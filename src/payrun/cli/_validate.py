@@ -129,6 +129,6 @@ def execute(args: argparse.Namespace) -> int:
                 name = f"{name}, sheet {batch.sheet!r}"
             sys.stdout.write(render_validation(summary, name=name))
             note = sheet_note(batch.path, args.sheet)
-            if note is not None and "note:" in note:
-                sys.stdout.write(note.split("; ", 1)[1] + "\n")
+            if note is not None and note[1] is not None:  # the sheet is named above already
+                sys.stdout.write(note[1] + "\n")
     return 0 if summary.all_valid else 1

@@ -349,7 +349,7 @@ def _typed_cells(values: dict[str, Any], number: int, book: XlsxSource) -> dict[
     return damage
 
 
-def sheet_note(path: Path, sheet: str | None) -> str | None:
+def sheet_note(path: Path, sheet: str | None) -> tuple[str, str | None] | None:
     """For an .xlsx: which sheet is read, and a warning when Excel opens the workbook on
     another one (the person checking may have looked at that one); None for a CSV."""
     try:
@@ -361,10 +361,10 @@ def sheet_note(path: Path, sheet: str | None) -> str | None:
     if choice is None:
         return None
     chosen, active = choice
-    note = f"reading sheet {chosen!r} of {path.name}"
+    warning = None
     if sheet is None and active != chosen:
-        note += (
-            f"; note: Excel opens this workbook on sheet {active!r}: if that is the sheet to"
+        warning = (
+            f"note: Excel opens this workbook on sheet {active!r}: if that is the sheet to"
             f" pay, name it with --sheet {active!r}"
         )
-    return note
+    return f"reading sheet {chosen!r} of {path.name}", warning
