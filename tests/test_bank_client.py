@@ -466,16 +466,21 @@ async def test_payees_follow_next_links() -> None:
             "country-code": "GB",
         }
 
+    cop = {"cop-request-url": "/v0/cop-requests/cp.2",
+           "account": {"secondary-reference-data": "ROLL 7"}}
     pages = [
         _ok({"payees": [payee(0), payee(1)], "links": {"next": f"{lp}/bank/payees?page[after]=x"}}),
-        _ok({"payees": [payee(2)], "links": {"prev": "p", "next": None}}),
+        _ok({"payees": [{**payee(2), "cop-request-url": "/v0/cop-requests/cp.2"}],
+             "links": {"prev": "p", "next": None}, "included": {"cop-requests": [cop]}}),
     ]
     rec = _Recorder(*pages)
     async with _bank(rec) as bank:
         found = [p async for p in bank.payees(lp)]
     assert [p.url for p in found] == ["/v0/payees/pe.0", "/v0/payees/pe.1", "/v0/payees/pe.2"]
     assert found[0].status == "deactivated"
+    assert [p.srd for p in found] == [None, None, "ROLL 7"]  # the SRD of its CoP request
     assert rec.requests[0].url.params["page[size]"] == "200"
+    assert rec.requests[0].url.params["include"] == "cop-requests"
     assert rec.requests[1].url.params["page[after]"] == "x"
 
 
@@ -552,8 +557,22 @@ async def test_payments_listing_sends_the_reconciliation_filters() -> None:
         "sort": "created-at",
         "filter[created-at][gte]": "2026-11-21T09:59:00Z",
         "filter[payment-direction][eq]": "outbound-payment",
+        "include[]": "latest-submission",
     }
     assert [p.reference for p in found] == ["INV-1"]
+
+
+async def test_payments_listing_reads_the_latest_submission_status_from_included() -> None:
+    """The included latest submissions give each payment its submission's status."""
+    paid = {**_payment(), "latest-submission-url": "/v0/submissions/ps.1"}
+    unpaid = {**_payment(), "payment-url": "/v0/payments/pm.2"}
+    included = {"submissions": [{"submission-url": "/v0/submissions/ps.1",
+                                 "submission-status": "failed"}, "not an object"]}
+    rec = _Recorder(_ok({"payments": [paid, unpaid], "links": {}, "included": included}))
+    since = datetime(2026, 11, 21, 9, 59, tzinfo=UTC)
+    async with _bank(rec) as bank:
+        found = [p async for p in bank.payments(await _account_value(), created_since=since)]
+    assert [p.latest_submission_status for p in found] == ["failed", None]
 
 
 async def test_events_listing_and_parsing() -> None:

@@ -12,6 +12,7 @@ from payrun.domain import RowStatus
 from payrun.errors import ControlTotalsError
 from payrun.ledger import LedgerRow
 from payrun.planning import (
+    PayeeFacts,
     PayeeIndex,
     account_classification,
     check_control_totals,
@@ -33,6 +34,7 @@ class _Payment:
     creditor_account_number: str | None = "11112222"
     rejected: bool = False
     latest_submission_url: str | None = None
+    latest_submission_status: str | None = None
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class _Payee:
     sort_code: str
     account_number: str
     status: str = "active"
+    srd: str | None = None
 
 
 def _row(
@@ -134,7 +137,7 @@ def test_payee_creditor_matched_through_payee_details() -> None:
         [_row(2)],
         [payment],
         known_payment_urls=set(),
-        payee_details={"/v0/payees/pe.1": ("200000", "11112222")},
+        payee_details={"/v0/payees/pe.1": PayeeFacts("200000", "11112222")},
     )
     assert result.matched == {2: "/p/1"}
 
@@ -148,6 +151,95 @@ def test_blank_reference_matches_bank_default() -> None:
         payee_details={},
     )
     assert result.matched == {2: "/p/1"}
+
+
+def _source(row: LedgerRow, source: str) -> LedgerRow:
+    return row._replace(source_account=source)
+
+
+def test_one_payment_is_never_given_to_two_rows_named_two_ways() -> None:
+    """Two rows alike but for how they name the source account share one group: the one
+    payment goes to the first row's intent, and the other row is created again."""
+    rows = [_row(2), _source(_row(3, intent=T0 + timedelta(seconds=2)), "/v0/bank/accounts/ba.1")]
+    result = match_half_created(rows, [_pay("/p/1")], known_payment_urls=set(), payee_details={})
+    assert result.matched == {2: "/p/1"} and result.not_made == [3]
+
+
+def test_typed_reference_beats_the_bank_default_for_a_blank_one() -> None:
+    """A blank-reference row and a 'Sent from HR' row: the bank's 'Sent from HR' payment is
+    the typed row's, not both rows'; the blank row was not made."""
+    rows = [_row(2, reference=None), _row(3, reference="Sent from HR")]
+    result = match_half_created(
+        rows, [_pay("/p/1", reference="Sent from HR")], known_payment_urls=set(), payee_details={}
+    )
+    assert result.matched == {3: "/p/1"} and result.not_made == [2]
+
+
+def _srd_payment(url: str, at: datetime = T0 + timedelta(seconds=1)) -> _Payment:
+    return _pay(
+        url,
+        reference="ROLL 0042-7",
+        at=at,
+        creditor_payee_url="/pe/1",
+        creditor_sort_code=None,
+        creditor_account_number=None,
+    )
+
+
+SRD_PAYEE = {"/pe/1": PayeeFacts("200000", "11112222", "ROLL 0042-7")}
+
+
+def test_payment_whose_reference_the_payee_srd_replaced_is_matched() -> None:
+    """The bank writes the payee's SRD instead of the row's reference: still the row's."""
+    result = match_half_created(
+        [_row(2)], [_srd_payment("/p/1")], known_payment_urls=set(), payee_details=SRD_PAYEE
+    )
+    assert result.matched == {2: "/p/1"} and result.not_made == []
+
+
+def test_srd_rows_with_other_references_share_the_payments() -> None:
+    """Two rows to one SRD payee, same amount, other references: the bank's payments look
+    alike, so one payment goes to one row (first intent) and the other is created again;
+    two payments for the two rows match one each, never one payment for both."""
+    rows = [_row(2, reference="JAN"), _row(3, reference="FEB", intent=T0 + timedelta(seconds=2))]
+    one = match_half_created(
+        rows, [_srd_payment("/p/1")], known_payment_urls=set(), payee_details=SRD_PAYEE
+    )
+    assert one.matched == {2: "/p/1"} and one.not_made == [3]
+    two = match_half_created(
+        rows,
+        [_srd_payment("/p/1"), _srd_payment("/p/2", at=T0 + timedelta(seconds=3))],
+        known_payment_urls=set(),
+        payee_details=SRD_PAYEE,
+    )
+    assert two.matched == {2: "/p/1", 3: "/p/2"}
+    three = match_half_created(
+        rows,
+        [_srd_payment(f"/p/{n}") for n in range(3)],
+        known_payment_urls=set(),
+        payee_details=SRD_PAYEE,
+    )
+    assert three.ambiguous == [2, 3] and three.matched == {}
+
+
+def test_repeat_guard_sees_through_the_payee_srd() -> None:
+    """A recent payment to an SRD payee is a repeat of the row, whatever its reference."""
+    repeats = find_repeats(
+        [_row(2, reference="INV 1")],
+        [_srd_payment("/p/1")],
+        known_payment_urls=set(),
+        payee_details=SRD_PAYEE,
+    )
+    assert set(repeats) == {2}
+
+
+def test_repeat_guard_ignores_payments_that_did_not_pay() -> None:
+    """A payment whose latest submission failed or was returned is no repeat; one that is
+    pending or delivered is."""
+    for status, repeat in (("failed", False), ("returned", False), ("delivered", True)):
+        payment = _pay("/p/1", latest_submission_url="/s/1", latest_submission_status=status)
+        found = find_repeats([_row(2)], [payment], known_payment_urls=set(), payee_details={})
+        assert bool(found) is repeat, status
 
 
 def test_repeat_guard_flags_outside_payment() -> None:
@@ -174,7 +266,7 @@ def test_payee_index_reuses_active_and_spots_deactivated() -> None:
     assert index.lookup("ada lovelace", "200000", "11112222") == "/pe/1"
     assert index.lookup("Grace Hopper", "200000", "33334444") is None
     assert index.is_deactivated("Grace Hopper", "200000", "33334444")
-    assert index.details["/pe/2"] == ("200000", "33334444")
+    assert index.details["/pe/2"] == PayeeFacts("200000", "33334444")
 
 
 def test_control_totals() -> None:

@@ -13,9 +13,9 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from payrun.domain import format_money
 from payrun.errors import ControlTotalsError
@@ -23,6 +23,7 @@ from payrun.ledger import LedgerRow
 
 __all__ = [
     "CLOCK_SKEW",
+    "PayeeFacts",
     "PayeeIndex",
     "PayeeLike",
     "PaymentLike",
@@ -38,6 +39,8 @@ CLOCK_SKEW = timedelta(minutes=1)
 """How far the bank's clock may lag ours when matching payments to committed intents."""
 
 _DEFAULT_REFERENCE_PREFIX = "sent from "
+_DID_NOT_PAY = frozenset({"failed", "returned"})
+_NO_TIME = datetime.min.replace(tzinfo=UTC)
 _BUSINESS_WORDS = re.compile(
     r"\b(ltd|limited|llp|plc|inc|co|company|corp|corporation|group|services|solutions|"
     r"trust|partners|partnership|associates|consulting|holdings)\b|&",
@@ -58,6 +61,8 @@ class PayeeLike(Protocol):
     def account_number(self) -> str: ...
     @property
     def status(self) -> str: ...
+    @property
+    def srd(self) -> str | None: ...
 
 
 class PaymentLike(Protocol):
@@ -80,6 +85,8 @@ class PaymentLike(Protocol):
     @property
     def latest_submission_url(self) -> str | None: ...
     @property
+    def latest_submission_status(self) -> str | None: ...
+    @property
     def rejected(self) -> bool: ...
 
 
@@ -93,13 +100,22 @@ def account_classification(name: str) -> str:
     return "business" if _BUSINESS_WORDS.search(name) else "personal"
 
 
+class PayeeFacts(NamedTuple):
+    """What matching needs of a bank payee: its account, and the secondary reference data
+    (SRD) of its CoP request, which the bank writes on its payments instead of their reference."""
+
+    sort_code: str
+    account_number: str
+    srd: str | None = None
+
+
 @dataclass(slots=True)
 class PayeeIndex:
     """The payees of one legal person, looked up by name, sort code and account number."""
 
     active: dict[tuple[str, str, str], str] = field(default_factory=dict)
     deactivated: set[tuple[str, str, str]] = field(default_factory=set)
-    details: dict[str, tuple[str, str]] = field(default_factory=dict)
+    details: dict[str, PayeeFacts] = field(default_factory=dict)
 
     @classmethod
     def build(cls, payees: Iterable[PayeeLike]) -> PayeeIndex:
@@ -112,7 +128,7 @@ class PayeeIndex:
     def add(self, payee: PayeeLike) -> None:
         """Add one payee (for example one just created)."""
         key = (normalise_name(payee.account_holder), payee.sort_code, payee.account_number)
-        self.details[payee.url] = (payee.sort_code, payee.account_number)
+        self.details[payee.url] = PayeeFacts(payee.sort_code, payee.account_number, payee.srd)
         if payee.status == "active":
             self.active.setdefault(key, payee.url)
         else:
@@ -145,35 +161,46 @@ def check_control_totals(
         raise ControlTotalsError(msg)
 
 
+_EXACT, _LOOSE = 2, 1
+"""How a payment's reference matches a row's: as typed, or only as the bank rewrites it."""
+
+
 def _creditor_details(
-    payment: PaymentLike, payee_details: Mapping[str, tuple[str, str]]
+    payment: PaymentLike, payees: Mapping[str, PayeeFacts]
 ) -> tuple[str, str] | None:
     if payment.creditor_sort_code and payment.creditor_account_number:
         return (payment.creditor_sort_code, payment.creditor_account_number)
-    if payment.creditor_payee_url:
-        return payee_details.get(payment.creditor_payee_url)
-    return None
+    facts = payees.get(payment.creditor_payee_url or "")
+    return (facts.sort_code, facts.account_number) if facts else None
 
 
-def _reference_matches(row_reference: str | None, payment_reference: str | None) -> bool:
+def _reference_match(
+    row_reference: str | None, payment: PaymentLike, payees: Mapping[str, PayeeFacts]
+) -> int:
+    """``_EXACT``, ``_LOOSE`` (the bank's default text for a blank reference, or the payee's
+    SRD that replaced any reference) or 0."""
+    if row_reference and payment.reference == row_reference:
+        return _EXACT
+    facts = payees.get(payment.creditor_payee_url or "")
+    if facts is not None and facts.srd and payment.reference == facts.srd:
+        return _LOOSE
     if row_reference:
-        return payment_reference == row_reference
+        return 0
+    if not payment.reference:
+        return _EXACT
     # A blank reference makes the bank write "Sent from <owner>".
-    return not payment_reference or payment_reference.casefold().startswith(
-        _DEFAULT_REFERENCE_PREFIX
-    )
+    return _LOOSE if payment.reference.casefold().startswith(_DEFAULT_REFERENCE_PREFIX) else 0
 
 
-def _payment_matches(
-    row: LedgerRow, payment: PaymentLike, payee_details: Mapping[str, tuple[str, str]]
-) -> bool:
+def _payment_match(row: LedgerRow, payment: PaymentLike, payees: Mapping[str, PayeeFacts]) -> int:
+    """How well a payment matches a row (0: it does not)."""
     if payment.rejected or payment.amount != row.amount:
-        return False
-    if not _reference_matches(row.reference, payment.reference):
-        return False
-    if row.payee_url and payment.creditor_payee_url == row.payee_url:
-        return True
-    return _creditor_details(payment, payee_details) == (row.sort_code, row.account_number)
+        return 0
+    if _creditor_details(payment, payees) != (row.sort_code, row.account_number) and not (
+        row.payee_url and payment.creditor_payee_url == row.payee_url
+    ):
+        return 0
+    return _reference_match(row.reference, payment, payees)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,43 +220,94 @@ def match_half_created(
     payments: Sequence[PaymentLike],
     *,
     known_payment_urls: set[str],
-    payee_details: Mapping[str, tuple[str, str]],
+    payee_details: Mapping[str, PayeeFacts],
 ) -> Reconciliation:
     """Match rows left ``creating`` to payments this ledger has not recorded yet.
 
-    Rows with the same payee, amount and reference are interchangeable, so a group of k
-    such rows with m <= k candidate payments takes them in intent order and the rest are
-    created again; m > k is ambiguous and every row of the group needs attention.
+    Rows with the same payee account, amount and reference are interchangeable, so a group
+    of k such rows with m <= k candidate payments takes them in intent order and the rest
+    are created again; m > k is ambiguous and every row of the group needs attention. A
+    payment is claimed only by the groups it matches best (a reference as typed beats the
+    bank's default text); groups that claim one payment alike (the bank wrote the payee's
+    SRD over both references) are one group, so no payment is ever given to two rows.
     """
-    groups: dict[tuple[str, ...], list[LedgerRow]] = defaultdict(list)
-    for row in sorted(rows, key=lambda r: (r.intent_at or datetime.min, r.row)):
-        groups[(*row.payment_key, row.source_account)].append(row)
+    groups: dict[_Key, list[LedgerRow]] = defaultdict(list)
+    for row in sorted(rows, key=_by_intent):
+        groups[row.payment_key].append(row)
     free = sorted(
         (p for p in payments if p.url not in known_payment_urls), key=lambda p: p.created_at
     )
     matched: dict[int, str] = {}
     not_made: list[int] = []
     ambiguous: list[int] = []
-    for group in groups.values():
-        earliest = (
-            min(r.intent_at for r in group if r.intent_at)
-            if any(r.intent_at for r in group)
-            else None
-        )
-        since = earliest - CLOCK_SKEW if earliest else None
-        candidates = [
-            p
-            for p in free
-            if (since is None or p.created_at >= since)
-            and _payment_matches(group[0], p, payee_details)
-        ]
-        if len(candidates) > len(group):
-            ambiguous.extend(r.row for r in group)
+    for members, urls in _components(groups, _best_claims(groups, free, payee_details)):
+        candidates = [p for p in free if p.url in urls]
+        if len(candidates) > len(members):
+            ambiguous.extend(r.row for r in members)
             continue
-        for row, payment in zip(group, candidates, strict=False):
+        for row, payment in zip(members, candidates, strict=False):
             matched[row.row] = payment.url
-        not_made.extend(r.row for r in group[len(candidates) :])
+        not_made.extend(r.row for r in members[len(candidates) :])
     return Reconciliation(matched=matched, not_made=sorted(not_made), ambiguous=sorted(ambiguous))
+
+
+_Key = tuple[str, ...]
+
+
+def _by_intent(row: LedgerRow) -> tuple[datetime, int]:
+    return (row.intent_at or _NO_TIME, row.row)
+
+
+def _best_claims(
+    groups: Mapping[_Key, Sequence[LedgerRow]],
+    free: Sequence[PaymentLike],
+    payees: Mapping[str, PayeeFacts],
+) -> dict[str, list[_Key]]:
+    """Payment URL -> the groups that match it best (made after their first intent)."""
+    claims: dict[str, dict[_Key, int]] = defaultdict(dict)
+    for key, group in groups.items():
+        since = _since(group)
+        for payment in free:
+            if since is None or payment.created_at >= since:
+                strength = _payment_match(group[0], payment, payees)
+                if strength:
+                    claims[payment.url][key] = strength
+    best: dict[str, list[_Key]] = {}
+    for url, claimers in claims.items():
+        top = max(claimers.values())
+        best[url] = [key for key, strength in claimers.items() if strength == top]
+    return best
+
+
+def _components(
+    groups: Mapping[_Key, Sequence[LedgerRow]], best: Mapping[str, list[_Key]]
+) -> list[tuple[list[LedgerRow], set[str]]]:
+    """Groups joined by the payments they claim alike: each one's rows (in intent order)
+    and the payments claimed by it."""
+    parent = {key: key for key in groups}
+
+    def root(key: _Key) -> _Key:
+        while parent[key] != key:
+            key = parent[key]
+        return key
+
+    for claimers in best.values():
+        for key in claimers[1:]:
+            parent[root(key)] = root(claimers[0])
+    parts: dict[_Key, tuple[list[LedgerRow], set[str]]] = {}
+    for key, group in groups.items():
+        parts.setdefault(root(key), ([], set()))[0].extend(group)
+    for url, claimers in best.items():
+        parts[root(claimers[0])][1].add(url)
+    for members, _ in parts.values():
+        members.sort(key=_by_intent)
+    return list(parts.values())
+
+
+def _since(group: Sequence[LedgerRow]) -> datetime | None:
+    """The earliest intent of a group, less the clock skew (None: no intent recorded)."""
+    intents = [r.intent_at for r in group if r.intent_at]
+    return min(intents) - CLOCK_SKEW if intents else None
 
 
 def find_repeats(
@@ -237,12 +315,20 @@ def find_repeats(
     payments: Sequence[PaymentLike],
     *,
     known_payment_urls: set[str],
-    payee_details: Mapping[str, tuple[str, str]],
+    payee_details: Mapping[str, PayeeFacts],
 ) -> dict[int, PaymentLike]:
-    """Rows matching a recent payment this ledger did not make: row -> that payment."""
+    """Rows matching a recent payment this ledger did not make: row -> that payment.
+
+    A payment that did not pay (rejected, or its latest submission failed or was returned)
+    is no repeat.
+    """
     by_key: dict[tuple[str, str, str], list[PaymentLike]] = defaultdict(list)
     for payment in payments:
-        if payment.url in known_payment_urls or payment.rejected:
+        if (
+            payment.url in known_payment_urls
+            or payment.rejected
+            or payment.latest_submission_status in _DID_NOT_PAY
+        ):
             continue
         details = _creditor_details(payment, payee_details)
         if details is not None:
@@ -252,7 +338,7 @@ def find_repeats(
         for payment in by_key.get(
             (row.sort_code, row.account_number, format_money(row.amount)), []
         ):
-            if _reference_matches(row.reference, payment.reference):
+            if _reference_match(row.reference, payment, payee_details):
                 repeats[row.row] = payment
                 break
     return repeats

@@ -19,8 +19,9 @@ import anyio
 from payrun.domain import RowStatus
 from payrun.errors import AuthError, BankError
 from payrun.ledger import LedgerRow
-from payrun.planning import CLOCK_SKEW, match_half_created
+from payrun.planning import CLOCK_SKEW, PayeeFacts, match_half_created
 from payrun.records import RowBook
+from payrun.tracking import FINAL_SUBMISSION_STATUSES, final_error
 
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankAccount, BankClient, Payment, Submission
@@ -42,7 +43,7 @@ async def reconcile_rows(
     book: RowBook,
     *,
     accounts: Mapping[str, BankAccount],
-    payee_details: Mapping[str, tuple[str, str]],
+    payee_details: Mapping[str, PayeeFacts],
     payments: Mapping[str, list[Payment]] | None = None,
 ) -> list[int]:
     """Settle every ``creating`` and ``submitting`` row; return rows needing a person."""
@@ -58,7 +59,7 @@ async def _reconcile_creating(
     book: RowBook,
     *,
     accounts: Mapping[str, BankAccount],
-    payee_details: Mapping[str, tuple[str, str]],
+    payee_details: Mapping[str, PayeeFacts],
     payments: Mapping[str, list[Payment]],
 ) -> list[int]:
     by_account: dict[str, list[LedgerRow]] = defaultdict(list)
@@ -67,7 +68,17 @@ async def _reconcile_creating(
     ambiguous: list[int] = []
     for account_url, rows in by_account.items():
         account = accounts.get(account_url)
-        if account is None:
+        if account is None:  # the bank no longer shows it: its payments cannot be read
+            for row in rows:
+                book.set(
+                    row.row,
+                    error=(
+                        f"the bank no longer shows the source account {row.source_account}, so"
+                        " payrun cannot check whether this payment was made; ask the bank, then"
+                        " run again"
+                    ),
+                )
+            ambiguous.extend(r.row for r in rows)
             continue
         since = (
             min(r.intent_at for r in rows if r.intent_at) - CLOCK_SKEW
@@ -118,8 +129,9 @@ async def _settle_by_submissions(
     *,
     none: RowStatus | None = RowStatus.CREATED,
 ) -> None:
-    """Each row with a submission at the bank becomes ``submitted`` (the latest one);
-    a row with none becomes ``none`` (or stays as it is when ``none`` is None)."""
+    """Each row with a submission at the bank takes the latest one: ``submitted``, or its
+    final status when it has one (delivered, failed, returned); a row with none becomes
+    ``none`` (or stays as it is when ``none`` is None)."""
     if not rows:
         return
     send, receive = anyio.create_memory_object_stream[LedgerRow](max_buffer_size=len(rows))
@@ -130,11 +142,16 @@ async def _settle_by_submissions(
     async def worker() -> None:
         async for row in receive:
             submissions = await _submissions(client, row, must_read=none is not None)
-            if submissions is None:
-                continue
             if submissions:
                 latest = max(submissions, key=lambda s: s.created_at)
-                book.set(row.row, status=RowStatus.SUBMITTED, submission_url=latest.url, error=None)
+                book.set(
+                    row.row,
+                    status=FINAL_SUBMISSION_STATUSES.get(latest.status, RowStatus.SUBMITTED),
+                    submission_url=latest.url,
+                    error=final_error(latest.status, latest.reason)
+                    if latest.status in FINAL_SUBMISSION_STATUSES
+                    else None,
+                )
             elif none is not None:
                 book.set(row.row, status=none, error=None)
 
@@ -146,12 +163,13 @@ async def _settle_by_submissions(
 
 async def _submissions(
     client: BankClient, row: LedgerRow, *, must_read: bool
-) -> list[Submission] | None:
-    """The payment's submissions; None if they cannot be read and need not be.
+) -> list[Submission]:
+    """The payment's submissions (or its latest one).
 
-    A row left submitting must be settled, so a failed read stops the run. A created row
-    whose read fails is left as it is: if it was approved meanwhile, the bank refuses its
-    submit (one payment has one live submission), and the next run records the approval.
+    A row left submitting must be settled, so a failed read stops the run. For a created
+    row whose submissions list cannot be read, the payment itself says whether it has a
+    submission: it is submitted only when it has none (the bank does not promise to refuse
+    a second live submission); when neither can be read the run stops (exit 3).
     """
     assert row.payment_url is not None
     try:
@@ -161,7 +179,10 @@ async def _submissions(
     except BankError:
         if must_read:
             raise
-        return None
+    payment = await client.get_payment(row.payment_url)
+    if payment.latest_submission_url is None:
+        return []
+    return [await client.get_submission(payment.latest_submission_url)]
 
 
 def _epoch() -> datetime:

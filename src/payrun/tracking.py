@@ -21,7 +21,7 @@ from payrun.records import RowBook
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankClient, Organization
 
-__all__ = ["FINAL_SUBMISSION_STATUSES", "follow_submissions"]
+__all__ = ["FINAL_SUBMISSION_STATUSES", "final_error", "follow_submissions"]
 
 FINAL_SUBMISSION_STATUSES = {
     "delivered": RowStatus.DELIVERED,
@@ -30,6 +30,18 @@ FINAL_SUBMISSION_STATUSES = {
 }
 _POLL_EVERY_ROUNDS = 5
 _POLL_WORKERS = 20
+
+
+def final_error(status: str, reason: str | None) -> str | None:
+    """What a row's report says of a submission's final status (None when delivered)."""
+    if status == "delivered":
+        return None
+    return (
+        f"the bank reports the payment {status}"
+        + (f": {reason}" if reason else "")
+        + "; it is final for this file: to pay it once the cause is fixed, put the row in"
+        " a new file of its own and pay that"
+    )
 
 
 class _Tracker:
@@ -53,15 +65,7 @@ class _Tracker:
         if final is None or number is None:
             return
         del self.waiting[submission_url]
-        error = (
-            None
-            if final is RowStatus.DELIVERED
-            else f"the bank reports the payment {status}"
-            + (f": {reason}" if reason else "")
-            + "; it is final for this file: to pay it once the cause is fixed, put the row in"
-            " a new file of its own and pay that"
-        )
-        self.book.set(number, status=final, error=error)
+        self.book.set(number, status=final, error=final_error(status, reason))
 
     async def read_events(self) -> bool:
         """Apply new submission-updated events; False when the events cannot be read."""

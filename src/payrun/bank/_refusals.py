@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from payrun.errors import (
     AuthError,
@@ -24,7 +25,10 @@ from payrun.errors import (
     RateLimitedError,
 )
 
-__all__ = ["KNOWN_CODES", "answer_object", "error_from_response"]
+__all__ = ["KNOWN_CODES", "answer_object", "decode_answer", "error_from_response"]
+
+T = TypeVar("T")
+_PARSE_ERRORS = (KeyError, TypeError, ValueError, ArithmeticError, AttributeError)
 
 KNOWN_CODES = (
     "payment-amount-exceeds-scheme-limit",
@@ -158,3 +162,22 @@ def _one_line(text: str, limit: int) -> str | None:
     if len(flat) > limit:
         flat = flat[: limit - 3].rstrip() + "..."
     return flat or None
+
+
+def decode_answer(parse: Callable[[Any], T], data: Any, what: str, *, write: bool = False) -> T:
+    """Parse an answer; a write whose answer cannot be read has an unknown outcome."""
+    try:
+        return parse(data)
+    except _PARSE_ERRORS as exc:
+        msg = f"the bank's answer ({what}) could not be read: {_unreadable(exc)}"
+        raise (OutcomeUnknownError if write else BankError)(msg) from exc
+
+
+def _unreadable(exc: BaseException) -> str:
+    """Why an answer could not be read, in words rather than a Python exception's name."""
+    if isinstance(exc, KeyError):
+        return f"it has no {exc.args[0]!r} field" if exc.args else "a field is missing"
+    if isinstance(exc, ArithmeticError):  # decimal's text is a list of its classes
+        return "an amount is not a number"
+    detail = str(exc).strip()
+    return f"a field has an unexpected value ({detail})" if detail else "a field is malformed"

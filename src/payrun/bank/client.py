@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from payrun.bank import transport
-from payrun.bank._refusals import answer_object, error_from_response
+from payrun.bank._refusals import answer_object, decode_answer, error_from_response
 from payrun.bank.limiter import AdaptiveLimiter
 from payrun.bank.retry import DEFAULT_RETRY, RetryPolicy
 from payrun.bank.transport import HttpClient
@@ -42,6 +42,8 @@ from payrun.bank.wire import (
     parse_payment,
     parse_restriction,
     parse_submission,
+    payee_parser,
+    payment_parser,
 )
 from payrun.domain import format_money
 from payrun.errors import (
@@ -64,7 +66,6 @@ _HTTP_NOT_FOUND = 404
 _HTTP_TOO_MANY = 429
 _HTTP_REDIRECT = 300
 _HTTP_SERVER_ERROR = 500
-_PARSE_ERRORS = (KeyError, TypeError, ValueError, ArithmeticError, AttributeError)
 
 
 def _retry_read(exc: BaseException) -> bool:
@@ -73,25 +74,6 @@ def _retry_read(exc: BaseException) -> bool:
 
 def _retry_write(exc: BaseException) -> bool:
     return isinstance(exc, RateLimitedError | BankUnavailableError)
-
-
-def _decode(parse: Callable[[Any], T], data: Any, what: str, *, write: bool = False) -> T:
-    """Parse an answer; a write whose answer cannot be read has an unknown outcome."""
-    try:
-        return parse(data)
-    except _PARSE_ERRORS as exc:
-        msg = f"the bank's answer ({what}) could not be read: {_unreadable(exc)}"
-        raise (OutcomeUnknownError if write else BankError)(msg) from exc
-
-
-def _unreadable(exc: BaseException) -> str:
-    """Why an answer could not be read, in words rather than a Python exception's name."""
-    if isinstance(exc, KeyError):
-        return f"it has no {exc.args[0]!r} field" if exc.args else "a field is missing"
-    if isinstance(exc, ArithmeticError):  # decimal's text is a list of its classes
-        return "an amount is not a number"
-    detail = str(exc).strip()
-    return f"a field has an unexpected value ({detail})" if detail else "a field is malformed"
 
 
 class BankClient:
@@ -143,13 +125,13 @@ class BankClient:
         index = await self._send("GET", "/v0/index")
         org_url = index.get("organization-url")
         if not isinstance(org_url, str):
-            key = await self._send("GET", _decode(lambda d: d["api-key-url"], index, "index"))
-            org_url = _decode(lambda d: d["organization-url"], key, "API key")
-        return _decode(parse_organization, await self._send("GET", org_url), "organization")
+            key = await self._send("GET", decode_answer(lambda d: d["api-key-url"], index, "index"))
+            org_url = decode_answer(lambda d: d["organization-url"], key, "API key")
+        return decode_answer(parse_organization, await self._send("GET", org_url), "organization")
 
     async def get_account(self, url: str) -> BankAccount:
         """Read one bank account."""
-        return _decode(parse_account, await self._send("GET", url), "bank account")
+        return decode_answer(parse_account, await self._send("GET", url), "bank account")
 
     async def find_account(
         self, org: Organization, *, sort_code: str, account_number: str
@@ -159,7 +141,7 @@ class BankClient:
         data = await self._send("POST", org.accounts_search_url, body=body)
         sort_code, account_number = _digits(sort_code), _digits(account_number)
         for item in data.get("search-results") or ():
-            account = _decode(parse_account, item, "bank account search")
+            account = decode_answer(parse_account, item, "bank account search")
             for address in account.bank_addresses:
                 if (
                     _digits(address.sort_code) == sort_code
@@ -195,9 +177,9 @@ class BankClient:
 
     async def payees(self, legal_person_url: str) -> AsyncIterator[Payee]:
         """Every payee of a legal person, page by page (200 a page)."""
-        params = {"page[size]": str(PAGE_SIZE)}
+        params = {"page[size]": str(PAGE_SIZE), "include": "cop-requests"}
         async for payee in self._pages(
-            f"{legal_person_url}/bank/payees", params, "payees", parse_payee
+            f"{legal_person_url}/bank/payees", params, "payees", parse_payee, payee_parser
         ):
             yield payee
 
@@ -220,7 +202,7 @@ class BankClient:
             "requester-legal-person-url": requester_url,
         }
         data = await self._send("POST", org.cop_request_url, body=body, write=True)
-        return _decode(parse_cop_result, data, "confirmation of payee", write=True)
+        return decode_answer(parse_cop_result, data, "confirmation of payee", write=True)
 
     async def create_payee(
         self,
@@ -236,7 +218,7 @@ class BankClient:
         if cop_request_url is not None:
             body["cop-request-url"] = cop_request_url
         data = await self._send("POST", f"{legal_person_url}/bank/payees", body=body, write=True)
-        return _decode(parse_payee, data, "created payee", write=True)
+        return decode_answer(parse_payee, data, "created payee", write=True)
 
     # -- payments and submissions ------------------------------------------------------
 
@@ -251,7 +233,7 @@ class BankClient:
         if reference is not None:
             body["payment-reference"] = reference
         data = await self._send("POST", f"{account_url}/payments", body=body, write=True)
-        return _decode(parse_payment, data, "created payment", write=True)
+        return decode_answer(parse_payment, data, "created payment", write=True)
 
     async def submit_payment(self, payment_url: str, *, scheme: str = "fps") -> Submission:
         """Submit a created payment over a scheme (``fps`` or ``book-transfer``)."""
@@ -259,7 +241,7 @@ class BankClient:
         data = await self._send(
             "POST", f"{payment_url}/submissions", body=body, write=True, urgent=True
         )
-        return _decode(parse_submission, data, "submission", write=True)
+        return decode_answer(parse_submission, data, "submission", write=True)
 
     async def payment_submissions(self, payment_url: str) -> list[Submission]:
         """Every submission of a payment (none means it was never submitted)."""
@@ -272,11 +254,11 @@ class BankClient:
 
     async def get_submission(self, url: str) -> Submission:
         """Read one submission."""
-        return _decode(parse_submission, await self._send("GET", url), "submission")
+        return decode_answer(parse_submission, await self._send("GET", url), "submission")
 
     async def get_payment(self, url: str) -> Payment:
         """Read one payment."""
-        return _decode(parse_payment, await self._send("GET", url), "payment")
+        return decode_answer(parse_payment, await self._send("GET", url), "payment")
 
     async def payments(
         self,
@@ -292,8 +274,9 @@ class BankClient:
             "sort": "created-at",
             "filter[created-at][gte]": format_timestamp(created_since),
             "filter[payment-direction][eq]": direction,
+            "include[]": "latest-submission",
         }
-        async for payment in self._pages(url, params, "payments", parse_payment):
+        async for payment in self._pages(url, params, "payments", parse_payment, payment_parser):
             yield payment
 
     async def events(
@@ -312,17 +295,26 @@ class BankClient:
     # -- the wire ----------------------------------------------------------------------
 
     async def _pages(
-        self, url: str, params: dict[str, str] | None, key: str, parse: Callable[[Json], T]
+        self,
+        url: str,
+        params: dict[str, str] | None,
+        key: str,
+        parse: Callable[[Json], T],
+        page_parser: Callable[[Json], Callable[[Json], T]] | None = None,
     ) -> AsyncIterator[T]:
-        """Yield the parsed items of a list, following ``links.next`` to the end."""
+        """Yield the parsed items of a list, following ``links.next`` to the end.
+
+        ``page_parser(page)`` gives the parser of one page's items (to use its ``included``).
+        """
         next_url: str | None = url
         seen: set[str] = set()
         while next_url and next_url not in seen:
             seen.add(next_url)
             data = await self._send("GET", next_url, params=params)
             params = None  # the bank repeats the query in its links
+            parse_item = parse if page_parser is None else page_parser(data)
             for item in data.get(key) or ():
-                yield _decode(parse, item, key)
+                yield decode_answer(parse_item, item, key)
             links = data.get("links")
             link = links.get("next") if isinstance(links, dict) else None
             next_url = link if isinstance(link, str) else None

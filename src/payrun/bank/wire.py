@@ -9,7 +9,8 @@ missing or malformed; ``payrun.bank.client`` turns those into ``BankError``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -34,6 +35,8 @@ __all__ = [
     "parse_restriction",
     "parse_submission",
     "parse_timestamp",
+    "payee_parser",
+    "payment_parser",
 ]
 
 Json = dict[str, Any]
@@ -101,6 +104,10 @@ class Payee:
     sort_code: str
     account_number: str
     status: str
+    cop_request_url: str | None = None
+    srd: str | None = None
+    """Secondary reference data of its CoP request: the bank puts it on every payment instead
+    of the payment's own reference (known when the payees list includes CoP requests)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +137,8 @@ class Payment:
     created_at: datetime
     latest_submission_url: str | None
     rejected: bool
+    latest_submission_status: str | None = None
+    """Known when the payments list includes the latest submissions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +149,7 @@ class Submission:
     payment_url: str
     status: str
     created_at: datetime
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +251,7 @@ def parse_payee(obj: Json) -> Payee:
         sort_code=obj.get("bank-id") or obj.get("uk-domestic-sort-code") or "",
         account_number=obj.get("account-number") or obj.get("uk-domestic-account-number") or "",
         status=obj.get("payee-status") or "",
+        cop_request_url=_opt_str(obj, "cop-request-url"),
     )
 
 
@@ -277,6 +288,49 @@ def parse_payment(obj: Json) -> Payment:
     )
 
 
+def payee_parser(page: Json) -> Callable[[Json], Payee]:
+    """``parse_payee`` for one page of a payees list that includes CoP requests: each payee
+    gets the secondary reference data (SRD) of its CoP request, which the bank puts on its
+    payments instead of their reference."""
+    srd: dict[str, str] = {}
+    for cop in _included(page, "cop-requests"):
+        account, url = cop.get("account"), cop.get("cop-request-url")
+        value = account.get("secondary-reference-data") if isinstance(account, dict) else None
+        if isinstance(url, str) and isinstance(value, str) and value:
+            srd[url] = value
+
+    def parse(obj: Json) -> Payee:
+        payee = parse_payee(obj)
+        found = srd.get(payee.cop_request_url or "")
+        return replace(payee, srd=found) if found else payee
+
+    return parse
+
+
+def payment_parser(page: Json) -> Callable[[Json], Payment]:
+    """``parse_payment`` for one page of a payments list that includes latest submissions:
+    each payment gets its latest submission's status."""
+    statuses: dict[str, str] = {}
+    for submission in _included(page, "submissions"):
+        url, status = submission.get("submission-url"), submission.get("submission-status")
+        if isinstance(url, str) and isinstance(status, str):
+            statuses[url] = status
+
+    def parse(obj: Json) -> Payment:
+        payment = parse_payment(obj)
+        status = statuses.get(payment.latest_submission_url or "")
+        return replace(payment, latest_submission_status=status) if status else payment
+
+    return parse
+
+
+def _included(page: Json, kind: str) -> list[Json]:
+    """The page's ``included`` objects of one kind (the bank does not promise their shape)."""
+    included = page.get("included")
+    items = included.get(kind) if isinstance(included, dict) else None
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+
 def parse_submission(obj: Json) -> Submission:
     """Parse a submission."""
     return Submission(
@@ -284,6 +338,7 @@ def parse_submission(obj: Json) -> Submission:
         payment_url=obj.get("payment-url") or "",
         status=obj.get("submission-status") or "",
         created_at=parse_timestamp(obj["created-at"]),
+        reason=_opt_str(obj, "submission-status-reason"),
     )
 
 

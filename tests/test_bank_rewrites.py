@@ -1,0 +1,191 @@
+"""What the bank rewrites or settles on its own, and exactly-once around it (issue 4).
+
+- A payee whose Confirmation of Payee request carries secondary reference data (SRD): the
+  bank writes the SRD on every payment to it instead of the row's reference, so matching
+  by reference alone would never find the payment (reconciliation would create it again,
+  and a fresh ledger's repeat guard would let the row be paid twice).
+- A payment approved in the bank's app whose submission failed is recorded failed, not
+  submitted; and a payment that failed is no repeat, so the row can be paid in a new file.
+
+Real CLI runs against the sandbox bank over loopback HTTP, as in ``test_resume``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from _run_helpers import BatchRow, account_urls, ledger_rows, run, write_batch
+from payrun.sandbox import RunningSandbox, serve_in_thread
+
+SOURCE = "040004 30000001"
+SRD = "ROLL 0042-7"
+
+
+@pytest.fixture
+def bank() -> Iterator[RunningSandbox]:
+    """A fresh sandbox bank for one test."""
+    with serve_in_thread(rng_seed=3) as sandbox:
+        yield sandbox
+
+
+def _api(bank: RunningSandbox) -> httpx.Client:
+    return httpx.Client(
+        base_url=bank.base_url,
+        headers={"Authorization": f"ServiceAPIKey {bank.api_key}"},
+        timeout=30,
+    )
+
+
+def _srd_payee(bank: RunningSandbox) -> None:
+    """A payee with SRD on its CoP request, as one made in the bank's app would be."""
+    with _api(bank) as api:
+        org_url = api.get("/v0/index").json()["organization-url"]
+        found = api.post(f"{org_url}/bank/accounts/search", json={"search-query": "30000001"})
+        owner = found.json()["search-results"][0]["owner-url"]
+        cop = api.post(
+            f"{org_url}/cop-request",
+            json={
+                "account-number": "55509999",
+                "bank-id": "201234",
+                "account-classification": "personal",
+                "name": "Jane Saver",
+                "requester-legal-person-url": owner,
+                "secondary-reference-data": SRD,
+            },
+        )
+        cop.raise_for_status()
+        api.post(
+            f"{owner}/bank/payees",
+            json={
+                "account-holder": "Jane Saver",
+                "account-number": "55509999",
+                "bank-id": "201234",
+                "cop-request-url": cop.json()["cop-request-url"],
+            },
+        ).raise_for_status()
+
+
+SAVER = BatchRow(
+    row_id="S1",
+    payee_name="Jane Saver",
+    sort_code="201234",
+    account_number="55509999",
+    amount="250.00",
+    reference="SALARY-JUNE",
+    source_account=SOURCE,
+)
+PLAIN = BatchRow(
+    row_id="P1",
+    payee_name="Joe Plain",
+    sort_code="201234",
+    account_number="55508888",
+    amount="300.00",
+    reference="SALARY-JUNE",
+    source_account=SOURCE,
+)
+
+
+def _payments_to(bank: RunningSandbox, account_number: str) -> list[object]:
+    return [
+        p for p in list(bank.state.payments.values()) if p.creditor_account_number == account_number
+    ]
+
+
+def test_lost_create_answers_to_an_srd_payee_are_found_not_made_again(
+    bank: RunningSandbox, tmp_path: Path
+) -> None:
+    """Every create answers 500 or drops after doing its work; the rerun finds the payment
+    under the SRD the bank wrote, so the row is paid with one payment."""
+    _srd_payee(bank)
+    batch = write_batch(tmp_path / "b.csv", [SAVER])
+    ledger = tmp_path / "b.ledger.sqlite"
+    bank.app.fault_rate = 1.0
+    run(bank, batch, ledger)
+    bank.app.fault_rate = 0.0
+    finished = run(bank, batch, ledger)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    payments = _payments_to(bank, "55509999")
+    assert len(payments) == 1
+    assert [p.reference for p in payments] == [SRD]  # type: ignore[attr-defined]
+    assert [r["status"] for r in ledger_rows(ledger)] == ["submitted"]
+
+
+def test_a_fresh_ledger_holds_a_row_paid_to_an_srd_payee(
+    bank: RunningSandbox, tmp_path: Path
+) -> None:
+    """The same file through a fresh ledger: the SRD row is a possible repeat like the plain
+    one, although the bank's payment carries the SRD, not the row's reference."""
+    _srd_payee(bank)
+    batch = write_batch(tmp_path / "b.csv", [SAVER, PLAIN])
+    assert run(bank, batch, tmp_path / "first.ledger.sqlite").returncode == 0
+    again = run(bank, batch, tmp_path / "second.ledger.sqlite")
+    assert again.returncode == 1
+    rows = ledger_rows(tmp_path / "second.ledger.sqlite")
+    assert [r["status"] for r in rows] == ["held", "held"]
+    assert all("possible repeat" in r["error"] for r in rows)
+    assert "submitted (" in rows[0]["error"]
+    assert len(_payments_to(bank, "55509999")) == 1
+
+
+def _fail_an_approval(bank: RunningSandbox, payment_url: str) -> None:
+    """The approver submits the payment in the bank's app while the account is empty."""
+    account = account_urls(bank)[SOURCE].rsplit("/", 1)[-1]
+    with _api(bank) as api:
+        api.post(f"/__sandbox/accounts/{account}/balance", json={"value": "0.00"})
+        submitted = api.post(f"{payment_url}/submissions", json={"payment-scheme": "fps"})
+        submitted.raise_for_status()
+        api.post("/__sandbox/settle").raise_for_status()
+        status = api.get(submitted.json()["submission-url"]).json()["submission-status"]
+        assert status == "failed"
+        api.post(f"/__sandbox/accounts/{account}/balance", json={"value": "1000000.00"})
+
+
+def test_an_approval_that_failed_is_recorded_failed_and_a_new_file_pays_the_row(
+    bank: RunningSandbox, tmp_path: Path
+) -> None:
+    """After --create-only, the approval in the app fails for lack of funds: the next run
+    records the row failed (exit 1), not submitted; the row alone in a new file, as the
+    message says, is paid, not held as a repeat of the payment that failed."""
+    batch = write_batch(tmp_path / "b.csv", [PLAIN])
+    ledger = tmp_path / "b.ledger.sqlite"
+    assert run(bank, batch, ledger, "--create-only").returncode == 0
+    _fail_an_approval(bank, ledger_rows(ledger)[0]["payment_url"])
+    rerun = run(bank, batch, ledger)
+    assert rerun.returncode == 1, rerun.stdout
+    [row] = ledger_rows(ledger)
+    assert row["status"] == "failed" and "failed" in row["error"]
+    assert "new file" in row["error"]
+    retry = write_batch(tmp_path / "retry.csv", [PLAIN])
+    paid = run(bank, retry, tmp_path / "retry.ledger.sqlite")
+    assert paid.returncode == 0, paid.stdout
+    assert [r["status"] for r in ledger_rows(tmp_path / "retry.ledger.sqlite")] == ["submitted"]
+
+
+def test_a_row_left_creating_on_an_account_the_bank_no_longer_shows_needs_attention(
+    bank: RunningSandbox, tmp_path: Path
+) -> None:
+    """A row left creating whose source account has gone from the bank cannot be checked:
+    the rerun says so on the row (exit 3) and creates nothing."""
+    batch = write_batch(tmp_path / "b.csv", [PLAIN])
+    ledger = tmp_path / "b.ledger.sqlite"
+    assert run(bank, batch, ledger, "--create-only").returncode == 0
+    with sqlite3.connect(ledger) as db:
+        db.execute(
+            "UPDATE rows SET status = 'creating', payment_url = NULL,"
+            " intent_at = '2026-11-22T09:00:00+00:00'"
+        )
+    account = account_urls(bank)[SOURCE].rsplit("/", 1)[-1]
+    del bank.state.accounts[account]
+    bank.state.by_owner["accounts"].remove(account)
+    rerun = run(bank, batch, ledger)
+    assert rerun.returncode == 3, rerun.stdout + rerun.stderr
+    [row] = ledger_rows(ledger)
+    assert row["status"] == "creating"
+    assert "no longer shows the source account" in row["error"]
+    assert "no longer shows the source account" in rerun.stdout
+    assert len(_payments_to(bank, "55508888")) == 1
