@@ -487,6 +487,22 @@ def test_following_the_advice_for_a_held_row_pays_it_once_and_nothing_twice(
     assert sorted(g["payments"] for g in payment_groups(bank)) == [1, 1]
 
 
+def test_a_business_payee_without_business_words_is_confirmed_as_business_and_paid(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """'Bluebell Florists' holds a business account, but its name reads as a person's: the
+    bank says the name matches, not the account type, so payrun asks again as business and
+    pays (no hold); an unknown account is held saying to check the account details."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", [("Bluebell Florists", "400530", "98409753"),
+                                               ("Unknown Person", "112233", "99999999")])
+    assert main(["run", str(batch)]) == 1
+    rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
+    assert rows[0]["status"] == "submitted", rows[0]
+    assert rows[1]["status"] == "held" and "could not check this account" in rows[1]["error"]
+    assert [g["payments"] for g in payment_groups(bank)] == [1]
+
+
 def test_cop_no_match_holds_the_row(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -651,6 +667,63 @@ def test_a_payment_whose_submissions_cannot_be_read_does_not_stop_the_rerun(
            lambda method, path: method == "GET" and path == unreadable)
     assert main(["run", str(batch)]) == 0, capsys.readouterr()
     assert {r["status"] for r in report(ledger, capsys)} == {"submitted"}
+    assert all(g["payments"] == 1 and g["submissions"] == 1 for g in payment_groups(bank))
+
+
+def test_a_create_refused_for_funds_says_what_to_do_and_the_rerun_tries_the_row_again(
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bank refuses one create with insufficient-funds (the balance fell meanwhile): the
+    row fails saying to add funds and run again (exit 1); the rerun pays it, once."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    first = [True]
+
+    def once(method: str, path: str) -> bool:
+        hit = first[0] and method == "POST" and path.endswith("/payments")
+        first[0] = first[0] and not hit
+        return hit
+
+    stop = refuse(bank, monkeypatch, 422, "insufficient-funds", once)
+    assert main(["run", str(batch)]) == 1
+    failed = [r for r in report(ledger, capsys) if r["status"] == "failed"]
+    assert len(failed) == 1 and "insufficient-funds" in failed[0]["error"]
+    assert "add funds to the source account, then run the same command again" in failed[0]["error"]
+    stop()
+    assert main(["run", str(batch)]) == 0, capsys.readouterr()
+    assert {r["status"] for r in report(ledger, capsys)} == {"submitted"}
+    assert all(g["payments"] == 1 and g["submissions"] == 1 for g in payment_groups(bank))
+
+
+def test_an_approval_is_found_through_the_payment_when_its_submissions_cannot_be_read(
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After --create-only, one payment is approved in the app and its submissions list
+    answers 404: the rerun reads the payment's latest submission and records it, sending no
+    second submit (the bank does not promise to refuse one); exit 0."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    assert main(["run", str(batch), "--create-only"]) == 0
+    payment_url = report(ledger, capsys)[0]["payment_url"]
+    headers = {"Authorization": f"ServiceAPIKey {bank.api_key}"}
+    approved = httpx.post(f"{bank.base_url}{payment_url}/submissions",
+                          json={"payment-scheme": "fps"}, headers=headers)
+    approved.raise_for_status()
+    refuse(bank, monkeypatch, 404, "not-found",
+           lambda method, path: method == "GET" and path == payment_url + "/submissions")
+    assert main(["run", str(batch)]) == 0, capsys.readouterr()
+    rows = report(ledger, capsys)
+    assert rows[0]["submission_url"] == approved.json()["submission-url"]
+    assert rows[0]["status"] in {"submitted", "delivered"}  # the approval may be settled by now
+    assert {r["status"] for r in rows[1:]} == {"submitted"}
     assert all(g["payments"] == 1 and g["submissions"] == 1 for g in payment_groups(bank))
 
 

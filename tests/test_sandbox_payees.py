@@ -152,9 +152,9 @@ async def test_cop_no_match_and_unknown(client: httpx.AsyncClient) -> None:
 
 
 async def test_cop_classification_differs(client: httpx.AsyncClient) -> None:
-    """The right name with the wrong classification still matches, with the reason given."""
+    """The right name with the wrong classification is no match, the reason says why."""
     cop = await _cop(client, "Summit Legal LLP", "400530", "25711657", "personal")
-    assert cop["cop-response"]["result"] == "match"
+    assert cop["cop-response"]["result"] == "no-match"
     assert cop["cop-response"]["reason"] == "match-name-business-personal"
 
 

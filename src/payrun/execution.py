@@ -45,6 +45,18 @@ __all__ = ["ExecutionResult", "StopFlag", "execute_rows"]
 
 _GONE = 410
 """The bank's answer to submitting a payment someone rejected (``payment-rejected``)."""
+_RUN_AGAIN = "once the cause is fixed, run the same command again: this row is tried again"
+_NEXT_STEP = {
+    "insufficient-funds": "add funds to the source account, then run the same command again:"
+    " this row is tried again",
+    "account-restricted": "ask the bank to lift the restriction on the source account, then run"
+    " the same command again: this row is tried again",
+    "bank-account-closed": "the source account is closed: pay this row from another account,"
+    " in a new file of its own",
+    "payment-amount-exceeds-scheme-limit": "the amount is above the payment scheme's limit:"
+    " pay this row another way (a rerun would be refused again)",
+}
+"""What to do next after the bank refused a create or submit, by the bank's code."""
 _WATCH_SECONDS = 0.25
 """How often the engine looks at the stop flag and flushes held outcomes."""
 
@@ -291,7 +303,8 @@ class _Engine:
             self.result.failed += 1
         elif isinstance(exc, BankRejectedError):
             prefix = "payment created but not submitted: " if action == "submit" else ""
-            self._book.record(number, status=RowStatus.FAILED, error=f"{prefix}{exc}")
+            hint = _NEXT_STEP.get(exc.code or "", _RUN_AGAIN)
+            self._book.record(number, status=RowStatus.FAILED, error=f"{prefix}{exc}; {hint}")
             self.result.failed += 1
         else:  # 429 or never sent, after the retry policy gave up: nothing happened
             self._book.record(

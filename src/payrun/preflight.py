@@ -27,7 +27,8 @@ from payrun.errors import (
     RateLimitedError,
 )
 from payrun.ledger import LedgerRow, utc_now
-from payrun.planning import CLOCK_SKEW, PayeeIndex, account_classification, find_repeats
+from payrun.payee_check import confirm_payee, cop_verdict
+from payrun.planning import CLOCK_SKEW, PayeeFacts, PayeeIndex, find_repeats
 from payrun.reconciliation import fetch_recent_payments
 from payrun.records import RowBook
 from payrun.stopping import StopSignal
@@ -54,10 +55,6 @@ class AccountPlan:
     rows_by_payee: set[int] = field(default_factory=set)
 
 
-_NEW_FILE = (
-    "put the corrected row in a new file of its own and pay that file (this ledger stays"
-    " bound to this file's content)"
-)
 
 class Preflight:
     """Runs the checks in order; each step records its verdicts in the book."""
@@ -90,9 +87,9 @@ class Preflight:
         self.payments: dict[str, list[Payment]] = {}
 
     @property
-    def payee_details(self) -> dict[str, tuple[str, str]]:
-        """Payee URL -> (sort code, account number), over every loaded index."""
-        details: dict[str, tuple[str, str]] = {}
+    def payee_details(self) -> dict[str, PayeeFacts]:
+        """Payee URL -> its account (and SRD), over every loaded index."""
+        details: dict[str, PayeeFacts] = {}
         for index in self.indexes.values():
             details.update(index.details)
         return details
@@ -204,7 +201,7 @@ class Preflight:
             ).items():
                 when = payment.created_at.strftime("%Y-%m-%d %H:%M")
                 state = (
-                    "submitted"
+                    f"submitted ({payment.latest_submission_status or 'pending'})"
                     if payment.latest_submission_url
                     else "created and not submitted yet (a run of its own ledger, or an"
                     " approval in the bank's app, would still pay it)"
@@ -297,15 +294,15 @@ class Preflight:
         try:
             cop_url = None
             if self.confirm_payees:
-                cop = await self.client.confirm_payee(
+                cop = await confirm_payee(
+                    self.client,
                     self.org,
                     name=name,
                     sort_code=sort_code,
                     account_number=number,
-                    classification=account_classification(name),
                     requester_url=owner,
                 )
-                held = self._cop_verdict(cop.result, cop.reason, cop.suggested_name)
+                held = cop_verdict(cop, accept_close_match=self.accept_close_match)
                 if held:
                     self.book.set_many(numbers, status=RowStatus.HELD, error=held)
                     return
@@ -342,25 +339,6 @@ class Preflight:
             return
         self.indexes[owner].add(payee)
         self.book.set_many(numbers, payee_url=payee.url)
-
-    def _cop_verdict(self, result: str, reason: str | None, suggested: str | None) -> str | None:
-        """None to go ahead, else why the rows are held."""
-        if result == "match":
-            return None
-        if result == "close-match":
-            if self.accept_close_match:
-                return None
-            said = f"the account holder is {suggested!r}" if suggested else "the name is close"
-            return (
-                f"Confirmation of Payee: close match, the bank says {said}; to pay it as it is,"
-                f" run again with --accept-close-match; to correct the name, {_NEW_FILE}"
-            )
-        why = f" ({reason})" if reason else ""
-        return (
-            f"Confirmation of Payee: {result}{why}: the name does not match the account"
-            f" holder; check the details with the payee, then {_NEW_FILE}"
-        )
-
 
 async def _run_pool(items: Iterable[_T], work: Callable[[_T], Awaitable[None]]) -> None:
     """Run ``work`` over ``items`` with a bounded pool of long-lived workers."""

@@ -3,8 +3,9 @@
 Names are normalised before comparing: case, punctuation and spacing are ignored, ``&``
 reads as ``and``, and ``Limited`` reads as ``Ltd``. Then, for a known account:
 
-- the same normalised name: ``verified`` / ``match`` (if the classification given differs,
-  the reason says so: ``match-name-business-personal`` or ``match-name-personal-business``);
+- the same normalised name: ``verified`` / ``match``; but if the classification given
+  differs, ``no-match`` with the reason ``match-name-business-personal`` or
+  ``match-name-personal-business`` (api-facts §6: Pay.UK treats these as not matched);
 - a close name (one name's words contain all of the other's, at least two of them, or a
   ``difflib`` ratio of at least ``CLOSE_RATIO``): ``verified`` / ``close-match`` with
   ``suggested-name`` (and ``suggested-account-classification`` when it differs);
@@ -78,19 +79,17 @@ def confirm_payee(name: str, classification: str, entry: DirectoryEntry | None) 
     given, true = normalise_name(name), normalise_name(entry.name)
     differs = classification != entry.classification
     if given == true:
-        answer: dict[str, Any] = {"status": "verified", "result": "match"}
-        if differs:
-            answer["reason"] = _classification_reason(
-                "match-name", classification, entry.classification
-            )
-        return answer
+        if differs:  # Pay.UK's BANM/PANM: the name matches, the account type does not
+            reason = _classification_reason("match-name", classification, entry.classification)
+            return {"status": "verified", "result": "no-match", "reason": reason}
+        return {"status": "verified", "result": "match"}
     if _is_close(given, true):
         reason = (
             _classification_reason("close-match-name", classification, entry.classification)
             if differs
             else "close-match-name"
         )
-        answer = {
+        answer: dict[str, Any] = {
             "status": "verified",
             "result": "close-match",
             "reason": reason,

@@ -1,0 +1,111 @@
+"""Confirmation of Payee for a new payee: ask the bank, and judge its answer.
+
+Input: the payee's name, sort code and account number, and the legal person paying. Output:
+the bank's CoP answer, and whether its rows go ahead or are held (with what to do). A file
+gives no account type, so payrun guesses it from the name (``account_classification``);
+when the bank says the name matches but the account is of the other type (Pay.UK's
+BANM/PANM answers), it asks once more with that type.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from payrun.planning import account_classification
+
+if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
+    from payrun.bank import BankClient, CopResult, Organization
+
+__all__ = ["NEW_FILE", "confirm_payee", "cop_verdict"]
+
+NEW_FILE = (
+    "put the corrected row in a new file of its own and pay that file (this ledger stays"
+    " bound to this file's content)"
+)
+_OTHER_TYPE = {
+    "match-name-business-personal",
+    "match-name-personal-business",
+}
+_FLIP = {"personal": "business", "business": "personal"}
+
+
+async def confirm_payee(
+    client: BankClient,
+    org: Organization,
+    *,
+    name: str,
+    sort_code: str,
+    account_number: str,
+    requester_url: str,
+) -> CopResult:
+    """The bank's CoP answer for the name, with the account type it holds."""
+    classification = account_classification(name)
+    for _ in range(2):
+        cop = await client.confirm_payee(
+            org,
+            name=name,
+            sort_code=sort_code,
+            account_number=account_number,
+            classification=classification,
+            requester_url=requester_url,
+        )
+        if cop.result != "no-match" or cop.reason not in _OTHER_TYPE:
+            break
+        classification = _FLIP[classification]
+    return cop
+
+
+def cop_verdict(cop: CopResult, *, accept_close_match: bool) -> str | None:
+    """None to go ahead, else why the rows are held and what to do."""
+    if cop.result == "match":
+        return None
+    if cop.result == "close-match":
+        if accept_close_match:
+            return None
+        said = (
+            f"the account holder is {cop.suggested_name!r}"
+            if cop.suggested_name
+            else "the name is close"
+        )
+        return (
+            f"Confirmation of Payee: close match, the bank says {said}; to pay it as it is,"
+            f" run again with --accept-close-match; to correct the name, {NEW_FILE}"
+        )
+    return f"Confirmation of Payee: {cop.result}{_why(cop)}"
+
+
+def _why(cop: CopResult) -> str:
+    """The bank's reason for a no-match, in words, with the way out."""
+    reason = cop.reason
+    if reason == "account-switched":
+        return (
+            " (account-switched): the payee has moved this account to another bank or"
+            f" account; ask the payee for their new details, then {NEW_FILE}"
+        )
+    if reason == "account-not-supported":
+        return (
+            " (account-not-supported): the payee's bank cannot check names on this account;"
+            " once you have confirmed the details with the payee another way, run again with"
+            " --no-confirm-payees (it skips the check for every new payee of the file)"
+        )
+    if reason == "no-match-secondary-ref":
+        return (
+            " (no-match-secondary-ref): this account needs a secondary reference, such as a"
+            " building society roll number, which payrun cannot give; pay this payee from the"
+            " bank's app"
+        )
+    if reason in _OTHER_TYPE:
+        return (
+            f" ({reason}): the name matches, but not the account type (personal or"
+            f" business); check the details with the payee, then {NEW_FILE}"
+        )
+    if reason is None and cop.status == "unverified":
+        return (
+            ": the bank could not check this account; check the sort code and account number"
+            f" with the payee, then {NEW_FILE}"
+        )
+    why = f" ({reason})" if reason else ""
+    return (
+        f"{why}: the name does not match the account holder; check the details with the"
+        f" payee, then {NEW_FILE}"
+    )
