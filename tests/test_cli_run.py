@@ -341,6 +341,31 @@ def test_report_into_a_closed_pipe_ends_quietly(
     assert (done.returncode, done.stderr) == (0, "")
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_report_onto_a_full_disk_or_into_a_folder_says_so(
+    start_bank: StartBank, tmp_path: Path
+) -> None:
+    """`payrun report` onto a full device, or -o naming a folder: exit 2 with one line that
+    says what went wrong and what to do (not 'run the same command again')."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    assert main(["run", str(batch)]) == 0
+    ledger = str(tmp_path / "pay.csv.ledger.sqlite")
+    (tmp_path / "out.csv").mkdir()
+    for extra, full, said in (
+        ([], True, "cannot write the report to standard output"),
+        (["-o", str(tmp_path / "out.csv")], False, "it is a folder"),
+    ):
+        with Path("/dev/full" if full else os.devnull).open("wb") as stdout:
+            done = subprocess.run(
+                [sys.executable, "-m", "payrun", "report", ledger, *extra],
+                stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+            )
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and said in lines[0], done.stderr
+        assert "run the same command again" not in lines[0]
+
+
 class _QuietFiles(http.server.SimpleHTTPRequestHandler):
     """Serves files (an HTML 404 page for anything missing), logging nothing."""
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from payrun.cli._output import reader_may_leave
-from payrun.errors import UsageError
+from payrun.errors import ConfigError, UsageError
 from payrun.ledger_report import REPORT_COLUMNS, read_ledger_rows, report_records, report_table
-from payrun.reporting import csv_cell, write_table
+from payrun.reporting import check_report_path, csv_cell, write_table
 
 __all__ = ["execute", "register"]
 
@@ -50,16 +50,25 @@ def execute(args: argparse.Namespace) -> int:
         if output.suffix.lower() not in {f".{f}" for f in _FORMATS}:
             msg = f"cannot tell the format of {output}: end it in .csv, .xlsx or .json"
             raise UsageError(msg)
+        check_report_path(output)  # a folder or a missing folder, said plainly
         write_table(output, REPORT_COLUMNS, report_table(rows))
         return 0
     if fmt == "xlsx":
         msg = "an .xlsx report needs a file: add -o report.xlsx"
         raise UsageError(msg)
-    with reader_may_leave():  # `payrun report LEDGER | head` ends quietly with exit 0
-        if fmt == "json":
-            print(json.dumps(report_records(rows), indent=2))  # noqa: T201
-        else:
-            writer = csv.writer(sys.stdout, lineterminator="\n")
-            writer.writerow(REPORT_COLUMNS)
-            writer.writerows([csv_cell(c) for c in record] for record in report_table(rows))
+    try:
+        with reader_may_leave():  # `payrun report LEDGER | head` ends quietly with exit 0
+            if fmt == "json":
+                print(json.dumps(report_records(rows), indent=2))  # noqa: T201
+            else:
+                writer = csv.writer(sys.stdout, lineterminator="\n")
+                writer.writerow(REPORT_COLUMNS)
+                writer.writerows([csv_cell(c) for c in record] for record in report_table(rows))
+            sys.stdout.flush()
+    except OSError as exc:
+        msg = (
+            f"cannot write the report to standard output ({exc.strerror or exc}); send it"
+            " elsewhere, or write it to a file with -o report.csv"
+        )
+        raise ConfigError(msg) from None
     return 0
