@@ -528,6 +528,21 @@ def test_a_business_payee_without_business_words_is_confirmed_as_business_and_pa
     assert [g["payments"] for g in payment_groups(bank)] == [1]
 
 
+def test_the_summary_lists_unpaid_rows_apart_and_shows_a_tab_escaped(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An invalid row whose name holds a tab is listed under its own heading, not under the
+    last account's table, with the tab shown as \\t (one line per row)."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", [("Charlie\tWood", "309089", "00705473"),
+                                               EMPLOYEES[0]])
+    assert main(["run", str(batch)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    heading = lines.index("rows to look at (all accounts):")
+    assert lines[heading + 1].startswith("  row 2 (Charlie\\tWood): invalid: ")
+    assert "\t" not in "".join(lines)
+
+
 def test_cop_no_match_holds_the_row(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -954,7 +969,7 @@ def test_several_matching_payments_need_attention_and_nothing_is_guessed(
         db.execute("UPDATE rows SET status='creating', payment_url=NULL, intent_at=?", (earlier,))
     assert main(["run", str(batch)]) == 3
     out = capsys.readouterr().out
-    assert "needs attention: row 2 match" in out
+    assert "needs attention: row 2: a person must look" in out
     assert "a person must look at the rows above in the bank's app first" in out.splitlines()[-1]
     assert [g["payments"] for g in payment_groups(bank)] == [2]  # nothing new was created
     assert all(g["submissions"] == 0 for g in payment_groups(bank))  # and nothing submitted

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -82,14 +83,16 @@ def print_summary(
     for account, table in sorted(totals.by_account.items()):
         _table(f"from {account}:", table)
     named = [r for r in outcome.rows if r.status in _NAMED or r.row in outcome.attention]
+    if named:
+        _say("rows to look at (all accounts):")
     for row in named[:_MAX_NAMED]:
-        _say(f"  row {row.row} ({row.payee_name}): {row.status}: {row.error}")
+        _say(f"  row {row.row} ({_visible(row.payee_name)}): {row.status}: {_visible(row.error)}")
     if len(named) > _MAX_NAMED:
         _say(f"  ... and {len(named) - _MAX_NAMED} more: payrun report {outcome.ledger_path}")
     if outcome.attention:
         rows = ", ".join(str(n) for n in outcome.attention)
         which = "row" if len(outcome.attention) == 1 else "rows"
-        _say(f"needs attention: {which} {rows} match several bank payments; see the error")
+        _say(f"needs attention: {which} {rows}: a person must look first; see the error")
     if outcome.interrupted:
         _say("interrupted: nothing new was started; run the same command again to resume")
     _say(f"ledger: {outcome.ledger_path}")
@@ -103,6 +106,12 @@ def print_summary(
         _say(explain.get(outcome.exit_code, ""))
 
 
+def _visible(text: str | None) -> str:
+    """Text on one line: a control character (a tab in an invalid name) shown escaped."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), text or "")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _NOTHING_TO_DO = frozenset({RowStatus.SUBMITTED, RowStatus.DELIVERED})
 _STARTED = frozenset({RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING})
 
@@ -137,7 +146,8 @@ def print_dry_run(outcome: RunOutcome, *, confirm_payees: bool = True) -> None:
         elif row.status in _STARTED:
             started += 1
         else:
-            _say(f"  row {row.row} ({row.payee_name}): {row.status}: {row.error or ''}")
+            name, error = _visible(row.payee_name), _visible(row.error)
+            _say(f"  row {row.row} ({name}): {row.status}: {error}")
     if started:
         _say(
             f"{started} rows were started by an earlier run (payment created, or the bank's"
