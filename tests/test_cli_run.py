@@ -1226,6 +1226,44 @@ def test_dry_run_checks_held_rows_again_as_a_run_would(
     assert main(["run", str(batch), "--accept-close-match"]) == 0
 
 
+def test_dry_run_shows_rows_cop_would_hold_again_as_the_real_run_holds_them(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rows Confirmation of Payee held are held again by a rerun asking the same name: the
+    dry run says so with the bank's last answer, exit 1; it says 'would be paid' only when
+    the real run then pays (--accept-close-match for a close match, --no-confirm-payees)."""
+    start_bank()
+    close, other = ("Mia Davis", "110001", "22039287"), ("Someone Else", "601613", "37704964")
+    batch = write_batch(tmp_path / "pay.csv", [close, other])
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    assert main(["run", str(batch)]) == 1
+    capsys.readouterr()
+
+    def dry(*options: str) -> tuple[int, str]:
+        code = main(["run", str(batch), "--dry-run", *options])
+        return code, capsys.readouterr().out
+
+    code, out = dry()
+    assert code == 1 and "everything would be paid" not in out, out
+    assert "would pay 0 rows" in out and "0 new payees" in out, out
+    assert re.search(r"row 2 \(Mia Davis\): held: .*close match.*'Mia Davies'", out), out
+    assert re.search(r"row 3 \(Someone Else\): held: .*no-match", out), out
+    assert main(["run", str(batch), "--dry-run", "--log-format", "json"]) == 1
+    document = _json_lines(capsys.readouterr().out)[0]
+    assert [(p["row"], p["status"]) for p in document["problems"]] == [(2, "held"), (3, "held")]
+    assert main(["run", str(batch)]) == 1  # the real rerun agrees: both held again
+    assert [r["status"] for r in report(ledger, capsys)] == ["held", "held"]
+
+    code, out = dry("--accept-close-match")  # a close match would be paid, a no-match not
+    assert code == 1 and "would pay 1 rows" in out and "1 new payees to check" in out, out
+    assert "row 2 (" not in out and "row 3 (Someone Else): held" in out, out
+    code, out = dry("--no-confirm-payees")
+    assert code == 0 and "would pay 2 rows" in out and "everything would be paid" in out, out
+    assert main(["run", str(batch), "--accept-close-match"]) == 1
+    assert [r["status"] for r in report(ledger, capsys)] == ["submitted", "held"]
+    assert main(["run", str(batch), "--no-confirm-payees"]) == 0
+
+
 def test_a_sandbox_run_logs_json_from_its_first_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,11 +4,13 @@ Input: the payee's name, sort code and account number, and the legal person payi
 the bank's CoP answer, and whether its rows go ahead or are held (with what to do). A file
 gives no account type, so payrun guesses it from the name (``account_classification``);
 when the bank says the name matches but the account is of the other type (Pay.UK's
-BANM/PANM answers), it asks once more with that type.
+BANM/PANM answers), it asks once more with that type. A dry run asks nothing: it reads the
+bank's last answer back from a held row's error (``held_again_reason``).
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from payrun.planning import account_classification
@@ -16,7 +18,7 @@ from payrun.planning import account_classification
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankClient, CopResult, Organization
 
-__all__ = ["NEW_FILE", "confirm_payee", "cop_verdict"]
+__all__ = ["NEW_FILE", "confirm_payee", "cop_verdict", "held_again_reason"]
 
 NEW_FILE = (
     "put the corrected row in a new file of its own and pay that file (this ledger stays"
@@ -27,6 +29,11 @@ _OTHER_TYPE = {
     "match-name-personal-business",
 }
 _FLIP = {"personal": "business", "business": "personal"}
+_PREFIX = "Confirmation of Payee: "
+_CLOSE_MATCH = "close match"
+# How every hold ``cop_verdict`` writes begins (in every release so far): the bank's
+# result, as "close match" or the bank's own word (no-match).
+_HELD = re.compile(re.escape(_PREFIX) + rf"(?P<result>{_CLOSE_MATCH}|[a-z-]+)\b")
 
 
 async def confirm_payee(
@@ -68,10 +75,28 @@ def cop_verdict(cop: CopResult, *, accept_close_match: bool) -> str | None:
             else "the name is close"
         )
         return (
-            f"Confirmation of Payee: close match, the bank says {said}; to pay it as it is,"
+            f"{_PREFIX}{_CLOSE_MATCH}, the bank says {said}; to pay it as it is,"
             f" run again with --accept-close-match; to correct the name, {NEW_FILE}"
         )
-    return f"Confirmation of Payee: {cop.result}{_why(cop)}"
+    return f"{_PREFIX}{cop.result}{_why(cop)}"
+
+
+def held_again_reason(last_error: str | None, *, accept_close_match: bool) -> str | None:
+    """Why a row Confirmation of Payee held on the last run would be held again, or None.
+
+    A run asks the bank again about the same name (a ledger's row never changes), so the
+    bank's last answer, kept in the held row's error, is what a dry run can go by: a close
+    match is paid with ``--accept-close-match``, any other answer holds the row again.
+    None too when the error is not a Confirmation of Payee hold.
+    """
+    found = _HELD.match(last_error or "")
+    if found is None or (found["result"] == _CLOSE_MATCH and accept_close_match):
+        return None
+    assert last_error is not None
+    return (
+        "a run asks Confirmation of Payee again about the same name and would hold it"
+        f" again if the bank answers as on the last run: {last_error.removeprefix(_PREFIX)}"
+    )
 
 
 def _why(cop: CopResult) -> str:

@@ -250,8 +250,8 @@ async def _dry_run(
     client: BankClient, book: RowBook, settings: Settings, options: RunOptions
 ) -> RunOutcome:
     org = await find_organization(client, settings)
-    reopen_unfinished(book)  # as a run would: held rows are checked again (in memory only)
     checks = _preflight(client, org, book, options)
+    checks.recall_holds(reopen_unfinished(book))  # held rows checked again, as a run would
     await checks.check_accounts()
     await checks.load_payees_and_payments()
     checks.guard_repeats()

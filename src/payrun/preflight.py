@@ -10,7 +10,7 @@ created at the bank: payees that would be created are only counted.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -27,7 +27,7 @@ from payrun.errors import (
     RateLimitedError,
 )
 from payrun.ledger import LedgerRow, utc_now
-from payrun.payee_check import confirm_payee, cop_verdict
+from payrun.payee_check import confirm_payee, cop_verdict, held_again_reason
 from payrun.planning import CLOCK_SKEW, PayeeFacts, PayeeIndex, find_repeats
 from payrun.reconciliation import fetch_recent_payments
 from payrun.records import RowBook
@@ -41,6 +41,8 @@ __all__ = ["AccountPlan", "Preflight"]
 _PAYEE_WORKERS = 20
 _OPEN = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING)
 _T = TypeVar("_T")
+_PayeeKey = tuple[str, str, str, str]
+"""A payee to create: owner legal person, name, sort code, account number."""
 
 
 @dataclass(slots=True)
@@ -85,6 +87,7 @@ class Preflight:
         self.accounts: dict[str, BankAccount] = {}
         self.indexes: dict[str, PayeeIndex] = {}
         self.payments: dict[str, list[Payment]] = {}
+        self.last_errors: dict[int, str] = {}  # a dry run's reopened rows: why held or failed
 
     @property
     def payee_details(self) -> dict[str, PayeeFacts]:
@@ -93,6 +96,10 @@ class Preflight:
         for index in self.indexes.values():
             details.update(index.details)
         return details
+
+    def recall_holds(self, last_errors: Mapping[int, str | None]) -> None:
+        """A dry run: keep why the reopened rows were held, to tell which would be again."""
+        self.last_errors = {row: error for row, error in last_errors.items() if error}
 
     async def check_accounts(self) -> None:
         """Resolve each source account; fail the unpaid rows of accounts that cannot pay."""
@@ -253,7 +260,7 @@ class Preflight:
 
     async def prepare_payees(self) -> None:
         """Give every pending row an active payee: reuse, or check and create one."""
-        groups: dict[tuple[str, str, str, str], list[LedgerRow]] = defaultdict(list)
+        groups: dict[_PayeeKey, list[LedgerRow]] = defaultdict(list)
         reuse: dict[int, dict[str, Any]] = {}
         for row in self.book.in_status(RowStatus.PENDING):
             if row.account_url not in self.accounts:
@@ -279,6 +286,8 @@ class Preflight:
                 owner = self.accounts[row.account_url].owner_url
                 groups[(owner, row.payee_name, row.sort_code, row.account_number)].append(row)
         self.book.set_each(reuse)
+        if self.dry_run and self.confirm_payees:
+            groups = self._hold_again(groups)
         for rows in groups.values():
             plan = self._plan_for(rows[0].account_url or "")
             if plan is not None:
@@ -286,7 +295,27 @@ class Preflight:
         if not self.dry_run:
             await _run_pool(list(groups.items()), self._new_payee)
 
-    async def _new_payee(self, item: tuple[tuple[str, str, str, str], list[LedgerRow]]) -> None:
+    def _hold_again(
+        self, groups: dict[_PayeeKey, list[LedgerRow]]
+    ) -> dict[_PayeeKey, list[LedgerRow]]:
+        """Dry run: hold the rows the bank's last Confirmation of Payee answer would hold
+        again (a run asks about the same name), as the run would; return the other groups."""
+        left: dict[_PayeeKey, list[LedgerRow]] = {}
+        for key, rows in groups.items():
+            reasons = (
+                held_again_reason(
+                    self.last_errors.get(r.row), accept_close_match=self.accept_close_match
+                )
+                for r in rows
+            )
+            held = next((reason for reason in reasons if reason), None)
+            if held is None:
+                left[key] = rows
+            else:
+                self.book.set_many([r.row for r in rows], status=RowStatus.HELD, error=held)
+        return left
+
+    async def _new_payee(self, item: tuple[_PayeeKey, list[LedgerRow]]) -> None:
         (owner, name, sort_code, number), rows = item
         numbers = [r.row for r in rows]
         if self.stop is not None and self.stop.is_set():  # Ctrl-C: start nothing new

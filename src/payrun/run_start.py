@@ -172,13 +172,22 @@ def check_same_bank(ledger: Ledger, settings: Settings, org: Organization) -> No
         ledger.set_batch(base_url=settings.base_url, organization_url=org.url, started_at=utc_now())
 
 
-def reopen_unfinished(book: RowBook) -> None:
-    """Rows held or failed before any payment existed are checked again on every run."""
+def reopen_unfinished(book: RowBook) -> dict[int, str | None]:
+    """Rows held or failed before any payment existed are checked again on every run.
+
+    Returns why each reopened row was held or failed (its error until now): a dry run tells
+    by it which rows the run would hold again.
+    """
+    reopened: dict[int, str | None] = {}
     for row in book.in_status(RowStatus.HELD, RowStatus.FAILED):
         if row.payment_url is None:
             book.set(row.row, status=RowStatus.PENDING, error=None)
         elif row.submission_url is None:
             book.set(row.row, status=RowStatus.CREATED, error=None)
+        else:
+            continue
+        reopened[row.row] = row.error
+    return reopened
 
 
 def dry_run_book(
