@@ -792,6 +792,48 @@ def test_a_payment_rejected_in_the_bank_app_ends_rejected_and_is_left_alone(
     assert sorted(g["submissions"] for g in payment_groups(bank)) == [0, 1, 1, 1]
 
 
+def test_a_create_only_rerun_records_approvals_and_rejections_and_submits_nothing(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After --create-only, the approver rejects one payment and submits another in the
+    bank's app: a --create-only rerun records both (rejected, submitted with the app's
+    submission), exit 1, submits nothing, and its last line asks to approve only the one
+    payment still waiting; a --create-only rerun of a delivered batch says it is paid."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:3])
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    assert main(["run", str(batch), "--create-only"]) == 0
+    created = report(ledger, capsys)
+    headers = {"Authorization": f"ServiceAPIKey {bank.api_key}"}
+    httpx.patch(f"{bank.base_url}{created[1]['payment_url']}", json={"rejection-reason": "no"},
+                headers=headers).raise_for_status()
+    answer = httpx.post(f"{bank.base_url}{created[2]['payment_url']}/submissions",
+                        json={"payment-scheme": "fps"}, headers=headers)
+    answer.raise_for_status()
+
+    for _ in range(2):
+        assert main(["run", str(batch), "--create-only"]) == 1
+        last = capsys.readouterr().out.splitlines()[-1]
+        assert "none submitted" not in last and "rejected" in last, last
+        assert "approve the 1 created payment in the bank's app" in last, last
+        rows = report(ledger, capsys)
+        assert [r["status"] for r in rows[:2]] == ["created", "rejected"], rows
+        assert rows[2]["status"] in {"submitted", "delivered"}, rows  # approved in the app
+        assert "rejected" in rows[1]["error"], rows[1]
+        assert rows[2]["submission_url"] == answer.json()["submission-url"], rows[2]
+    assert sorted(g["submissions"] for g in payment_groups(bank)) == [0, 0, 1]
+    assert main(["run", str(batch), "--create-only", "--log-format", "json"]) == 1
+    message = _json_lines(capsys.readouterr().out)[0]["message"]
+    assert "approve the 1 created payment" in message, message
+
+    paid = write_batch(tmp_path / "paid.csv", EMPLOYEES[3:])
+    assert main(["run", str(paid), "--wait"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(paid), "--create-only"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("done: every valid row was") and "approve" not in last, last
+
+
 def test_wait_follows_submissions_to_delivered(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

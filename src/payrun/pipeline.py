@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
+from payrun.approvals import refresh_created
 from payrun.config import RunOptions, Settings, ValidationOptions
 from payrun.domain import RowStatus
 from payrun.errors import InterruptedRunError, PayrunError
@@ -34,7 +35,7 @@ from payrun.ledger import (
 )
 from payrun.organization import find_organization
 from payrun.preflight import AccountPlan, Preflight
-from payrun.reconciliation import adopt_outside_submissions, reconcile_rows
+from payrun.reconciliation import reconcile_rows
 from payrun.records import RowBook
 from payrun.run_start import (
     check_same_bank,
@@ -315,8 +316,7 @@ async def _pay_locked(
         payee_details=checks.payee_details,
         payments=checks.payments,
     )
-    if not options.create_only:  # approved in the bank's app since the run that created it?
-        await adopt_outside_submissions(client, book)
+    await refresh_created(client, book, create_only=options.create_only)  # approved in the app?
     checks.guard_repeats()
     checks.check_balances()
     await checks.prepare_payees()

@@ -29,18 +29,32 @@ _MAX_NAMED = 20
 """Rows not paid that the summary names one by one; the report has every row."""
 _MAX_JSON_PROBLEMS = 1000
 _NAMED = frozenset({RowStatus.INVALID, RowStatus.HELD, RowStatus.FAILED, RowStatus.REJECTED})
+_NOTHING_TO_DO = frozenset({RowStatus.SUBMITTED, RowStatus.DELIVERED})
+_STARTED = frozenset({RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING})
 _EXPLAIN = {
     0: "done: every valid row was paid",
     1: "finished, but some rows were not paid (invalid, held, failed or rejected): see above",
     3: "incomplete: run the same command again to resume (nothing will be paid twice)",
 }
-_EXPLAIN_CREATE_ONLY = {
-    **_EXPLAIN,
-    0: "done: every valid row was created, and none submitted: approve the payments in the"
-    " bank's app to pay them",
-    1: "finished, but some rows were not created (invalid, held or failed): see above;"
-    " approve the created payments in the bank's app to pay them",
-}
+
+
+def _closing(outcome: RunOutcome, *, create_only: bool) -> str:
+    """The summary's last line. A ``--create-only`` run's is true for the rows' states:
+    payments waiting for approval, approved (submitted) in the app, or rejected there."""
+    explain = _EXPLAIN.get(outcome.exit_code, "")
+    if not create_only or outcome.exit_code not in (0, 1):
+        return explain
+    waiting = sum(1 for r in outcome.rows if r.status is RowStatus.CREATED)
+    submitted = sum(1 for r in outcome.rows if r.status in _NOTHING_TO_DO)
+    payments = "payment" if waiting == 1 else "payments"
+    approve = f"approve the {waiting} created {payments} in the bank's app to pay them"
+    if outcome.exit_code == 1:
+        return f"{explain}; {approve}" if waiting else explain
+    if not waiting:
+        return "done: every valid row was submitted; no payment is waiting for approval"
+    if not submitted:
+        return f"done: every valid row was created, and none submitted: {approve}"
+    return f"done: every valid row was created, {submitted} of them submitted: {approve}"
 
 
 def _say(text: str = "") -> None:
@@ -98,12 +112,11 @@ def print_summary(
     _say(f"ledger: {outcome.ledger_path}")
     if report_path is not None:
         _say(f"report: {report_path}")
-    explain = _EXPLAIN_CREATE_ONLY if create_only else _EXPLAIN
     if outcome.attention and outcome.exit_code == _INCOMPLETE:  # a rerun alone won't settle it
         _say("incomplete: a person must look at the rows above in the bank's app first;"
              " then run the same command again (nothing will be paid twice)")
     else:
-        _say(explain.get(outcome.exit_code, ""))
+        _say(_closing(outcome, create_only=create_only))
 
 
 def _visible(text: str | None) -> str:
@@ -112,8 +125,6 @@ def _visible(text: str | None) -> str:
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_NOTHING_TO_DO = frozenset({RowStatus.SUBMITTED, RowStatus.DELIVERED})
-_STARTED = frozenset({RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING})
 
 
 def print_dry_run(outcome: RunOutcome, *, confirm_payees: bool = True) -> None:
@@ -192,11 +203,10 @@ def summary_document(
     """The summary as one JSON object (``--log-format json``): what the text summary says."""
     totals = Totals.of(outcome.rows)
     named = [r for r in outcome.rows if r.status in _NAMED or r.row in outcome.attention]
-    explain = _EXPLAIN_CREATE_ONLY if create_only else _EXPLAIN
     return {
         "event": "summary",
         "exit_code": outcome.exit_code,
-        "message": explain.get(outcome.exit_code, ""),
+        "message": _closing(outcome, create_only=create_only),
         "interrupted": outcome.interrupted,
         "rows": _counted(totals.by_status),
         "accounts": {a: _counted(t) for a, t in sorted(totals.by_account.items())},
