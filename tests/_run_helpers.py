@@ -306,3 +306,12 @@ def count_status(ledger: Path, *statuses: str) -> int:
         return sum(1 for r in ledger_rows(ledger) if r["status"] in statuses)
     except Exception:  # noqa: BLE001 - the schema may not be committed yet
         return 0
+
+
+def return_submission(sandbox: RunningSandbox, submission_url: str,
+                      reason: str = "account-closed") -> None:
+    """The payee's bank returns a payment: ``/__sandbox/submissions/{ps}/return`` (a
+    processing submission is delivered first, so the events say delivered, then returned)."""
+    ps = submission_url.rstrip("/").rsplit("/", 1)[-1]
+    httpx.post(f"{sandbox.base_url}/__sandbox/submissions/{ps}/return", json={"reason": reason},
+               timeout=30).raise_for_status()

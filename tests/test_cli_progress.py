@@ -41,6 +41,18 @@ def test_bar_counts_done_rows_and_failures() -> None:
     assert task.fields["bad"] == 1
 
 
+def test_bar_counts_a_return_after_delivery_as_not_paid() -> None:
+    """A delivered row returned later stays done and joins the rows not paid."""
+    bar = BarObserver(create_only=False)
+    bar.started(total=1, done=0)
+    bar.row_changed(_row(RowStatus.SUBMITTING), _row(RowStatus.SUBMITTED))
+    bar.row_changed(_row(RowStatus.SUBMITTED), _row(RowStatus.DELIVERED))
+    bar.row_changed(_row(RowStatus.DELIVERED), _row(RowStatus.RETURNED, error="returned"))
+    task = bar._progress.tasks[0]  # noqa: SLF001 - the bar's own state is what is drawn
+    bar.close()
+    assert task.completed == 1 and task.fields["bad"] == 1
+
+
 def test_a_resumed_run_rate_counts_only_this_runs_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     """900 rows done by earlier runs: 10 rows in 2 s show 5 rows/s, not 455."""
     now = [100.0]

@@ -245,6 +245,41 @@ async def test_submit_lifecycle_and_balances(bank: Bank, app: SandboxApp) -> Non
     assert [s["submission-url"] for s in listed] == [submission["submission-url"]]
 
 
+async def test_a_delivered_submission_can_be_returned_by_the_test_control(bank: Bank) -> None:
+    """/__sandbox/submissions/{ps}/return: delivered, then returned with its reason; the
+    money comes back, a submission-updated event says so, and it cannot be submitted again."""
+    payment = (await bank.pay("100.00")).json()
+    submission = (await bank.submit(payment)).json()
+    ps = submission["submission-url"].rsplit("/", 1)[1]
+    returned = await bank.client.post(
+        f"/__sandbox/submissions/{ps}/return", json={"reason": "account-closed"}
+    )
+    assert returned.status_code == 200, returned.text
+    assert returned.json()["submission-status"] == "returned"
+    read = (await bank.client.get(submission["submission-url"])).json()
+    assert read["submission-status"] == "returned"
+    assert read["submission-status-reason"] == "account-closed"
+    account = (await bank.client.get(bank.operational["account-url"])).json()
+    assert account["account-balance"]["value"] == "1000000.00"
+    assert account["available-balance"]["value"] == "1000000.00"
+    events = (
+        await bank.client.get(
+            bank.org["organization-events-url"],
+            params={"filter[event-type][eq]": "submission-updated", "sort": "created-at"},
+        )
+    ).json()["events"]
+    statuses = [
+        e["event-payload"]["submission-status"]
+        for e in events
+        if e["event-payload"]["submission-url"] == submission["submission-url"]
+    ]
+    assert statuses == ["delivered", "returned"]
+    assert (await bank.submit(payment)).status_code == 422
+    again = await bank.client.post(f"/__sandbox/submissions/{ps}/return")
+    assert again.status_code == 409
+    assert (await bank.client.post("/__sandbox/submissions/ps.nothing/return")).status_code == 404
+
+
 async def test_unfunded_submission_fails_then_can_be_resubmitted(bank: Bank) -> None:
     """Without the funds the submission fails; a new one is allowed only after a failure."""
     payment = (await bank.pay("100.00")).json()

@@ -323,10 +323,10 @@ async def _pay_locked(
     done = sum(1 for r in book.all() if r.status not in (*_UNPAID, RowStatus.CREATED))
     watcher.started(total=len(book), done=done)
     attention = await _execute_rounds(client, book, checks, options, stop, attention)
-    if options.wait and not stop.is_set() and book.in_status(RowStatus.SUBMITTED):
-        watcher.note("waiting for the bank to deliver the submitted payments")
+    if options.wait and not stop.is_set():  # delivered rows too: a return can follow
         await follow_submissions(
-            client, org, book, since=started, wait_seconds=options.wait_timeout, stop=stop
+            client, org, book, since=started, wait_seconds=options.wait_timeout, stop=stop,
+            note=watcher.note,
         )
     rows = book.all()
     return RunOutcome(

@@ -1,14 +1,22 @@
 """Tracking (``--wait``): follow submitted payments to delivered, failed or returned.
 
-Input: the book's ``submitted`` rows and the time the batch started. Output: those rows
-moved to their final status. The organization's ``submission-updated`` events are read
-from the batch start, oldest first, deduplicated by event URL (delivery is at least once
-and unordered); a submission the events have not settled after a while is read directly,
-and so is every one when the events cannot be read.
+Input: the book's ``submitted`` and ``delivered`` rows and the time the batch started.
+Output: those rows moved to their final status. The organization's ``submission-updated``
+events are read from the batch start, oldest first, deduplicated by event URL (delivery
+is at least once and unordered); a submission the events have not settled after a while is
+read directly, and so is every one when the events cannot be read.
+
+``returned`` can follow ``delivered`` (the payee's bank sends the money back), so a
+delivered row is not final here: a later ``returned`` event for its submission moves it to
+``returned``, in the same run or in a rerun (the events are read from the batch start, so a
+rerun with ``--wait`` reads the events once even when no row is still waiting). Nothing
+moves a row back from ``returned`` or ``failed``. Returns are noticed through the events
+only: a delivered row is not read again one by one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -44,6 +52,14 @@ def final_error(status: str, reason: str | None) -> str | None:
     )
 
 
+def _moves(current: RowStatus, final: RowStatus) -> bool:
+    """Whether a submission's final status changes its row: submitted to any, delivered to
+    returned (a return follows a delivery), never back from returned or failed."""
+    return current is RowStatus.SUBMITTED or (
+        current is RowStatus.DELIVERED and final is RowStatus.RETURNED
+    )
+
+
 class _Tracker:
     def __init__(
         self, client: BankClient, org: Organization, book: RowBook, since: datetime
@@ -53,18 +69,25 @@ class _Tracker:
         self.book = book
         self.since = since - timedelta(minutes=1)
         self.seen: set[str] = set()
-        self.waiting = {
+        self.tracked = {  # every submission whose row a later status may still change
             row.submission_url: row.row
-            for row in book.in_status(RowStatus.SUBMITTED)
+            for row in book.in_status(RowStatus.SUBMITTED, RowStatus.DELIVERED)
             if row.submission_url
+        }
+        self.waiting = {
+            url
+            for url, number in self.tracked.items()
+            if book.get(number).status is RowStatus.SUBMITTED
         }
 
     def settle(self, submission_url: str, status: str, reason: str | None = None) -> None:
         final = FINAL_SUBMISSION_STATUSES.get(status)
-        number = self.waiting.get(submission_url)
+        number = self.tracked.get(submission_url)
         if final is None or number is None:
             return
-        del self.waiting[submission_url]
+        self.waiting.discard(submission_url)
+        if not _moves(self.book.get(number).status, final):
+            return
         self.book.set(number, status=final, error=final_error(status, reason))
 
     async def read_events(self) -> bool:
@@ -81,7 +104,8 @@ class _Tracker:
                 payload = event.payload
                 url, status = payload.get("submission-url"), payload.get("submission-status")
                 if isinstance(url, str) and isinstance(status, str):
-                    self.settle(url, status, payload.get("submission-status-reason"))
+                    reason = payload.get("submission-status-reason")
+                    self.settle(url, status, reason if isinstance(reason, str) else None)
         except AuthError:
             raise
         except BankError:
@@ -118,16 +142,27 @@ async def follow_submissions(
     wait_seconds: float,
     interval: float = 1.0,
     stop: object | None = None,
+    note: Callable[[str], None] = lambda message: None,
 ) -> int:
-    """Wait until every submitted row is final or ``wait_seconds`` pass; return rows still open."""
+    """Wait until every submitted row is final or ``wait_seconds`` pass; return rows still open.
+
+    The events are read at least once even when no row is waiting, so that a return of a
+    row delivered before is noticed. ``note`` is told when the wait begins.
+    """
     tracker = _Tracker(client, org, book, since)
+    if not tracker.tracked:
+        return 0
+    if tracker.waiting:
+        note("waiting for the bank to deliver the submitted payments")
+    stopped: Callable[[], bool] = getattr(stop, "is_set", lambda: False)
     with anyio.move_on_after(wait_seconds):
         rounds = 0
-        while tracker.waiting and not getattr(stop, "is_set", lambda: False)():
+        while not stopped():
             events_ok = await tracker.read_events()
             rounds += 1
             if tracker.waiting and (not events_ok or rounds % _POLL_EVERY_ROUNDS == 0):
                 await tracker.poll()
-            if tracker.waiting:
-                await anyio.sleep(interval)
+            if not tracker.waiting:
+                break
+            await anyio.sleep(interval)
     return len(tracker.waiting)

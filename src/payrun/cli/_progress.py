@@ -82,6 +82,9 @@ class BarObserver:
                 bad=self._bad,
                 rate=f"{(self._done - self._first) / elapsed:,.0f}",
             )
+        elif after.status in _BAD and before.status not in _BAD:  # returned after delivered
+            self._bad += 1
+            self._progress.update(self._task, bad=self._bad)
 
     def note(self, message: str) -> None:
         """Print a line above the bar."""

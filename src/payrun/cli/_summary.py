@@ -28,7 +28,9 @@ _INCOMPLETE = 3
 _MAX_NAMED = 20
 """Rows not paid that the summary names one by one; the report has every row."""
 _MAX_JSON_PROBLEMS = 1000
-_NAMED = frozenset({RowStatus.INVALID, RowStatus.HELD, RowStatus.FAILED, RowStatus.REJECTED})
+_NAMED = frozenset(
+    {RowStatus.INVALID, RowStatus.HELD, RowStatus.FAILED, RowStatus.RETURNED, RowStatus.REJECTED}
+)
 _NOTHING_TO_DO = frozenset({RowStatus.SUBMITTED, RowStatus.DELIVERED})
 _STARTED = frozenset({RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING})
 _EXPLAIN = {

@@ -16,17 +16,21 @@ these requests are not counted against the limits. Endpoints:
 - ``POST /__sandbox/accounts/{ba}/restrictions`` with ``restriction-type``,
   ``restriction-reason-code`` and optional ``restriction-legal-status``: a restriction applied
   by the bank itself (sensitive reason codes hide its details; it cannot be lifted); 201;
-- ``POST /__sandbox/settle``: settle every processing submission now; ``{"settled": n}``.
+- ``POST /__sandbox/settle``: settle every processing submission now; ``{"settled": n}``;
+- ``POST /__sandbox/submissions/{ps}/return`` with an optional ``{"reason": "..."}`` (default
+  ``account-closed``): the payee's bank returns a delivered fps payment (a processing one is
+  delivered first): the submission becomes ``returned``, the amount comes back, and a
+  ``submission-updated`` event says so; returns the submission (409 if not returnable).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from payrun.sandbox._checks import check_keys, choice, money
+from payrun.sandbox._checks import check_keys, choice, money, text
 from payrun.sandbox._http import ApiError, Reply, Request, reply
-from payrun.sandbox._payments import settle
-from payrun.sandbox._render import render_account, render_restriction
+from payrun.sandbox._payments import return_submission, settle
+from payrun.sandbox._render import render_account, render_restriction, render_submission
 from payrun.sandbox._routing import Context, Router
 from payrun.sandbox._seeding import RESTRICTION_LEGAL_STATUSES, RESTRICTION_REASONS, new_restriction
 
@@ -98,6 +102,16 @@ def _settle(ctx: Context, request: Request, args: tuple[str, ...]) -> Reply:
     return reply({"settled": settle(ctx.state, ctx.clock(), everything=True)})
 
 
+def _return(ctx: Context, request: Request, args: tuple[str, ...]) -> Reply:
+    reason = "account-closed"
+    if request.body.strip():
+        body = request.json()
+        check_keys(body, required=(), optional=("reason",))
+        if "reason" in body:
+            reason = text(body, "reason")
+    return reply(render_submission(return_submission(ctx.state, args[0], reason)))
+
+
 def register(router: Router) -> None:
     """Add the ``/__sandbox/`` routes to ``router``."""
     router.add("GET", "/__sandbox/stats", _stats)
@@ -105,3 +119,4 @@ def register(router: Router) -> None:
     router.add("POST", "/__sandbox/accounts/{ba}/balance", _set_balance)
     router.add("POST", "/__sandbox/accounts/{ba}/restrictions", _restrict)
     router.add("POST", "/__sandbox/settle", _settle)
+    router.add("POST", "/__sandbox/submissions/{ps}/return", _return)

@@ -14,7 +14,10 @@ changes nothing. The money rules:
   and a transfer to a sandbox account credits it through an inbound payment and admission);
   an unfunded one is ``failed``;
 - a payment may be submitted again only while its latest submission has failed; otherwise 422
-  ``payment-already-submitted``. A rejected payment cannot be submitted (410).
+  ``payment-already-submitted``. A rejected payment cannot be submitted (410);
+- a return (a test control, ``/__sandbox/``): a delivered fps submission becomes ``returned``
+  (with its reason) and the amount comes back to the account; the bank's final word, as
+  "returned can follow delivered".
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ __all__ = [
     "create_payment",
     "post_transaction",
     "reject_payment",
+    "return_submission",
     "settle",
     "submit_payment",
 ]
@@ -236,6 +240,31 @@ def _deliver(state: SandboxState, submission: Submission) -> None:
     target = state.accounts.get(payment.target_account_id or "")
     if target is not None:
         _admit(state, payment, submission, target, account)
+
+
+def return_submission(state: SandboxState, submission_id: str, reason: str) -> Submission:
+    """Return a delivered fps submission (delivering it first if it is still processing).
+
+    The amount is credited back to the account. 404 for no such submission; 409 for one
+    that failed, was returned already, or went by book transfer (its credit is not undone).
+    """
+    submission = state.submissions.get(submission_id)
+    if submission is None:
+        raise ApiError(404, "not-found", "no such submission")
+    if submission.status == "processing" and submission.funded:
+        _deliver(state, submission)
+    if submission.status != "delivered" or submission.scheme != "fps":
+        raise ApiError(
+            409, "submission-not-returnable", "only a delivered fps submission can be returned"
+        )
+    payment = state.payments[submission.payment_id]
+    account = state.accounts[submission.account_id]
+    submission.status = "returned"
+    submission.status_reason = reason
+    account.available += payment.amount
+    post_transaction(state, account, payment.amount, payment.id, payment.reference)
+    _submission_updated(state, submission)
+    return submission
 
 
 def _admit(
