@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from payrun.sandbox import RunningSandbox
 
@@ -306,6 +308,31 @@ def count_status(ledger: Path, *statuses: str) -> int:
         return sum(1 for r in ledger_rows(ledger) if r["status"] in statuses)
     except Exception:  # noqa: BLE001 - the schema may not be committed yet
         return 0
+
+
+def refuse(
+    bank: RunningSandbox,
+    monkeypatch: pytest.MonkeyPatch,
+    status: int,
+    title: str,
+    when: Callable[[str, str], bool],
+) -> Callable[[], None]:
+    """Fault injection in the real server: answer ``status`` to requests ``when`` picks
+    (method, path); the rest go to the sandbox. Returns how to stop refusing."""
+    serve_api = bank.app._serve_api  # noqa: SLF001 - the server's own request handler
+    body = json.dumps({"errors": [{"status": str(status), "title": title}]}).encode()
+
+    async def refusing(scope: Any, receive: Any, send: Any) -> None:
+        if not when(scope["method"], scope["path"]):
+            await serve_api(scope, receive, send)
+            return
+        headers = [(b"content-type", b"application/json"),
+                   (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    monkeypatch.setattr(bank.app, "_serve_api", refusing)
+    return lambda: monkeypatch.setattr(bank.app, "_serve_api", serve_api)
 
 
 def return_submission(sandbox: RunningSandbox, submission_url: str,

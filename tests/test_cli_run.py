@@ -27,6 +27,7 @@ from _run_helpers import (
     closed_pipe,
     finish,
     ledger_rows,
+    refuse,
     run_args,
     run_env,
     start_run,
@@ -97,31 +98,6 @@ def report(ledger: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, A
     assert main(["report", str(ledger), "--format", "json"]) == 0
     rows: list[dict[str, Any]] = json.loads(capsys.readouterr().out)
     return rows
-
-
-def refuse(
-    bank: RunningSandbox,
-    monkeypatch: pytest.MonkeyPatch,
-    status: int,
-    title: str,
-    when: Callable[[str, str], bool],
-) -> Callable[[], None]:
-    """Fault injection in the real server: answer ``status`` to requests ``when`` picks
-    (method, path); the rest go to the sandbox. Returns how to stop refusing."""
-    serve_api = bank.app._serve_api  # noqa: SLF001 - the server's own request handler
-    body = json.dumps({"errors": [{"status": str(status), "title": title}]}).encode()
-
-    async def refusing(scope: Any, receive: Any, send: Any) -> None:
-        if not when(scope["method"], scope["path"]):
-            await serve_api(scope, receive, send)
-            return
-        headers = [(b"content-type", b"application/json"),
-                   (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-
-    monkeypatch.setattr(bank.app, "_serve_api", refusing)
-    return lambda: monkeypatch.setattr(bank.app, "_serve_api", serve_api)
 
 
 def test_run_pays_every_row_once_and_rerun_pays_nothing(

@@ -1,8 +1,9 @@
 """`--wait` (tracking) over real loopback HTTP against the sandbox bank: returns after
-delivery."""
+delivery, a role that cannot read events, submit payments or read submissions."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -17,6 +18,7 @@ from _run_helpers import (
     finish,
     ledger_rows,
     make_rows,
+    refuse,
     return_submission,
     start_run,
     wait_until,
@@ -26,6 +28,10 @@ from payrun.cli import main
 from payrun.sandbox import RunningSandbox, serve_in_thread
 
 StartBank = Callable[..., RunningSandbox]
+SUMMARY_KEYS = {
+    "event", "exit_code", "message", "interrupted", "rows", "accounts", "problems",
+    "problems_not_listed", "attention", "ledger", "report",
+}  # fmt: skip
 
 
 @pytest.fixture
@@ -92,4 +98,83 @@ def test_a_rerun_with_wait_notices_a_return_of_a_delivered_row(
         assert statuses(ledger) == ["delivered", "returned", "delivered"]
     assert "beneficiary-deceased" in ledger_rows(ledger)[1]["error"]
     assert bank_problems(bank, rows) == []
+
+
+def test_a_role_that_cannot_read_events_falls_back_to_reading_the_submissions(
+    start_bank: StartBank, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """403 on the events (a role that may pay but not read events): `--wait` reads each
+    submission instead and ends delivered, exit 0 (it ended exit 2 after paying)."""
+    bank = start_bank()
+    refuse(bank, monkeypatch, 403, "forbidden",
+           lambda method, path: method == "GET" and path.endswith("/events"))
+    rows = make_rows(3, 3, tag="EVF")
+    ledger = tmp_path / "pay.sqlite"
+    assert run(write_batch(tmp_path / "pay.csv", rows), ledger, "--wait") == 0
+    assert statuses(ledger) == ["delivered"] * 3
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_403_on_submit_after_creating_still_gives_the_summary_and_report(
+    start_bank: StartBank,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    log_format: str,
+) -> None:
+    """The role may create payments but not submit them: exit 2 (an authentication or role
+    refusal), and still the summary, the report and what was done and what to do; a rerun
+    with a role that may submit pays each payment once."""
+    bank = start_bank()
+    restore = refuse(bank, monkeypatch, 403, "forbidden",
+                     lambda method, path: method == "POST" and path.endswith("/submissions"))
+    rows = make_rows(4, 3, tag="SBF")
+    batch = write_batch(tmp_path / "pay.csv", rows)
+    ledger, report = tmp_path / "pay.sqlite", tmp_path / "report.json"
+    code = run(batch, ledger, "--report", str(report), "--log-format", log_format)
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert statuses(ledger) == ["created"] * 3
+    assert [r["status"] for r in json.loads(report.read_text())] == ["created"] * 3
+    done = "3 payments created and not submitted"
+    if log_format == "json":
+        summary = json.loads(out)
+        assert set(summary) == SUMMARY_KEYS, summary
+        assert (summary["event"], summary["exit_code"]) == ("summary", 2)
+        assert summary["rows"]["created"]["count"] == 3
+        assert done in summary["message"] and "approve" in summary["message"], summary
+        assert summary["report"] == str(report)
+        lines = [json.loads(line) for line in err.splitlines()]
+        assert lines[-2]["event"] == "error" and done in lines[-2]["message"], lines[-2:]
+        assert (lines[-1]["event"], lines[-1]["exit_code"]) == ("finished", 2), lines[-1]
+    else:
+        assert "rows by status:" in out and f"report: {report}" in out, out
+        assert done in out and "HTTP 403" in out, out
+        assert err.splitlines()[-1].startswith("payrun: error: the bank refused this API key's")
+        assert done in err and "Traceback" not in err, err
+    restore()
+    assert run(batch, ledger) == 0
+    assert statuses(ledger) == ["submitted"] * 3
+    assert bank_problems(bank, rows) == []
+
+
+def test_a_role_that_cannot_read_submissions_ends_with_the_summary(
+    start_bank: StartBank,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """403 on the events and on reading each submission: exit 2 with the summary and the
+    report, saying the payments were submitted and stand."""
+    bank = start_bank(deliver_after_ms=600_000)
+    refuse(bank, monkeypatch, 403, "forbidden",
+           lambda method, path: method == "GET"
+           and (path.endswith("/events") or path.startswith("/v0/submissions/")))
+    batch = write_batch(tmp_path / "pay.csv", make_rows(5, 2, tag="SRF"))
+    ledger, report = tmp_path / "pay.sqlite", tmp_path / "report.csv"
+    assert run(batch, ledger, "--wait", "--report", str(report)) == 2
+    out, err = capsys.readouterr()
+    assert "rows by status:" in out and "2 payments submitted" in out, out
+    assert "The payments stand" in out and "Traceback" not in err, err
+    assert report.exists() and statuses(ledger) == ["submitted"] * 2
 

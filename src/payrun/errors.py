@@ -10,6 +10,7 @@ branches to exit codes in one table (``payrun.cli``)::
     │   └── ControlTotalsError     --expect-count / --expect-total differ from the file
     ├── BankError                  the bank answered badly or not at all (.status, .detail)
     │   ├── AuthError              401/403: exit 2
+    │   │   └── RefusedMidRunError after payments were created: summary and report still (.rows)
     │   ├── RateLimitedError       429: refused before processing, safe to retry
     │   ├── BankUnavailableError   not sent or refused before sending: safe to retry
     │   ├── OutcomeUnknownError    sent, but the answer was lost (timeout, reset, 5xx)
@@ -25,7 +26,12 @@ Row-level problems in a batch file are data (``RowProblem``), never exceptions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only the type: the ledger itself imports this module
+    from payrun.ledger import LedgerRow
 
 __all__ = [
     "AuthError",
@@ -43,6 +49,7 @@ __all__ = [
     "OutcomeUnknownError",
     "PayrunError",
     "RateLimitedError",
+    "RefusedMidRunError",
     "UsageError",
 ]
 
@@ -90,6 +97,26 @@ class BankError(PayrunError):
 
 class AuthError(BankError):
     """The bank refused the API key (401) or the caller's role (403)."""
+
+
+class RefusedMidRunError(AuthError):
+    """401/403 once payments of the batch exist: the message says what was done and what next.
+
+    ``.rows`` is every row as recorded when the run stopped, so the CLI still prints the
+    summary and writes the report (exit 2, as for any authentication or role refusal).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        rows: Sequence[LedgerRow],
+        status: int | None = None,
+        code: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        super().__init__(message, status=status, code=code, detail=detail)
+        self.rows = tuple(rows)
 
 
 class RateLimitedError(BankError):

@@ -15,7 +15,8 @@ Scheduling (one task group, long-lived workers, no task per row):
 - on a stop request nothing new starts; in-flight requests finish (the caller bounds that).
 
 A create or submit whose outcome is unknown stays ``creating``/``submitting`` for
-``reconciliation``; it is never resent blindly.
+``reconciliation``; it is never resent blindly. A 401/403 stops the engine: it is
+``ExecutionResult.fatal``, a ``RefusedMidRunError`` saying what was done once payments exist.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from payrun.errors import (
 )
 from payrun.ledger import LedgerRow
 from payrun.records import RowBook
+from payrun.refusal import refused_mid_run
 
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankClient
@@ -159,6 +161,10 @@ class _Engine:
                 group.start_soon(self._watch_stop)
         finally:
             self._book.flush()  # outcomes held back for a group commit go to disk now
+        if isinstance(self.result.fatal, AuthError):  # say what was done: created, submitted
+            self.result.fatal = refused_mid_run(
+                self.result.fatal, self._book.all(), create_only=self._create_only
+            )
         return self.result
 
     async def _watch_stop(self) -> None:

@@ -4,7 +4,8 @@ Input: the book's ``submitted`` and ``delivered`` rows and the time the batch st
 Output: those rows moved to their final status. The organization's ``submission-updated``
 events are read from the batch start, oldest first, deduplicated by event URL (delivery
 is at least once and unordered); a submission the events have not settled after a while is
-read directly, and so is every one when the events cannot be read.
+read directly, and so is every one when the events cannot be read (404, 5xx, or a 403:
+a role that may pay but not read events).
 
 ``returned`` can follow ``delivered`` (the payee's bank sends the money back), so a
 delivered row is not final here: a later ``returned`` event for its submission moves it to
@@ -12,6 +13,9 @@ delivered row is not final here: a later ``returned`` event for its submission m
 rerun with ``--wait`` reads the events once even when no row is still waiting). Nothing
 moves a row back from ``returned`` or ``failed``. Returns are noticed through the events
 only: a delivered row is not read again one by one.
+
+A 401/403 on reading a submission stops the run with a ``RefusedMidRunError`` that says
+what was done.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import anyio
 from payrun.domain import RowStatus
 from payrun.errors import AuthError, BankError
 from payrun.records import RowBook
+from payrun.refusal import refused_mid_run
 
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankClient, Organization
@@ -38,6 +43,7 @@ FINAL_SUBMISSION_STATUSES = {
 }
 _POLL_EVERY_ROUNDS = 5
 _POLL_WORKERS = 20
+_FORBIDDEN = 403
 
 
 def final_error(status: str, reason: str | None) -> str | None:
@@ -69,6 +75,8 @@ class _Tracker:
         self.book = book
         self.since = since - timedelta(minutes=1)
         self.seen: set[str] = set()
+        self.events_refused = False  # 403 on the events: poll from then on
+        self.refused: AuthError | None = None
         self.tracked = {  # every submission whose row a later status may still change
             row.submission_url: row.row
             for row in book.in_status(RowStatus.SUBMITTED, RowStatus.DELIVERED)
@@ -92,6 +100,8 @@ class _Tracker:
 
     async def read_events(self) -> bool:
         """Apply new submission-updated events; False when the events cannot be read."""
+        if self.events_refused:
+            return False
         latest = self.since
         try:
             async for event in self.client.events(
@@ -106,8 +116,11 @@ class _Tracker:
                 if isinstance(url, str) and isinstance(status, str):
                     reason = payload.get("submission-status-reason")
                     self.settle(url, status, reason if isinstance(reason, str) else None)
-        except AuthError:
-            raise
+        except AuthError as exc:
+            if exc.status != _FORBIDDEN:  # 401: the key itself is refused now
+                raise
+            self.events_refused = True  # this role may pay but not read events: poll
+            return False
         except BankError:
             return False
         self.since = latest - timedelta(seconds=5)  # overlap; duplicates are dropped by URL
@@ -122,8 +135,10 @@ class _Tracker:
                 url = urls.pop()
                 try:
                     submission = await self.client.get_submission(url)
-                except AuthError:
-                    raise
+                except AuthError as exc:
+                    self.refused = self.refused or exc
+                    urls.clear()
+                    return
                 except BankError:
                     continue
                 self.settle(url, submission.status)
@@ -131,6 +146,8 @@ class _Tracker:
         async with anyio.create_task_group() as group:
             for _ in range(min(_POLL_WORKERS, len(urls))):
                 group.start_soon(worker)
+        if self.refused is not None:
+            raise self.refused
 
 
 async def follow_submissions(
@@ -155,14 +172,18 @@ async def follow_submissions(
     if tracker.waiting:
         note("waiting for the bank to deliver the submitted payments")
     stopped: Callable[[], bool] = getattr(stop, "is_set", lambda: False)
-    with anyio.move_on_after(wait_seconds):
-        rounds = 0
-        while not stopped():
-            events_ok = await tracker.read_events()
-            rounds += 1
-            if tracker.waiting and (not events_ok or rounds % _POLL_EVERY_ROUNDS == 0):
-                await tracker.poll()
-            if not tracker.waiting:
-                break
-            await anyio.sleep(interval)
+    try:
+        with anyio.move_on_after(wait_seconds):
+            rounds = 0
+            while not stopped():
+                events_ok = await tracker.read_events()
+                rounds += 1
+                if tracker.waiting and (not events_ok or rounds % _POLL_EVERY_ROUNDS == 0):
+                    await tracker.poll()
+                if not tracker.waiting:
+                    break
+                await anyio.sleep(interval)
+    except AuthError as exc:
+        raise refused_mid_run(exc, book.all(), reading=True) from exc
     return len(tracker.waiting)
+

@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from payrun.cli._output import error_line, reader_may_leave
+from payrun.cli._output import reader_may_leave
 from payrun.config import (
     DEFAULT_DUPLICATE_WINDOW_DAYS,
     DEFAULT_MAX_AMOUNT,
@@ -36,7 +36,7 @@ from payrun.config import (
     ValidationOptions,
     load_settings,
 )
-from payrun.errors import ConfigError, UsageError
+from payrun.errors import ConfigError, RefusedMidRunError, UsageError
 from payrun.intake import sheet_note
 
 __all__ = ["execute", "register"]
@@ -213,23 +213,10 @@ def _seconds(text: str) -> float:
 def execute(args: argparse.Namespace) -> int:
     """Run the batch and print what happened."""
     from payrun.cli._progress import finished_line  # rich loads only for runs
-    from payrun.cli._summary import (
-        dry_run_document,
-        print_document,
-        print_dry_run,
-        print_summary,
-        summary_document,
-        write_run_report,
-    )
+    from payrun.cli._summary import dry_run_document, print_document, print_dry_run, show_run
     from payrun.pipeline import run_batch
-    from payrun.reporting import check_report_path
 
-    if args.create_only and args.wait:
-        msg = "--wait follows submitted payments, and --create-only submits none: leave one out"
-        raise UsageError(msg)
-    if args.report is not None:  # before any request: a report that cannot be written
-        check_report_path(args.report)  # must not surface only after every row is paid
-
+    _check_flags(args)
     validation = ValidationOptions(
         max_amount=args.max_amount,
         allow_duplicates=args.allow_duplicates,
@@ -242,6 +229,7 @@ def execute(args: argparse.Namespace) -> int:
         if folder is not None:
             _say_where(options, as_json=args.log_format == "json")
         observer = _observer(args)
+        refusal = None
         try:
             outcome = anyio.run(
                 lambda: run_batch(
@@ -254,6 +242,10 @@ def execute(args: argparse.Namespace) -> int:
                 ),
                 backend_options=_loop_options(),
             )
+        except RefusedMidRunError as refused:  # payments exist: summary and report still
+            from payrun.cli._summary import refused_outcome
+
+            outcome, refusal = refused_outcome(refused, args.batch, options), str(refused)
         finally:
             observer.close()
     as_json = args.log_format == "json"  # stdout: one JSON object instead of the text
@@ -266,25 +258,19 @@ def execute(args: argparse.Namespace) -> int:
         if as_json:
             finished_line(outcome, report=None)
         return outcome.exit_code
-    report = options.report_path
-    failure = write_run_report(report, outcome.rows) if report is not None else None
-    written = None if failure else report
-    with reader_may_leave():  # a closed stdout ends the summary, never the run's exit code
-        if as_json:
-            print_document(
-                summary_document(outcome, report_path=written, create_only=options.create_only)
-            )
-        else:
-            print_summary(outcome, report_path=written, create_only=options.create_only)
-    if failure:  # the payments stand: the run's own exit code, and how to get the report
-        error_line(
-            f"{failure}; the report was not written: the ledger has every row, so write it"
-            f" with: payrun report {outcome.ledger_path} -o {report}",
-            as_json=as_json,
-        )
-    if as_json:  # a scheduler's last line: how the run ended, in one object
-        finished_line(outcome, report=written)
+    show_run(outcome, options, as_json=as_json, refusal=refusal)
     return outcome.exit_code
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """Usage errors that argparse cannot see, before anything is read or sent."""
+    from payrun.reporting import check_report_path
+
+    if args.create_only and args.wait:
+        msg = "--wait follows submitted payments, and --create-only submits none: leave one out"
+        raise UsageError(msg)
+    if args.report is not None:  # before any request: a report that cannot be written
+        check_report_path(args.report)  # must not surface only after every row is paid
 
 
 def _observer(args: argparse.Namespace) -> Any:

@@ -8,9 +8,12 @@ from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 
+from payrun.cli._output import error_line, reader_may_leave
+from payrun.cli._progress import finished_line
+from payrun.config import RunOptions
 from payrun.domain import RowStatus, format_money
-from payrun.errors import PayrunError
-from payrun.ledger import LedgerRow
+from payrun.errors import PayrunError, RefusedMidRunError
+from payrun.ledger import LedgerRow, default_ledger_path
 from payrun.ledger_report import REPORT_COLUMNS, Totals, report_status, report_table
 from payrun.pipeline import RunOutcome
 from payrun.reporting import write_table
@@ -20,6 +23,8 @@ __all__ = [
     "print_document",
     "print_dry_run",
     "print_summary",
+    "refused_outcome",
+    "show_run",
     "summary_document",
     "write_run_report",
 ]
@@ -40,9 +45,13 @@ _EXPLAIN = {
 }
 
 
-def _closing(outcome: RunOutcome, *, create_only: bool) -> str:
-    """The summary's last line. A ``--create-only`` run's is true for the rows' states:
-    payments waiting for approval, approved (submitted) in the app, or rejected there."""
+def _closing(outcome: RunOutcome, *, create_only: bool, refusal: str | None = None) -> str:
+    """The summary's last line: the refusal that ended the run (a 401/403 once payments
+    exist), or what the exit code means. A ``--create-only`` run's is true for the rows'
+    states: payments waiting for approval, approved (submitted) in the app, or rejected
+    there."""
+    if refusal is not None:
+        return refusal
     explain = _EXPLAIN.get(outcome.exit_code, "")
     if not create_only or outcome.exit_code not in (0, 1):
         return explain
@@ -90,8 +99,59 @@ def write_run_report(path: Path, rows: Sequence[LedgerRow]) -> str | None:
     return None
 
 
+def refused_outcome(refused: RefusedMidRunError, batch: Path, options: RunOptions) -> RunOutcome:
+    """The outcome of a run the bank stopped with a 401/403 after payments were created."""
+    from payrun.cli import exit_code_for  # the one table of exit codes (2 here)
+
+    return RunOutcome(
+        rows=list(refused.rows),
+        plans=[],
+        ledger_path=options.ledger_path or default_ledger_path(batch),
+        exit_code=exit_code_for(refused),
+    )
+
+
+def show_run(
+    outcome: RunOutcome, options: RunOptions, *, as_json: bool, refusal: str | None
+) -> None:
+    """Write the report, print the summary (and the refusal that ended the run, if any)."""
+    report = options.report_path
+    failure = write_run_report(report, outcome.rows) if report is not None else None
+    written = None if failure else report
+    with reader_may_leave():  # a closed stdout ends the summary, never the run's exit code
+        if as_json:
+            document = summary_document(
+                outcome,
+                report_path=written,
+                create_only=options.create_only,
+                refusal=refusal,
+            )
+            print_document(document)
+        else:
+            print_summary(
+                outcome,
+                report_path=written,
+                create_only=options.create_only,
+                refusal=refusal,
+            )
+    if refusal is not None:  # the error that ended the run, after the summary of what was done
+        error_line(refusal, as_json=as_json)
+    if failure:  # the payments stand: the run's own exit code, and how to get the report
+        error_line(
+            f"{failure}; the report was not written: the ledger has every row, so write it"
+            f" with: payrun report {outcome.ledger_path} -o {report}",
+            as_json=as_json,
+        )
+    if as_json:  # a scheduler's last line: how the run ended, in one object
+        finished_line(outcome, report=written)
+
+
 def print_summary(
-    outcome: RunOutcome, *, report_path: Path | None, create_only: bool
+    outcome: RunOutcome,
+    *,
+    report_path: Path | None,
+    create_only: bool,
+    refusal: str | None = None,
 ) -> None:
     """Counts and totals per status and per account, where things are, what to do next."""
     totals = Totals.of(outcome.rows)
@@ -118,7 +178,7 @@ def print_summary(
         _say("incomplete: a person must look at the rows above in the bank's app first;"
              " then run the same command again (nothing will be paid twice)")
     else:
-        _say(_closing(outcome, create_only=create_only))
+        _say(_closing(outcome, create_only=create_only, refusal=refusal))
 
 
 def _visible(text: str | None) -> str:
@@ -200,15 +260,20 @@ def _problems(rows: Sequence[LedgerRow]) -> dict[str, object]:
 
 
 def summary_document(
-    outcome: RunOutcome, *, report_path: Path | None, create_only: bool
+    outcome: RunOutcome,
+    *,
+    report_path: Path | None,
+    create_only: bool,
+    refusal: str | None = None,
 ) -> dict[str, object]:
     """The summary as one JSON object (``--log-format json``): what the text summary says."""
     totals = Totals.of(outcome.rows)
     named = [r for r in outcome.rows if r.status in _NAMED or r.row in outcome.attention]
+    closing = _closing(outcome, create_only=create_only, refusal=refusal)
     return {
         "event": "summary",
         "exit_code": outcome.exit_code,
-        "message": _closing(outcome, create_only=create_only),
+        "message": closing,
         "interrupted": outcome.interrupted,
         "rows": _counted(totals.by_status),
         "accounts": {a: _counted(t) for a, t in sorted(totals.by_account.items())},
