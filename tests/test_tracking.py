@@ -1,5 +1,5 @@
 """`--wait` (tracking) over real loopback HTTP against the sandbox bank: returns after
-delivery, a role that cannot read events, submit payments or read submissions."""
+delivery, a role that cannot read events or submissions, and a wait that runs out."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from _run_helpers import (
@@ -178,3 +179,37 @@ def test_a_role_that_cannot_read_submissions_ends_with_the_summary(
     assert "The payments stand" in out and "Traceback" not in err, err
     assert report.exists() and statuses(ledger) == ["submitted"] * 2
 
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_wait_that_runs_out_says_so(
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    log_format: str,
+) -> None:
+    """--wait-timeout runs out: the run says after how long, how many payments are submitted
+    and not final, and that running the same command again keeps following them (exit 3);
+    the JSON summary keeps its keys. The rerun follows them to delivered."""
+    bank = start_bank(deliver_after_ms=600_000)
+    batch = write_batch(tmp_path / "pay.csv", make_rows(6, 3, tag="WTO"))
+    ledger = tmp_path / "pay.sqlite"
+    code = run(batch, ledger, "--wait", "--wait-timeout", "1", "--log-format", log_format)
+    out, err = capsys.readouterr()
+    assert code == 3, (out, err)
+    said = "the wait ran out after 1 second (--wait-timeout) with 3 payments submitted and not"
+    again = "run the same command again to keep following them"
+    if log_format == "json":
+        summary = json.loads(out)
+        assert set(summary) == SUMMARY_KEYS, summary
+        assert said in summary["message"] and again in summary["message"], summary
+        lines = [json.loads(line) for line in err.splitlines()]
+        notes = [r for r in lines if r["event"] == "note" and said in r["message"]]
+        assert len(notes) == 1 and set(notes[0]) == {"time", "event", "message"}, lines
+        assert (lines[-1]["event"], lines[-1]["exit_code"]) == ("finished", 3)
+    else:
+        last = out.strip().splitlines()[-1]
+        assert last.startswith(f"incomplete: {said}") and again in last, out
+        assert said in err, err
+    httpx.post(f"{bank.base_url}/__sandbox/settle").raise_for_status()
+    assert run(batch, ledger, "--wait") == 0
+    assert statuses(ledger) == ["delivered"] * 3

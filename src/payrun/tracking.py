@@ -14,8 +14,9 @@ rerun with ``--wait`` reads the events once even when no row is still waiting). 
 moves a row back from ``returned`` or ``failed``. Returns are noticed through the events
 only: a delivered row is not read again one by one.
 
-A 401/403 on reading a submission stops the run with a ``RefusedMidRunError`` that says
-what was done.
+When ``wait_seconds`` run out, the run is told how many payments are still submitted and
+not final; running the same command again keeps following them. A 401/403 on reading a
+submission stops the run with a ``RefusedMidRunError`` that says what was done.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from payrun.refusal import refused_mid_run
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankClient, Organization
 
-__all__ = ["FINAL_SUBMISSION_STATUSES", "final_error", "follow_submissions"]
+__all__ = ["FINAL_SUBMISSION_STATUSES", "final_error", "follow_submissions", "wait_ran_out"]
 
 FINAL_SUBMISSION_STATUSES = {
     "delivered": RowStatus.DELIVERED,
@@ -164,7 +165,7 @@ async def follow_submissions(
     """Wait until every submitted row is final or ``wait_seconds`` pass; return rows still open.
 
     The events are read at least once even when no row is waiting, so that a return of a
-    row delivered before is noticed. ``note`` is told when the wait begins.
+    row delivered before is noticed. ``note`` is told when the wait begins and runs out.
     """
     tracker = _Tracker(client, org, book, since)
     if not tracker.tracked:
@@ -185,5 +186,18 @@ async def follow_submissions(
                 await anyio.sleep(interval)
     except AuthError as exc:
         raise refused_mid_run(exc, book.all(), reading=True) from exc
+    if tracker.waiting and not stopped():
+        note(wait_ran_out(wait_seconds, len(tracker.waiting)))
     return len(tracker.waiting)
 
+
+def wait_ran_out(seconds: float, open_rows: int) -> str:
+    """What to say when ``--wait-timeout`` ran out with ``open_rows`` not yet final."""
+    shown = f"{seconds:.0f}" if seconds.is_integer() else f"{seconds:g}"
+    unit = "second" if seconds == 1 else "seconds"
+    payments = f"{open_rows} {'payment' if open_rows == 1 else 'payments'}"
+    return (
+        f"the wait ran out after {shown} {unit} (--wait-timeout) with {payments} submitted"
+        " and not yet final (delivered, failed or returned); run the same command again to"
+        " keep following them (nothing will be paid twice)"
+    )

@@ -17,6 +17,7 @@ from payrun.ledger import LedgerRow, default_ledger_path
 from payrun.ledger_report import REPORT_COLUMNS, Totals, report_status, report_table
 from payrun.pipeline import RunOutcome
 from payrun.reporting import write_table
+from payrun.tracking import wait_ran_out
 
 __all__ = [
     "dry_run_document",
@@ -45,13 +46,27 @@ _EXPLAIN = {
 }
 
 
-def _closing(outcome: RunOutcome, *, create_only: bool, refusal: str | None = None) -> str:
+def _closing(
+    outcome: RunOutcome,
+    *,
+    create_only: bool,
+    wait_timeout: float | None = None,
+    refusal: str | None = None,
+) -> str:
     """The summary's last line: the refusal that ended the run (a 401/403 once payments
-    exist), or what the exit code means. A ``--create-only`` run's is true for the rows'
-    states: payments waiting for approval, approved (submitted) in the app, or rejected
-    there."""
+    exist), a --wait that ran out, or what the exit code means. A ``--create-only`` run's
+    is true for the rows' states: payments waiting for approval, approved (submitted) in
+    the app, or rejected there."""
     if refusal is not None:
         return refusal
+    open_rows = sum(1 for r in outcome.rows if r.status is RowStatus.SUBMITTED)
+    if (
+        wait_timeout is not None
+        and open_rows
+        and outcome.exit_code == _INCOMPLETE
+        and not outcome.interrupted
+    ):
+        return f"incomplete: {wait_ran_out(wait_timeout, open_rows)}"
     explain = _EXPLAIN.get(outcome.exit_code, "")
     if not create_only or outcome.exit_code not in (0, 1):
         return explain
@@ -118,12 +133,14 @@ def show_run(
     report = options.report_path
     failure = write_run_report(report, outcome.rows) if report is not None else None
     written = None if failure else report
+    wait_timeout = options.wait_timeout if options.wait else None
     with reader_may_leave():  # a closed stdout ends the summary, never the run's exit code
         if as_json:
             document = summary_document(
                 outcome,
                 report_path=written,
                 create_only=options.create_only,
+                wait_timeout=wait_timeout,
                 refusal=refusal,
             )
             print_document(document)
@@ -132,6 +149,7 @@ def show_run(
                 outcome,
                 report_path=written,
                 create_only=options.create_only,
+                wait_timeout=wait_timeout,
                 refusal=refusal,
             )
     if refusal is not None:  # the error that ended the run, after the summary of what was done
@@ -151,6 +169,7 @@ def print_summary(
     *,
     report_path: Path | None,
     create_only: bool,
+    wait_timeout: float | None = None,
     refusal: str | None = None,
 ) -> None:
     """Counts and totals per status and per account, where things are, what to do next."""
@@ -178,7 +197,11 @@ def print_summary(
         _say("incomplete: a person must look at the rows above in the bank's app first;"
              " then run the same command again (nothing will be paid twice)")
     else:
-        _say(_closing(outcome, create_only=create_only, refusal=refusal))
+        _say(
+            _closing(
+                outcome, create_only=create_only, wait_timeout=wait_timeout, refusal=refusal
+            )
+        )
 
 
 def _visible(text: str | None) -> str:
@@ -264,12 +287,15 @@ def summary_document(
     *,
     report_path: Path | None,
     create_only: bool,
+    wait_timeout: float | None = None,
     refusal: str | None = None,
 ) -> dict[str, object]:
     """The summary as one JSON object (``--log-format json``): what the text summary says."""
     totals = Totals.of(outcome.rows)
     named = [r for r in outcome.rows if r.status in _NAMED or r.row in outcome.attention]
-    closing = _closing(outcome, create_only=create_only, refusal=refusal)
+    closing = _closing(
+        outcome, create_only=create_only, wait_timeout=wait_timeout, refusal=refusal
+    )
     return {
         "event": "summary",
         "exit_code": outcome.exit_code,
