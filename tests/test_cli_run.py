@@ -234,7 +234,8 @@ def test_run_help_states_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> N
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    for words in ("Exit 0 when every valid row was submitted", "1 when some rows are invalid",
+    for words in ("Exit 0 when every valid row was submitted",
+                  "1 when some rows are invalid, held, failed, returned or rejected",
                   "2 for a usage", "3 when interrupted or incomplete"):
         assert words in out, out
 
@@ -1326,6 +1327,26 @@ def test_a_wait_timeout_that_is_not_seconds_is_a_usage_error(
         main(["run", str(batch), "--sandbox", "--wait", f"--wait-timeout={value}"])
     assert info.value.code == 2
     assert "not a number of seconds, 0 or more" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("others", [[], ["--create-only"], ["--log-format", "json"]])
+def test_a_wait_timeout_without_wait_is_a_usage_error(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str], others: list[str]
+) -> None:
+    """--wait-timeout without --wait was silently ignored: now exit 2 before any request,
+    one line saying to add --wait or leave --wait-timeout out (JSON: the error object)."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    assert main(["run", str(batch), "--wait-timeout", "30", *others]) == 2
+    out, err = capsys.readouterr()
+    if "json" in others:
+        error = json.loads(out)
+        assert (error["event"], error["exit_code"]) == ("error", 2), error
+        assert "add --wait, or leave --wait-timeout out" in error["message"], error
+    else:
+        assert err.count("\n") == 1 and "add --wait, or leave --wait-timeout out" in err, err
+    assert stats(bank)["requests"] == 0
+    assert not (tmp_path / "pay.csv.ledger.sqlite").exists()
 
 
 def test_https_to_a_plain_http_port_is_a_setting(

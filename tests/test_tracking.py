@@ -79,6 +79,8 @@ def test_a_return_after_delivery_during_the_wait_ends_the_row_returned(tmp_path:
     assert statuses(ledger) == ["returned"] * 3, done.describe()
     assert all("returned: account-closed" in r["error"] for r in ledger_rows(ledger))
     assert done.stdout.count(": returned: the bank reports the payment returned") == 3
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("finished, but some rows were not paid") and "returned" in last, last
 
 
 def test_a_rerun_with_wait_notices_a_return_of_a_delivered_row(

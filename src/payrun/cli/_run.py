@@ -51,8 +51,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         description="Pay every valid row of BATCH through the bank API. Running the same"
         " command again resumes: rows already paid are never paid again. Exit 0 when every"
         " valid row was submitted (delivered with --wait), 1 when some rows are invalid, held,"
-        " failed or rejected, 2 for a usage, configuration, authentication, ledger or"
-        " control-total error (nothing more was sent), 3 when interrupted or incomplete:"
+        " failed, returned or rejected, 2 for a usage, configuration, authentication, ledger"
+        " or control-total error (nothing more was sent), 3 when interrupted or incomplete:"
         " run the same command again.",
     )
     _add_file_options(parser)
@@ -134,8 +134,7 @@ def _add_payment_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wait-timeout",
         type=_seconds,
-        default=DEFAULT_WAIT_TIMEOUT,
-        help="seconds --wait keeps following (default 600)",
+        help="seconds --wait keeps following (default 600; only with --wait)",
     )
     parser.add_argument("--expect-count", type=int, help="control total: number of valid rows")
     parser.add_argument("--expect-total", type=_money, help="control total: sum of valid rows")
@@ -269,6 +268,12 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.create_only and args.wait:
         msg = "--wait follows submitted payments, and --create-only submits none: leave one out"
         raise UsageError(msg)
+    if args.wait_timeout is not None and not args.wait:
+        msg = (
+            "--wait-timeout limits how long --wait follows the submitted payments, and"
+            " there is no --wait: add --wait, or leave --wait-timeout out"
+        )
+        raise UsageError(msg)
     if args.report is not None:  # before any request: a report that cannot be written
         check_report_path(args.report)  # must not surface only after every row is paid
 
@@ -314,7 +319,7 @@ def _run_options(args: argparse.Namespace, folder: Path | None) -> RunOptions:
         allow_repeat=args.allow_repeat,
         ledger_path=ledger,
         report_path=report,
-        wait_timeout=args.wait_timeout,
+        wait_timeout=DEFAULT_WAIT_TIMEOUT if args.wait_timeout is None else args.wait_timeout,
     )
 
 

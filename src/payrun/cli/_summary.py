@@ -41,7 +41,8 @@ _NOTHING_TO_DO = frozenset({RowStatus.SUBMITTED, RowStatus.DELIVERED})
 _STARTED = frozenset({RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING})
 _EXPLAIN = {
     0: "done: every valid row was paid",
-    1: "finished, but some rows were not paid (invalid, held, failed or rejected): see above",
+    1: "finished, but some rows were not paid (invalid, held, failed, returned or rejected):"
+    " see above",
     3: "incomplete: run the same command again to resume (nothing will be paid twice)",
 }
 
