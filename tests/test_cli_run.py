@@ -788,6 +788,12 @@ def test_a_create_only_rerun_records_approvals_and_rejections_and_submits_nothin
                         json={"payment-scheme": "fps"}, headers=headers)
     answer.raise_for_status()
 
+    assert main(["run", str(batch), "--dry-run"]) == 1  # the dry run sees both, as a run will
+    planned = capsys.readouterr().out
+    assert f"row 3 ({EMPLOYEES[1][0]}): rejected: " in planned, planned
+    assert "1 rows were started by an earlier run" in planned, planned  # row 2: still waiting
+    assert "1 rows already paid by this ledger's earlier runs" in planned, planned  # approved
+
     for _ in range(2):
         assert main(["run", str(batch), "--create-only"]) == 1
         last = capsys.readouterr().out.splitlines()[-1]

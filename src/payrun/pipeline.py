@@ -255,6 +255,7 @@ async def _dry_run(
     checks.recall_holds(reopen_unfinished(book))  # held rows checked again, as a run would
     await checks.check_accounts()
     await checks.load_payees_and_payments()
+    await refresh_created(client, book, create_only=True)  # approved or rejected in the app
     checks.guard_repeats()
     checks.check_balances()
     await checks.prepare_payees()
