@@ -96,12 +96,20 @@ def _payments_to(bank: RunningSandbox, account_number: str) -> list[object]:
     ]
 
 
+SHAPES = pytest.mark.parametrize("bare", [False, True], ids=["payee-creditor", "bare-account"])
+"""The bank shows a payment to a payee as the payee (the spec) or as a bare uk-domestic
+account (api-facts section 3.3 infers the real bank does)."""
+
+
+@SHAPES
 def test_lost_create_answers_to_an_srd_payee_are_found_not_made_again(
-    bank: RunningSandbox, tmp_path: Path
+    bank: RunningSandbox, tmp_path: Path, bare: bool
 ) -> None:
     """Every create answers 500 or drops after doing its work; the rerun finds the payment
-    under the SRD the bank wrote, so the row is paid with one payment."""
+    under the SRD the bank wrote, so the row is paid with one payment (whether the bank
+    shows the payment's creditor as the payee or as a bare account)."""
     _srd_payee(bank)
+    bank.state.bare_payee_creditors = bare
     batch = write_batch(tmp_path / "b.csv", [SAVER])
     ledger = tmp_path / "b.ledger.sqlite"
     bank.app.fault_rate = 1.0
@@ -115,12 +123,14 @@ def test_lost_create_answers_to_an_srd_payee_are_found_not_made_again(
     assert [r["status"] for r in ledger_rows(ledger)] == ["submitted"]
 
 
+@SHAPES
 def test_a_fresh_ledger_holds_a_row_paid_to_an_srd_payee(
-    bank: RunningSandbox, tmp_path: Path
+    bank: RunningSandbox, tmp_path: Path, bare: bool
 ) -> None:
     """The same file through a fresh ledger: the SRD row is a possible repeat like the plain
     one, although the bank's payment carries the SRD, not the row's reference."""
     _srd_payee(bank)
+    bank.state.bare_payee_creditors = bare
     batch = write_batch(tmp_path / "b.csv", [SAVER, PLAIN])
     assert run(bank, batch, tmp_path / "first.ledger.sqlite").returncode == 0
     again = run(bank, batch, tmp_path / "second.ledger.sqlite")

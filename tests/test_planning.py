@@ -222,6 +222,37 @@ def test_srd_rows_with_other_references_share_the_payments() -> None:
     assert three.ambiguous == [2, 3] and three.matched == {}
 
 
+def _bare_srd_payment(url: str, at: datetime = T0 + timedelta(seconds=1)) -> _Payment:
+    """A payment to the SRD payee that the bank shows as a bare account (no payee URL)."""
+    return _pay(url, reference="ROLL 0042-7", at=at)
+
+
+def test_an_srd_payment_shown_without_its_payee_still_matches() -> None:
+    """The bank may show a payee's payment as a uk-domestic creditor: the SRD of any payee
+    of that account still explains its reference, in reconciliation and the repeat guard."""
+    result = match_half_created(
+        [_row(2)], [_bare_srd_payment("/p/1")], known_payment_urls=set(), payee_details=SRD_PAYEE
+    )
+    assert result.matched == {2: "/p/1"}
+    repeats = find_repeats(
+        [_row(2)], [_bare_srd_payment("/p/1")], known_payment_urls=set(), payee_details=SRD_PAYEE
+    )
+    assert set(repeats) == {2}
+
+
+def test_a_reference_typed_as_the_srd_does_not_take_every_payment() -> None:
+    """Row 2's reference is the SRD itself, row 3's another one; both were made (two
+    payments, both carrying the SRD): each row gets one, the typed match first, and nothing
+    is created again or called ambiguous."""
+    rows = [_row(2, reference="ROLL 0042-7"), _row(3, reference="FEB")]
+    payments = [_srd_payment("/p/1"), _srd_payment("/p/2", at=T0 + timedelta(seconds=3))]
+    result = match_half_created(
+        rows, payments, known_payment_urls=set(), payee_details=SRD_PAYEE
+    )
+    assert result.matched == {2: "/p/1", 3: "/p/2"}
+    assert result.not_made == [] and result.ambiguous == []
+
+
 def test_repeat_guard_sees_through_the_payee_srd() -> None:
     """A recent payment to an SRD payee is a repeat of the row, whatever its reference."""
     repeats = find_repeats(

@@ -177,12 +177,11 @@ def _creditor_details(
 def _reference_match(
     row_reference: str | None, payment: PaymentLike, payees: Mapping[str, PayeeFacts]
 ) -> int:
-    """``_EXACT``, ``_LOOSE`` (the bank's default text for a blank reference, or the payee's
-    SRD that replaced any reference) or 0."""
+    """``_EXACT``, ``_LOOSE`` (the bank's default text for a blank reference, or an SRD of
+    the creditor's account that replaced any reference) or 0."""
     if row_reference and payment.reference == row_reference:
         return _EXACT
-    facts = payees.get(payment.creditor_payee_url or "")
-    if facts is not None and facts.srd and payment.reference == facts.srd:
+    if payment.reference and payment.reference in _account_srds(payment, payees):
         return _LOOSE
     if row_reference:
         return 0
@@ -190,6 +189,16 @@ def _reference_match(
         return _EXACT
     # A blank reference makes the bank write "Sent from <owner>".
     return _LOOSE if payment.reference.casefold().startswith(_DEFAULT_REFERENCE_PREFIX) else 0
+
+
+def _account_srds(payment: PaymentLike, payees: Mapping[str, PayeeFacts]) -> set[str]:
+    """The SRDs the bank may have written on a payment: its payee's, or, when the bank shows
+    the creditor as a bare account (no payee URL), those of every payee of that account."""
+    facts = payees.get(payment.creditor_payee_url or "")
+    if facts is not None:
+        return {facts.srd} if facts.srd else set()
+    account = _creditor_details(payment, payees)
+    return {f.srd for f in payees.values() if f.srd and (f.sort_code, f.account_number) == account}
 
 
 def _payment_match(row: LedgerRow, payment: PaymentLike, payees: Mapping[str, PayeeFacts]) -> int:
@@ -226,10 +235,11 @@ def match_half_created(
 
     Rows with the same payee account, amount and reference are interchangeable, so a group
     of k such rows with m <= k candidate payments takes them in intent order and the rest
-    are created again; m > k is ambiguous and every row of the group needs attention. A
-    payment is claimed only by the groups it matches best (a reference as typed beats the
-    bank's default text); groups that claim one payment alike (the bank wrote the payee's
-    SRD over both references) are one group, so no payment is ever given to two rows.
+    are created again; m > k is ambiguous and every row of the group needs attention.
+    Groups that match one payment at all (a typed reference and the bank's default text for
+    a blank one, or two references the payee's SRD replaced) are counted together, and
+    each payment goes to one row, the earliest that matches it best; no payment is ever
+    given to two rows, and a payment no row is left for makes them all need attention.
     """
     groups: dict[_Key, list[LedgerRow]] = defaultdict(list)
     for row in sorted(rows, key=_by_intent):
@@ -237,17 +247,17 @@ def match_half_created(
     free = sorted(
         (p for p in payments if p.url not in known_payment_urls), key=lambda p: p.created_at
     )
+    claims = _claims(groups, free, payee_details)
     matched: dict[int, str] = {}
     not_made: list[int] = []
     ambiguous: list[int] = []
-    for members, urls in _components(groups, _best_claims(groups, free, payee_details)):
-        candidates = [p for p in free if p.url in urls]
-        if len(candidates) > len(members):
+    for members, urls in _components(groups, claims):
+        assigned = _assign(members, [p for p in free if p.url in urls], claims)
+        if assigned is None:
             ambiguous.extend(r.row for r in members)
             continue
-        for row, payment in zip(members, candidates, strict=False):
-            matched[row.row] = payment.url
-        not_made.extend(r.row for r in members[len(candidates) :])
+        matched.update(assigned)
+        not_made.extend(r.row for r in members if r.row not in assigned)
     return Reconciliation(matched=matched, not_made=sorted(not_made), ambiguous=sorted(ambiguous))
 
 
@@ -258,12 +268,12 @@ def _by_intent(row: LedgerRow) -> tuple[datetime, int]:
     return (row.intent_at or _NO_TIME, row.row)
 
 
-def _best_claims(
+def _claims(
     groups: Mapping[_Key, Sequence[LedgerRow]],
     free: Sequence[PaymentLike],
     payees: Mapping[str, PayeeFacts],
-) -> dict[str, list[_Key]]:
-    """Payment URL -> the groups that match it best (made after their first intent)."""
+) -> dict[str, dict[_Key, int]]:
+    """Payment URL -> the groups it matches (made after their first intent), and how well."""
     claims: dict[str, dict[_Key, int]] = defaultdict(dict)
     for key, group in groups.items():
         since = _since(group)
@@ -272,18 +282,14 @@ def _best_claims(
                 strength = _payment_match(group[0], payment, payees)
                 if strength:
                     claims[payment.url][key] = strength
-    best: dict[str, list[_Key]] = {}
-    for url, claimers in claims.items():
-        top = max(claimers.values())
-        best[url] = [key for key, strength in claimers.items() if strength == top]
-    return best
+    return claims
 
 
 def _components(
-    groups: Mapping[_Key, Sequence[LedgerRow]], best: Mapping[str, list[_Key]]
+    groups: Mapping[_Key, Sequence[LedgerRow]], claims: Mapping[str, Mapping[_Key, int]]
 ) -> list[tuple[list[LedgerRow], set[str]]]:
-    """Groups joined by the payments they claim alike: each one's rows (in intent order)
-    and the payments claimed by it."""
+    """Groups joined by any payment they both match: each part's rows (in intent order) and
+    the payments they match (each payment in one part only)."""
     parent = {key: key for key in groups}
 
     def root(key: _Key) -> _Key:
@@ -291,17 +297,41 @@ def _components(
             key = parent[key]
         return key
 
-    for claimers in best.values():
-        for key in claimers[1:]:
-            parent[root(key)] = root(claimers[0])
+    for claimers in claims.values():
+        first, *others = claimers
+        for key in others:
+            parent[root(key)] = root(first)
     parts: dict[_Key, tuple[list[LedgerRow], set[str]]] = {}
     for key, group in groups.items():
         parts.setdefault(root(key), ([], set()))[0].extend(group)
-    for url, claimers in best.items():
-        parts[root(claimers[0])][1].add(url)
+    for url, claimers in claims.items():
+        parts[root(next(iter(claimers)))][1].add(url)
     for members, _ in parts.values():
         members.sort(key=_by_intent)
     return list(parts.values())
+
+
+def _assign(
+    members: Sequence[LedgerRow],
+    payments: Sequence[PaymentLike],
+    claims: Mapping[str, Mapping[_Key, int]],
+) -> dict[int, str] | None:
+    """Each payment (oldest first) to the earliest free row that matches it best (a
+    reference as typed before the bank's rewrite of one); None when there are more payments
+    than rows, or a payment finds no row left: a person must look."""
+    if len(payments) > len(members):
+        return None
+    free = list(members)
+    assigned: dict[int, str] = {}
+    for payment in payments:
+        strengths = claims[payment.url]
+        options = [r for r in free if strengths.get(r.payment_key)]
+        if not options:
+            return None
+        best = max(options, key=lambda r: strengths[r.payment_key])  # the earliest of the best
+        assigned[best.row] = payment.url
+        free.remove(best)
+    return assigned
 
 
 def _since(group: Sequence[LedgerRow]) -> datetime | None:

@@ -96,12 +96,13 @@ def _payee_creditor(state: SandboxState, account: Account, value: dict[str, Any]
         srd = state.cop_requests[payee.cop_request_id].account.get("secondary-reference-data")
     target = state.account_by_address.get((payee.sort_code, payee.account_number))
     rendered: dict[str, Any] = {
-        "creditor-type": "payee",
-        "payee-url": f"/v0/payees/{payee.id}",
+        "creditor-type": "uk-domestic" if state.bare_payee_creditors else "payee",
         "account-holder": payee.account_holder,
         "uk-domestic-sort-code": payee.sort_code,
         "uk-domestic-account-number": payee.account_number,
     }
+    if not state.bare_payee_creditors:
+        rendered["payee-url"] = f"/v0/payees/{payee.id}"
     return Creditor(
         rendered, payee.sort_code, payee.account_number, payee.account_holder, payee.id, target,
         srd[:35] if isinstance(srd, str) and srd else None,

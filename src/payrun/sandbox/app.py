@@ -306,13 +306,18 @@ def create_app(
     api_key: str | None = None,
     fault_kinds: tuple[str, ...] = FAULT_KINDS,
     rng_seed: int | None = None,
+    bare_payee_creditors: bool = False,
 ) -> SandboxApp:
-    """Build the sandbox bank; ``seed`` is a seed dict or a JSON file (default seed if None)."""
+    """Build the sandbox bank; ``seed`` is a seed dict or a JSON file (default seed if None).
+
+    ``bare_payee_creditors`` shows payments to payees with a uk-domestic creditor.
+    """
     if state is None:
         seed_data = load_seed(seed) if isinstance(seed, str | Path) else seed
         state = build_state(seed_data, api_key=api_key)
     elif api_key is not None:
         state.api_key_secret = api_key
+    state.bare_payee_creditors = bare_payee_creditors
     unknown = set(fault_kinds) - set(FAULT_KINDS)
     if unknown or not fault_kinds:
         message = f"fault_kinds must be drawn from {FAULT_KINDS}"

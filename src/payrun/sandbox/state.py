@@ -100,6 +100,9 @@ class SandboxState:
         self.by_owner: dict[str, list[str]] = defaultdict(list)
         self.directory: dict[tuple[str, str], DirectoryEntry] = {}
         self.pending: list[tuple[float, int, str]] = []
+        self.bare_payee_creditors = False
+        """Show a payment to a payee with a ``uk-domestic`` creditor (no payee URL), as the
+        real bank is thought to (api-facts section 3.3); the spec's ``payee`` shape when False."""
         self.stats = SandboxStats()
 
     # -- ids and ordering -------------------------------------------------------------
