@@ -117,6 +117,36 @@ def test_a_role_that_cannot_read_events_falls_back_to_reading_the_submissions(
     assert statuses(ledger) == ["delivered"] * 3
 
 
+def test_a_role_that_reads_events_but_not_submissions_follows_the_events(
+    start_bank: StartBank, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """403 on reading single submissions while the events can be read: `--wait` stops
+    polling and follows the events to delivered, exit 0 (it ended exit 2 at its first poll)."""
+    bank = start_bank(deliver_after_ms=6_500)
+    refuse(bank, monkeypatch, 403, "forbidden",
+           lambda method, path: method == "GET" and path.startswith("/v0/submissions/"))
+    ledger = tmp_path / "pay.sqlite"
+    assert run(write_batch(tmp_path / "pay.csv", make_rows(7, 2, tag="PLF")), ledger,
+               "--wait") == 0
+    assert statuses(ledger) == ["delivered"] * 2
+
+
+def test_a_return_read_from_the_submission_keeps_the_bank_reason(
+    start_bank: StartBank, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events refused: a return is read from the submission itself, with its reason."""
+    bank = start_bank(deliver_after_ms=600_000)
+    rows = make_rows(8, 1, tag="PRR")
+    batch, ledger = write_batch(tmp_path / "pay.csv", rows), tmp_path / "pay.sqlite"
+    assert run(batch, ledger) == 0
+    return_submission(bank, ledger_rows(ledger)[0]["submission_url"], "account-closed")
+    refuse(bank, monkeypatch, 403, "forbidden",
+           lambda method, path: method == "GET" and path.endswith("/events"))
+    assert run(batch, ledger, "--wait") == 1
+    [row] = ledger_rows(ledger)
+    assert row["status"] == "returned" and "returned: account-closed" in row["error"], row
+
+
 @pytest.mark.parametrize("log_format", ["text", "json"])
 def test_a_403_on_submit_after_creating_still_gives_the_summary_and_report(
     start_bank: StartBank,

@@ -77,6 +77,7 @@ class _Tracker:
         self.since = since - timedelta(minutes=1)
         self.seen: set[str] = set()
         self.events_refused = False  # 403 on the events: poll from then on
+        self.polls_refused = False  # 403 on a submission while the events work: events only
         self.refused: AuthError | None = None
         self.tracked = {  # every submission whose row a later status may still change
             row.submission_url: row.row
@@ -118,7 +119,7 @@ class _Tracker:
                     reason = payload.get("submission-status-reason")
                     self.settle(url, status, reason if isinstance(reason, str) else None)
         except AuthError as exc:
-            if exc.status != _FORBIDDEN:  # 401: the key itself is refused now
+            if exc.status != _FORBIDDEN or self.polls_refused:  # 401, or nothing can be read
                 raise
             self.events_refused = True  # this role may pay but not read events: poll
             return False
@@ -137,12 +138,15 @@ class _Tracker:
                 try:
                     submission = await self.client.get_submission(url)
                 except AuthError as exc:
-                    self.refused = self.refused or exc
+                    if exc.status == _FORBIDDEN and not self.events_refused:
+                        self.polls_refused = True  # the role reads events, not submissions
+                    else:
+                        self.refused = self.refused or exc
                     urls.clear()
                     return
                 except BankError:
                     continue
-                self.settle(url, submission.status)
+                self.settle(url, submission.status, submission.reason)
 
         async with anyio.create_task_group() as group:
             for _ in range(min(_POLL_WORKERS, len(urls))):
@@ -179,7 +183,8 @@ async def follow_submissions(
             while not stopped():
                 events_ok = await tracker.read_events()
                 rounds += 1
-                if tracker.waiting and (not events_ok or rounds % _POLL_EVERY_ROUNDS == 0):
+                polling = not events_ok or rounds % _POLL_EVERY_ROUNDS == 0
+                if tracker.waiting and polling and not tracker.polls_refused:
                     await tracker.poll()
                 if not tracker.waiting:
                     break
