@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from _run_helpers import BatchRow, account_urls, ledger_rows, run, write_batch
+from _run_helpers import BatchRow, account_urls, ledger_rows, refuse, run, write_batch
 from payrun.sandbox import RunningSandbox, serve_in_thread
 
 SOURCE = "040004 30000001"
@@ -199,3 +199,33 @@ def test_a_row_left_creating_on_an_account_the_bank_no_longer_shows_needs_attent
     assert "no longer shows the source account" in row["error"]
     assert "no longer shows the source account" in rerun.stdout
     assert len(_payments_to(bank, "55508888")) == 1
+
+
+def test_a_payee_deactivated_after_an_earlier_run_is_looked_up_again(
+    bank: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row bound to its payee by an earlier run, whose payee is then deactivated: the
+    create is refused (payee-deactivated) with advice to add the payee again; once it is
+    added again in the bank's app, the next run finds the new payee and pays the row."""
+    batch = write_batch(tmp_path / "b.csv", [PLAIN])
+    ledger = tmp_path / "b.ledger.sqlite"
+    stop = refuse(bank, monkeypatch, 422, "insufficient-funds",
+                  lambda method, path: method == "POST" and path.endswith("/payments"))
+    assert run(bank, batch, ledger).returncode == 1
+    stop()
+    [row] = ledger_rows(ledger)
+    old_payee = row["payee_url"]
+    with _api(bank) as api:
+        api.patch(old_payee, json={"payee-status": "deactivated"}).raise_for_status()
+    assert run(bank, batch, ledger).returncode == 1
+    [row] = ledger_rows(ledger)
+    assert row["status"] == "failed" and "add the payee again" in row["error"], row
+    with _api(bank) as api:  # the fix the message asks for, made in the bank's app
+        owner = api.get(old_payee).json()["legal-person-url"]
+        api.post(f"{owner}/bank/payees", json={
+            "account-holder": PLAIN.payee_name, "account-number": PLAIN.account_number,
+            "bank-id": PLAIN.sort_code}).raise_for_status()
+    assert run(bank, batch, ledger).returncode == 0
+    [row] = ledger_rows(ledger)
+    assert row["status"] == "submitted" and row["payee_url"] != old_payee
+    assert len(_payments_to(bank, PLAIN.account_number)) == 1

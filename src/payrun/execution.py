@@ -47,6 +47,7 @@ __all__ = ["ExecutionResult", "StopFlag", "execute_rows"]
 
 _GONE = 410
 """The bank's answer to submitting a payment someone rejected (``payment-rejected``)."""
+_PAYEE_GONE = "payee-deactivated"
 _RUN_AGAIN = "once the cause is fixed, run the same command again: this row is tried again"
 _NEXT_STEP = {
     "insufficient-funds": "add funds to the source account, then run the same command again:"
@@ -57,6 +58,9 @@ _NEXT_STEP = {
     " in a new file of its own",
     "payment-amount-exceeds-scheme-limit": "the amount is above the payment scheme's limit:"
     " pay this row another way (a rerun would be refused again)",
+    "payee-deactivated": "the payee was deactivated at the bank, and a deactivated payee"
+    " cannot be reactivated: add the payee again in the bank's app, then run the same command"
+    " again (it looks the payee up again)",
 }
 """What to do next after the bank refused a create or submit, by the bank's code."""
 _WATCH_SECONDS = 0.25
@@ -310,7 +314,11 @@ class _Engine:
         elif isinstance(exc, BankRejectedError):
             prefix = "payment created but not submitted: " if action == "submit" else ""
             hint = _NEXT_STEP.get(exc.code or "", _RUN_AGAIN)
-            self._book.record(number, status=RowStatus.FAILED, error=f"{prefix}{exc}; {hint}")
+            error = f"{prefix}{exc}; {hint}"
+            if exc.code == _PAYEE_GONE and action == "create":  # look the payee up again
+                self._book.record(number, status=RowStatus.FAILED, error=error, payee_url=None)
+            else:
+                self._book.record(number, status=RowStatus.FAILED, error=error)
             self.result.failed += 1
         else:  # 429 or never sent, after the retry policy gave up: nothing happened
             self._book.record(
