@@ -208,7 +208,9 @@ class Preflight:
             ).items():
                 when = payment.created_at.strftime("%Y-%m-%d %H:%M")
                 state = (
-                    f"submitted ({payment.latest_submission_status or 'pending'})"
+                    f"submitted ({payment.latest_submission_status})"
+                    if payment.latest_submission_url and payment.latest_submission_status
+                    else "submitted"
                     if payment.latest_submission_url
                     else "created and not submitted yet (a run of its own ledger, or an"
                     " approval in the bank's app, would still pay it)"

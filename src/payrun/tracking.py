@@ -55,7 +55,8 @@ def final_error(status: str, reason: str | None) -> str | None:
         f"the bank reports the payment {status}"
         + (f": {reason}" if reason else "")
         + "; it is final for this file: to pay it once the cause is fixed, put the row in"
-        " a new file of its own and pay that"
+        " a new file of its own and pay that (and let nobody submit the old payment again in"
+        " the bank's app)"
     )
 
 

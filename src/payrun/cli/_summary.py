@@ -60,6 +60,11 @@ def _closing(
     the app, or rejected there."""
     if refusal is not None:
         return refusal
+    if outcome.attention and outcome.exit_code == _INCOMPLETE:  # a rerun alone won't settle it
+        return (
+            "incomplete: a person must look at the rows above in the bank's app first;"
+            " then run the same command again (nothing will be paid twice)"
+        )
     open_rows = sum(1 for r in outcome.rows if r.status is RowStatus.SUBMITTED)
     if (
         wait_timeout is not None
@@ -194,15 +199,7 @@ def print_summary(
     _say(f"ledger: {outcome.ledger_path}")
     if report_path is not None:
         _say(f"report: {report_path}")
-    if outcome.attention and outcome.exit_code == _INCOMPLETE:  # a rerun alone won't settle it
-        _say("incomplete: a person must look at the rows above in the bank's app first;"
-             " then run the same command again (nothing will be paid twice)")
-    else:
-        _say(
-            _closing(
-                outcome, create_only=create_only, wait_timeout=wait_timeout, refusal=refusal
-            )
-        )
+    _say(_closing(outcome, create_only=create_only, wait_timeout=wait_timeout, refusal=refusal))
 
 
 def _visible(text: str | None) -> str:
