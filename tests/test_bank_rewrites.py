@@ -229,3 +229,30 @@ def test_a_payee_deactivated_after_an_earlier_run_is_looked_up_again(
     [row] = ledger_rows(ledger)
     assert row["status"] == "submitted" and row["payee_url"] != old_payee
     assert len(_payments_to(bank, PLAIN.account_number)) == 1
+
+
+def test_a_failed_approval_submitted_again_in_the_app_is_recorded(
+    bank: RunningSandbox, tmp_path: Path
+) -> None:
+    """The approval failed for lack of funds and the row was recorded failed; the approver
+    then submits the payment again in the app: the next run records that submission (the
+    row is paid, exit 0), and a rerun with the row in a new file holds it as a repeat."""
+    batch = write_batch(tmp_path / "b.csv", [PLAIN])
+    ledger = tmp_path / "b.ledger.sqlite"
+    assert run(bank, batch, ledger, "--create-only").returncode == 0
+    payment_url = ledger_rows(ledger)[0]["payment_url"]
+    _fail_an_approval(bank, payment_url)
+    assert run(bank, batch, ledger, "--create-only").returncode == 1
+    assert ledger_rows(ledger)[0]["status"] == "failed"
+    with _api(bank) as api:  # the approver tries again, the account funded
+        again = api.post(f"{payment_url}/submissions", json={"payment-scheme": "fps"})
+        again.raise_for_status()
+    rerun = run(bank, batch, ledger)
+    assert rerun.returncode == 0, rerun.stdout
+    [row] = ledger_rows(ledger)
+    assert row["status"] in {"submitted", "delivered"} and row["error"] is None, row
+    assert row["submission_url"] == again.json()["submission-url"]
+    retry = run(bank, write_batch(tmp_path / "retry.csv", [PLAIN]), tmp_path / "r.sqlite")
+    assert retry.returncode == 1
+    assert ledger_rows(tmp_path / "r.sqlite")[0]["status"] == "held"
+    assert len(_payments_to(bank, PLAIN.account_number)) == 1

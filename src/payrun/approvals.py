@@ -17,7 +17,7 @@ import anyio
 from payrun.domain import RowStatus
 from payrun.errors import AuthError, BankError
 from payrun.ledger import LedgerRow
-from payrun.reconciliation import adopt_outside_submissions
+from payrun.reconciliation import adopt_outside_submissions, adopt_resubmissions
 from payrun.records import RowBook
 
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
@@ -32,11 +32,13 @@ _REJECTED = "the payment was rejected at the bank, so it is not paid"
 async def refresh_created(client: BankClient, book: RowBook, *, create_only: bool) -> None:
     """Bring rows left ``created`` up to date with the bank before this run goes on.
 
-    Every run records the submissions made in the bank's app. A run that submits finds a
+    Every run records the submissions made in the bank's app, a payment whose submission
+    failed and that was submitted again there included. A run that submits finds a
     rejected payment out by submitting it (the bank refuses it as rejected); a
     ``--create-only`` run submits nothing, so it reads each waiting payment instead.
     """
     await adopt_outside_submissions(client, book)
+    await adopt_resubmissions(client, book)
     if create_only:
         await _mark_rejected(client, book)
 

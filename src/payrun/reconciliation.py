@@ -26,7 +26,12 @@ from payrun.tracking import FINAL_SUBMISSION_STATUSES, final_error
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankAccount, BankClient, Payment, Submission
 
-__all__ = ["adopt_outside_submissions", "fetch_recent_payments", "reconcile_rows"]
+__all__ = [
+    "adopt_outside_submissions",
+    "adopt_resubmissions",
+    "fetch_recent_payments",
+    "reconcile_rows",
+]
 
 _READ_WORKERS = 20
 
@@ -122,16 +127,30 @@ async def adopt_outside_submissions(client: BankClient, book: RowBook) -> None:
     await _settle_by_submissions(client, book, rows, none=None)
 
 
+async def adopt_resubmissions(client: BankClient, book: RowBook) -> None:
+    """Record a payment submitted again in the bank's app after its submission failed.
+
+    The bank lets a payment whose submission failed be submitted again (an approver
+    retrying in the app): such a row, ``failed`` in the ledger, takes the new submission.
+    """
+    rows = [
+        r for r in book.in_status(RowStatus.FAILED) if r.payment_url and r.submission_url
+    ]
+    await _settle_by_submissions(client, book, rows, none=None, newer_only=True)
+
+
 async def _settle_by_submissions(
     client: BankClient,
     book: RowBook,
     rows: list[LedgerRow],
     *,
     none: RowStatus | None = RowStatus.CREATED,
+    newer_only: bool = False,
 ) -> None:
     """Each row with a submission at the bank takes the latest one: ``submitted``, or its
     final status when it has one (delivered, failed, returned); a row with none becomes
-    ``none`` (or stays as it is when ``none`` is None)."""
+    ``none`` (or stays as it is when ``none`` is None). ``newer_only``: only a submission
+    other than the row's own is taken."""
     if not rows:
         return
     send, receive = anyio.create_memory_object_stream[LedgerRow](max_buffer_size=len(rows))
@@ -142,8 +161,11 @@ async def _settle_by_submissions(
     async def worker() -> None:
         async for row in receive:
             submissions = await _submissions(client, row, must_read=none is not None)
-            if submissions:
-                latest = max(submissions, key=lambda s: s.created_at)
+            latest = max(submissions, key=lambda s: s.created_at) if submissions else None
+            if latest is None:
+                if none is not None:
+                    book.set(row.row, status=none, error=None)
+            elif not (newer_only and latest.url == row.submission_url):
                 book.set(
                     row.row,
                     status=FINAL_SUBMISSION_STATUSES.get(latest.status, RowStatus.SUBMITTED),
@@ -152,8 +174,6 @@ async def _settle_by_submissions(
                     if latest.status in FINAL_SUBMISSION_STATUSES
                     else None,
                 )
-            elif none is not None:
-                book.set(row.row, status=none, error=None)
 
     with receive:
         async with anyio.create_task_group() as group:
