@@ -1136,6 +1136,7 @@ def test_log_format_json_is_json_on_stdout_and_stderr_to_the_last_line(
     captured = capsys.readouterr()
     (summary,) = _json_lines(captured.out)
     assert summary["event"] == "summary" and summary["exit_code"] == 1
+    assert summary["message"].endswith("see problems"), summary  # nothing is 'above' in JSON
     assert summary["rows"]["submitted"] == {"count": 2, "total": "200.00"}
     assert summary["rows"]["invalid"] == {"count": 1, "total": None}
     (problem,) = summary["problems"]
@@ -1213,6 +1214,8 @@ def test_a_bank_name_that_does_not_resolve_is_a_setting_not_a_rerun(
     # A bank that refuses connections may be down for a while: exit 3, the ledger kept.
     assert main(["run", str(batch), "--base-url", "http://127.0.0.1:9"]) == 3
     assert (tmp_path / "pay.csv.ledger.sqlite").exists()
+    err = capsys.readouterr().err
+    assert "check PAYRUN_BASE_URL (or --base-url) and the network" in err, err
 
 
 def test_dry_run_counts_payees_an_earlier_run_made(

@@ -52,3 +52,19 @@ def test_a_held_rows_last_answer_tells_whether_a_rerun_holds_it_again(
 def test_errors_that_are_no_payee_check_predict_nothing(error: str | None) -> None:
     """Rows held or failed for another reason are checked again, not held by a guess."""
     assert held_again_reason(error, accept_close_match=False) is None
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        _answer("no-match", "account-not-supported", status="unverified"),
+        _answer("no-match", "no-match-secondary-ref"),
+        _answer("no-match", "match-name-business-personal"),
+    ],
+)
+def test_holds_a_new_file_cannot_fix_point_to_the_payee_in_the_bank_app(answer: CopResult) -> None:
+    """Answers no correction of the row can change say to add the payee in the bank's app
+    and run again (payrun reuses it), never to switch the check off for the whole file."""
+    held = cop_verdict(answer, accept_close_match=False)
+    assert held is not None and "add the payee" in held and "run the same command again" in held
+    assert "--no-confirm-payees" not in held and "new file" not in held

@@ -26,7 +26,10 @@ if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a ban
 __all__ = ["refresh_created"]
 
 _READ_WORKERS = 20
-_REJECTED = "the payment was rejected at the bank, so it is not paid"
+_REJECTED = (
+    "the payment was rejected at the bank, so it is not paid; if it must still be paid, put"
+    " the row in a new file of its own and pay that"
+)
 
 
 async def refresh_created(client: BankClient, book: RowBook, *, create_only: bool) -> None:

@@ -308,7 +308,10 @@ class _Engine:
             self._book.record(
                 number,
                 status=RowStatus.REJECTED,
-                error=f"the payment was rejected at the bank, so it is not paid: {exc}",
+                error=(
+                    f"the payment was rejected at the bank, so it is not paid ({exc}); if it"
+                    " must still be paid, put the row in a new file of its own and pay that"
+                ),
             )
             self.result.failed += 1
         elif isinstance(exc, BankRejectedError):

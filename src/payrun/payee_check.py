@@ -29,6 +29,7 @@ _OTHER_TYPE = {
     "match-name-personal-business",
 }
 _FLIP = {"personal": "business", "business": "personal"}
+_REUSES = "reuses an active payee with the same name and account, without a check"
 _PREFIX = "Confirmation of Payee: "
 _CLOSE_MATCH = "close match"
 # How every hold ``cop_verdict`` writes begins (in every release so far): the bank's
@@ -110,19 +111,22 @@ def _why(cop: CopResult) -> str:
     if reason == "account-not-supported":
         return (
             " (account-not-supported): the payee's bank cannot check names on this account;"
-            " once you have confirmed the details with the payee another way, run again with"
-            " --no-confirm-payees (it skips the check for every new payee of the file)"
+            " once you have confirmed the details with the payee another way, add the payee"
+            f" in the bank's app, then run the same command again (payrun {_REUSES})"
         )
     if reason == "no-match-secondary-ref":
         return (
             " (no-match-secondary-ref): this account needs a secondary reference, such as a"
-            " building society roll number, which payrun cannot give; pay this payee from the"
-            " bank's app"
+            " building society roll number; add the payee with it in the bank's app, then"
+            f" run the same command again (payrun {_REUSES}, and the bank puts the roll"
+            " number on the payment)"
         )
     if reason in _OTHER_TYPE:
         return (
-            f" ({reason}): the name matches, but not the account type (personal or"
-            f" business); check the details with the payee, then {NEW_FILE}"
+            f" ({reason}): the name matches, but the bank reports another account type"
+            " (personal or business) whichever payrun asked about; check the details with"
+            f" the payee; if they are right, add the payee in the bank's app, then run the"
+            f" same command again (payrun {_REUSES})"
         )
     if reason is None and cop.status == "unverified":
         return (

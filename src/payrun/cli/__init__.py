@@ -21,6 +21,7 @@ from payrun.cli._output import error_line
 from payrun.errors import (
     AuthError,
     BankError,
+    BankUnavailableError,
     InterruptedRunError,
     LedgerError,
     LedgerWriteError,
@@ -198,7 +199,13 @@ def _looks_like_key_option(word: str) -> bool:
 def _report_error(error: BaseException, *, as_json: bool) -> int:
     if isinstance(error, PayrunError):
         code = exit_code_for(error)
-        error_line(str(error), as_json=as_json, exit_code=code)
+        message = str(error)
+        if isinstance(error, BankUnavailableError):  # the bank was never reached
+            message += (
+                "; check PAYRUN_BASE_URL (or --base-url) and the network, then run the same"
+                " command again"
+            )
+        error_line(message, as_json=as_json, exit_code=code)
         return code
     error_line(
         f"unexpected {type(error).__name__}: {error}; the ledger keeps what was done,"

@@ -42,7 +42,7 @@ _STARTED = frozenset({RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTIN
 _EXPLAIN = {
     0: "done: every valid row was paid",
     1: "finished, but some rows were not paid (invalid, held, failed, returned or rejected):"
-    " see above",
+    " see {where}",
     3: "incomplete: run the same command again to resume (nothing will be paid twice)",
 }
 
@@ -53,11 +53,12 @@ def _closing(
     create_only: bool,
     wait_timeout: float | None = None,
     refusal: str | None = None,
+    where: str = "above",
 ) -> str:
-    """The summary's last line: the refusal that ended the run (a 401/403 once payments
-    exist), a --wait that ran out, or what the exit code means. A ``--create-only`` run's
-    is true for the rows' states: payments waiting for approval, approved (submitted) in
-    the app, or rejected there."""
+    """The summary's last line (``where``: where the unpaid rows are listed): the refusal
+    that ended the run (a 401/403 once payments exist), a --wait that ran out, or what the
+    exit code means. A ``--create-only`` run's is true for the rows' states: payments
+    waiting for approval, approved (submitted) in the app, or rejected there."""
     if refusal is not None:
         return refusal
     if outcome.attention and outcome.exit_code == _INCOMPLETE:  # a rerun alone won't settle it
@@ -73,7 +74,7 @@ def _closing(
         and not outcome.interrupted
     ):
         return f"incomplete: {wait_ran_out(wait_timeout, open_rows)}"
-    explain = _EXPLAIN.get(outcome.exit_code, "")
+    explain = _EXPLAIN.get(outcome.exit_code, "").format(where=where)
     if not create_only or outcome.exit_code not in (0, 1):
         return explain
     waiting = sum(1 for r in outcome.rows if r.status is RowStatus.CREATED)
@@ -292,7 +293,11 @@ def summary_document(
     totals = Totals.of(outcome.rows)
     named = [r for r in outcome.rows if r.status in _NAMED or r.row in outcome.attention]
     closing = _closing(
-        outcome, create_only=create_only, wait_timeout=wait_timeout, refusal=refusal
+        outcome,
+        create_only=create_only,
+        wait_timeout=wait_timeout,
+        refusal=refusal,
+        where="problems",
     )
     return {
         "event": "summary",
