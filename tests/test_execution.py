@@ -206,3 +206,45 @@ async def test_a_revoked_key_mid_run_stops_everything_cleanly(
     assert len(created) <= 3 + 2
     assert statuses.count(RowStatus.PENDING) >= 40 - len(created) - 2
     assert RowStatus.CREATING not in statuses and RowStatus.SUBMITTING not in statuses
+
+
+class _GoesDown(httpx.AsyncBaseTransport):
+    """The sandbox in-process until ``down``; then every connection is refused (never sent)."""
+
+    def __init__(self, app: Any) -> None:
+        self.inner = httpx.ASGITransport(app=app)
+        self.down = False
+        self.refused = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.down:
+            self.refused += 1
+            msg = "connection refused"
+            raise httpx.ConnectError(msg, request=request)
+        return await self.inner.handle_async_request(request)
+
+
+async def test_a_bank_gone_mid_run_stops_the_pass_instead_of_retrying_every_row() -> None:
+    """The bank stops answering after 3 creates: the first request to exhaust its retries
+    stops the pass (nothing new starts), so the other rows do not each wait out their own
+    retries; they stay pending for the rerun, and no row is left half-done."""
+    app = create_app(seed=default_seed(), api_key=SECRET, latency_ms=5)
+    transport = _GoesDown(app)
+    http = httpx.AsyncClient(transport=transport, base_url="http://sandbox",
+                             headers={"Authorization": f"ServiceAPIKey {SECRET}"})
+    async with BankClient(http, retry=RetryPolicy.no_wait(attempts=3)) as client:
+        rows = await _rows(client, 40)
+        created: list[int] = []
+
+        def on_change(before: LedgerRow, after: LedgerRow) -> None:
+            if after.status is RowStatus.CREATED:
+                created.append(after.row)
+                transport.down = len(created) >= 3
+
+        book = RowBook(rows, on_change=on_change)
+        result = await _execute(client, book, rows, per_account_submits=1, create_workers=2)
+    assert result.unreachable and result.deferred >= 1
+    assert transport.refused <= 3 * (2 + 1)  # the requests in flight, 3 attempts each
+    statuses = [r.status for r in book.all()]
+    assert statuses.count(RowStatus.PENDING) >= 40 - len(created) - 2
+    assert RowStatus.CREATING not in statuses and RowStatus.SUBMITTING not in statuses

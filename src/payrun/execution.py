@@ -33,6 +33,7 @@ from payrun.errors import (
     AuthError,
     BankError,
     BankRejectedError,
+    BankUnavailableError,
     OutcomeUnknownError,
     PayrunError,
 )
@@ -84,6 +85,8 @@ class ExecutionResult:
     failed: int = 0
     unknown: int = 0
     deferred: int = 0
+    unreachable: bool = False
+    """A request found the bank unreachable after its retries: the pass stopped early."""
     fatal: PayrunError | None = None
 
 
@@ -333,6 +336,9 @@ class _Engine:
                 ),
             )
             self.result.deferred += 1
+            if isinstance(exc, BankUnavailableError):  # the bank is gone: start nothing new
+                self.result.unreachable = True  # (each row would wait out its own retries)
+                self._stop_all()
 
     def _wake_all(self) -> None:
         """Wake every idle create worker (no work is left, or a stop was requested)."""

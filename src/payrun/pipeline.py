@@ -382,7 +382,7 @@ async def _execute_rounds(
         )
         if result.fatal is not None:
             raise result.fatal
-        if stop.is_set():
+        if stop.is_set() or result.unreachable:  # a rerun finishes: nothing is paid twice
             break
         if book.in_status(RowStatus.CREATING, RowStatus.SUBMITTING):
             attention = await reconcile_rows(

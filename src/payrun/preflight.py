@@ -88,6 +88,7 @@ class Preflight:
         self.indexes: dict[str, PayeeIndex] = {}
         self.payments: dict[str, list[Payment]] = {}
         self.last_errors: dict[int, str] = {}  # a dry run's reopened rows: why held or failed
+        self.unreachable = False  # a payee create found the bank gone: create no more
 
     @property
     def payee_details(self) -> dict[str, PayeeFacts]:
@@ -320,7 +321,7 @@ class Preflight:
     async def _new_payee(self, item: tuple[_PayeeKey, list[LedgerRow]]) -> None:
         (owner, name, sort_code, number), rows = item
         numbers = [r.row for r in rows]
-        if self.stop is not None and self.stop.is_set():  # Ctrl-C: start nothing new
+        if self.unreachable or (self.stop is not None and self.stop.is_set()):  # start nothing
             return
         try:
             cop_url = None
@@ -357,6 +358,7 @@ class Preflight:
             )
             return
         except (RateLimitedError, BankUnavailableError) as exc:  # nothing happened: later
+            self.unreachable = self.unreachable or isinstance(exc, BankUnavailableError)
             self.book.set_many(
                 numbers,
                 error=(
