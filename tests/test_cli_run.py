@@ -1218,6 +1218,29 @@ def test_a_bank_name_that_does_not_resolve_is_a_setting_not_a_rerun(
     assert "check PAYRUN_BASE_URL (or --base-url) and the network" in err, err
 
 
+def test_rows_left_unfinished_for_a_reason_are_named_in_the_summary(
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Creates refused with 429 past the retries: exit 3, and the summary names the rows
+    left pending with why (not only 'run the same command again')."""
+    from payrun.bank import BankClient, RetryPolicy  # noqa: PLC0415
+
+    bank = start_bank()
+    refuse(bank, monkeypatch, 429, "too-many-requests",
+           lambda method, path: method == "POST" and path.endswith("/payments"))
+    defaults = BankClient.__init__.__kwdefaults__
+    assert defaults is not None
+    monkeypatch.setitem(defaults, "retry", RetryPolicy.no_wait(2))  # 429s: no minute of waits
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:2])
+    assert main(["run", str(batch)]) == 3
+    out = capsys.readouterr().out
+    assert "rows to look at (all accounts):" in out, out
+    assert out.count(": pending: create not sent yet: the bank was busy") == 2, out
+
+
 def test_dry_run_counts_payees_an_earlier_run_made(
     start_bank: StartBank,
     tmp_path: Path,

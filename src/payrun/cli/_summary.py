@@ -39,6 +39,7 @@ _NAMED = frozenset(
 )
 _NOTHING_TO_DO = frozenset({RowStatus.SUBMITTED, RowStatus.DELIVERED})
 _STARTED = frozenset({RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING})
+_UNFINISHED = _STARTED | {RowStatus.PENDING}
 _EXPLAIN = {
     0: "done: every valid row was paid",
     1: "finished, but some rows were not paid (invalid, held, failed, returned or rejected):"
@@ -184,7 +185,7 @@ def print_summary(
     _table("rows by status:", totals.by_status)
     for account, table in sorted(totals.by_account.items()):
         _table(f"from {account}:", table)
-    named = [r for r in outcome.rows if r.status in _NAMED or r.row in outcome.attention]
+    named = _named(outcome)
     if named:
         _say("rows to look at (all accounts):")
     for row in named[:_MAX_NAMED]:
@@ -201,6 +202,18 @@ def print_summary(
     if report_path is not None:
         _say(f"report: {report_path}")
     _say(_closing(outcome, create_only=create_only, wait_timeout=wait_timeout, refusal=refusal))
+
+
+def _named(outcome: RunOutcome) -> list[LedgerRow]:
+    """Rows the summary names: not paid, needing attention, or left unfinished with a
+    reason (the bank was unreachable or busy: the rerun finishes them)."""
+    return [
+        r
+        for r in outcome.rows
+        if r.status in _NAMED
+        or r.row in outcome.attention
+        or (r.error and r.status in _UNFINISHED)
+    ]
 
 
 def _visible(text: str | None) -> str:
@@ -291,7 +304,7 @@ def summary_document(
 ) -> dict[str, object]:
     """The summary as one JSON object (``--log-format json``): what the text summary says."""
     totals = Totals.of(outcome.rows)
-    named = [r for r in outcome.rows if r.status in _NAMED or r.row in outcome.attention]
+    named = _named(outcome)
     closing = _closing(
         outcome,
         create_only=create_only,
