@@ -915,3 +915,13 @@ def test_pyreqwest_io_thread_runs_batch_and_the_event_loop_thread_does_not() -> 
     policies = ast.literal_eval(printed.strip())
     assert policies["pyreqwest"] == os.SCHED_BATCH
     assert policies["python"] == os.SCHED_OTHER
+
+
+def test_a_5xx_on_a_read_says_to_run_again_not_that_it_may_have_taken_effect() -> None:
+    """A read that the bank failed changed nothing: its message says to run again."""
+    from payrun.bank._refusals import error_from_response  # noqa: PLC0415
+
+    read = error_from_response("GET", "/v0/x", 503, "", write=False)
+    write = error_from_response("POST", "/v0/x", 503, "", write=True)
+    assert "run the same command again" in str(read) and "taken effect" not in str(read)
+    assert "may or may not have taken effect" in str(write)

@@ -256,3 +256,44 @@ def test_a_failed_approval_submitted_again_in_the_app_is_recorded(
     assert retry.returncode == 1
     assert ledger_rows(tmp_path / "r.sqlite")[0]["status"] == "held"
     assert len(_payments_to(bank, PLAIN.account_number)) == 1
+
+
+def test_a_row_bound_to_a_payee_deactivated_since_takes_the_payee_added_again(
+    bank: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An earlier run bound the row to its payee; the payee is deactivated and added again
+    in the bank's app before the next run: that run pays through the new payee at once."""
+    batch = write_batch(tmp_path / "b.csv", [PLAIN])
+    ledger = tmp_path / "b.ledger.sqlite"
+    stop = refuse(bank, monkeypatch, 422, "insufficient-funds",
+                  lambda method, path: method == "POST" and path.endswith("/payments"))
+    assert run(bank, batch, ledger).returncode == 1
+    stop()
+    old_payee = ledger_rows(ledger)[0]["payee_url"]
+    with _api(bank) as api:
+        api.patch(old_payee, json={"payee-status": "deactivated"}).raise_for_status()
+        owner = api.get(old_payee).json()["legal-person-url"]
+        api.post(f"{owner}/bank/payees", json={
+            "account-holder": PLAIN.payee_name, "account-number": PLAIN.account_number,
+            "bank-id": PLAIN.sort_code}).raise_for_status()
+    assert run(bank, batch, ledger, "--dry-run").returncode == 0
+    assert run(bank, batch, ledger).returncode == 0
+    [row] = ledger_rows(ledger)
+    assert row["status"] == "submitted" and row["payee_url"] != old_payee
+
+
+def test_a_payee_deactivated_after_its_payment_was_created_says_what_works(
+    bank: RunningSandbox, tmp_path: Path
+) -> None:
+    """After --create-only the payee is deactivated: the submit is refused, and the advice
+    is the one that works (reject it, add the payee again, a new file), not 'run again'."""
+    batch = write_batch(tmp_path / "b.csv", [PLAIN])
+    ledger = tmp_path / "b.ledger.sqlite"
+    assert run(bank, batch, ledger, "--create-only").returncode == 0
+    with _api(bank) as api:
+        api.patch(ledger_rows(ledger)[0]["payee_url"],
+                  json={"payee-status": "deactivated"}).raise_for_status()
+    assert run(bank, batch, ledger).returncode == 1
+    [row] = ledger_rows(ledger)
+    assert row["status"] == "failed" and "payee-deactivated" in row["error"], row
+    assert "reject the payment in the bank's app" in row["error"], row

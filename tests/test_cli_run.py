@@ -995,10 +995,12 @@ def test_several_matching_payments_need_attention_and_nothing_is_guessed(
     assert main(["run", str(batch)]) == 3
     out = capsys.readouterr().out
     assert "needs attention: row 2: a person must look" in out
+    assert ": pending: several bank payments match" in out, out  # the contract's word
     assert "a person must look at the rows above in the bank's app first" in out.splitlines()[-1]
     assert main(["run", str(batch), "--log-format", "json"]) == 3  # the scheduler's message too
     summary = _json_lines(capsys.readouterr().out)[0]
-    assert "a person must look" in summary["message"] and summary["attention"] == [2], summary
+    assert "a person must look at the rows under attention" in summary["message"], summary
+    assert summary["attention"] == [2], summary
     assert [g["payments"] for g in payment_groups(bank)] == [2]  # nothing new was created
     assert all(g["submissions"] == 0 for g in payment_groups(bank))  # and nothing submitted
 

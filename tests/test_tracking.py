@@ -147,6 +147,23 @@ def test_a_return_read_from_the_submission_keeps_the_bank_reason(
     assert row["status"] == "returned" and "returned: account-closed" in row["error"], row
 
 
+def test_a_return_after_delivery_is_seen_on_a_rerun_when_events_are_refused(
+    start_bank: StartBank, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events refused to this role: a `--wait` rerun reads each delivered row's submission
+    once, so a return after delivery ends the row returned (exit 1), not 'done'."""
+    bank = start_bank()
+    rows = make_rows(9, 2, tag="RNE")
+    batch, ledger = write_batch(tmp_path / "pay.csv", rows), tmp_path / "pay.sqlite"
+    assert run(batch, ledger, "--wait") == 0
+    assert statuses(ledger) == ["delivered"] * 2
+    return_submission(bank, ledger_rows(ledger)[1]["submission_url"], "account-closed")
+    refuse(bank, monkeypatch, 403, "forbidden",
+           lambda method, path: method == "GET" and path.endswith("/events"))
+    assert run(batch, ledger, "--wait") == 1
+    assert statuses(ledger) == ["delivered", "returned"]
+
+
 @pytest.mark.parametrize("log_format", ["text", "json"])
 def test_a_403_on_submit_after_creating_still_gives_the_summary_and_report(
     start_bank: StartBank,

@@ -49,6 +49,11 @@ __all__ = ["ExecutionResult", "StopFlag", "execute_rows"]
 _GONE = 410
 """The bank's answer to submitting a payment someone rejected (``payment-rejected``)."""
 _PAYEE_GONE = "payee-deactivated"
+_PAYEE_GONE_AFTER_CREATE = (
+    "the payee was deactivated after this payment was created, so it can never be submitted:"
+    " reject the payment in the bank's app, add the payee again there, and pay the row in a"
+    " new file of its own"
+)
 _RUN_AGAIN = "once the cause is fixed, run the same command again: this row is tried again"
 _NEXT_STEP = {
     "insufficient-funds": "add funds to the source account, then run the same command again:"
@@ -319,7 +324,11 @@ class _Engine:
             self.result.failed += 1
         elif isinstance(exc, BankRejectedError):
             prefix = "payment created but not submitted: " if action == "submit" else ""
-            hint = _NEXT_STEP.get(exc.code or "", _RUN_AGAIN)
+            hint = (
+                _PAYEE_GONE_AFTER_CREATE
+                if action == "submit" and exc.code == _PAYEE_GONE
+                else _NEXT_STEP.get(exc.code or "", _RUN_AGAIN)
+            )
             error = f"{prefix}{exc}; {hint}"
             if exc.code == _PAYEE_GONE and action == "create":  # look the payee up again
                 self._book.record(number, status=RowStatus.FAILED, error=error, payee_url=None)

@@ -116,6 +116,8 @@ class PayeeIndex:
     active: dict[tuple[str, str, str], str] = field(default_factory=dict)
     deactivated: set[tuple[str, str, str]] = field(default_factory=set)
     details: dict[str, PayeeFacts] = field(default_factory=dict)
+    inactive: set[str] = field(default_factory=set)
+    """URLs of payees that cannot be paid (deactivated)."""
 
     @classmethod
     def build(cls, payees: Iterable[PayeeLike]) -> PayeeIndex:
@@ -133,6 +135,7 @@ class PayeeIndex:
             self.active.setdefault(key, payee.url)
         else:
             self.deactivated.add(key)
+            self.inactive.add(payee.url)
 
     def lookup(self, name: str, sort_code: str, account_number: str) -> str | None:
         """The URL of an active payee with these details, or None."""

@@ -268,10 +268,10 @@ class Preflight:
         for row in self.book.in_status(RowStatus.PENDING):
             if row.account_url not in self.accounts:
                 continue
-            if row.payee_url:  # an earlier run found or made its payee
+            index = self.indexes[self.accounts[row.account_url].owner_url]
+            if row.payee_url and row.payee_url not in index.inactive:  # found or made before
                 self._count_existing(row.account_url)
                 continue
-            index = self.indexes[self.accounts[row.account_url].owner_url]
             url = index.lookup(row.payee_name, row.sort_code, row.account_number)
             if url is not None:
                 reuse[row.row] = {"payee_url": url}

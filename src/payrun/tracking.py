@@ -11,8 +11,8 @@ a role that may pay but not read events).
 delivered row is not final here: a later ``returned`` event for its submission moves it to
 ``returned``, in the same run or in a rerun (the events are read from the batch start, so a
 rerun with ``--wait`` reads the events once even when no row is still waiting). Nothing
-moves a row back from ``returned`` or ``failed``. Returns are noticed through the events
-only: a delivered row is not read again one by one.
+moves a row back from ``returned`` or ``failed``. Returns are noticed through the events;
+when the events are refused, each delivered row's submission is read once instead.
 
 When ``wait_seconds`` run out, the run is told how many payments are still submitted and
 not final; running the same command again keeps following them. A 401/403 on reading a
@@ -79,6 +79,7 @@ class _Tracker:
         self.seen: set[str] = set()
         self.events_refused = False  # 403 on the events: poll from then on
         self.polls_refused = False  # 403 on a submission while the events work: events only
+        self.delivered_read = False  # delivered rows read directly once (events refused)
         self.refused: AuthError | None = None
         self.tracked = {  # every submission whose row a later status may still change
             row.submission_url: row.row
@@ -129,9 +130,18 @@ class _Tracker:
         self.since = latest - timedelta(seconds=5)  # overlap; duplicates are dropped by URL
         return True
 
+    def delivered_unread(self) -> bool:
+        """True while delivered rows' submissions still need one direct read (events refused:
+        a return after delivery can be seen only there)."""
+        return self.events_refused and not self.delivered_read
+
     async def poll(self) -> None:
-        """Read each still-waiting submission directly."""
+        """Read each still-waiting submission directly (delivered ones too, once, when the
+        events are refused)."""
         urls = list(self.waiting)
+        if self.delivered_unread():
+            self.delivered_read = True
+            urls += [url for url in self.tracked if url not in self.waiting]
 
         async def worker() -> None:
             while urls:
@@ -185,7 +195,8 @@ async def follow_submissions(
                 events_ok = await tracker.read_events()
                 rounds += 1
                 polling = not events_ok or rounds % _POLL_EVERY_ROUNDS == 0
-                if tracker.waiting and polling and not tracker.polls_refused:
+                unread = tracker.waiting or tracker.delivered_unread()
+                if unread and polling and not tracker.polls_refused:
                     await tracker.poll()
                 if not tracker.waiting:
                     break

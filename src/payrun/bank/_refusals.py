@@ -88,6 +88,9 @@ def error_from_response(
         msg = (
             f"the bank failed (HTTP {status} on {where}); the request may or may not have"
             " taken effect"
+            if write
+            else f"the bank failed (HTTP {status} on {where}); run the same command again"
+            " later (nothing will be paid twice)"
         )
         return OutcomeUnknownError(msg, status=status, code=code, detail=detail)
     if status < _HTTP_CLIENT_ERROR and write:

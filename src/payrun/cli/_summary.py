@@ -63,8 +63,9 @@ def _closing(
     if refusal is not None:
         return refusal
     if outcome.attention and outcome.exit_code == _INCOMPLETE:  # a rerun alone won't settle it
+        shown = "rows above" if where == "above" else "rows under attention"
         return (
-            "incomplete: a person must look at the rows above in the bank's app first;"
+            f"incomplete: a person must look at the {shown} in the bank's app first;"
             " then run the same command again (nothing will be paid twice)"
         )
     open_rows = sum(1 for r in outcome.rows if r.status is RowStatus.SUBMITTED)
@@ -189,7 +190,8 @@ def print_summary(
     if named:
         _say("rows to look at (all accounts):")
     for row in named[:_MAX_NAMED]:
-        _say(f"  row {row.row} ({_visible(row.payee_name)}): {row.status}: {_visible(row.error)}")
+        name, status = _visible(row.payee_name), report_status(row.status)
+        _say(f"  row {row.row} ({name}): {status}: {_visible(row.error)}")
     if len(named) > _MAX_NAMED:
         _say(f"  ... and {len(named) - _MAX_NAMED} more: payrun report {outcome.ledger_path}")
     if outcome.attention:
