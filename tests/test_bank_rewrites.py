@@ -204,9 +204,9 @@ def test_a_row_left_creating_on_an_account_the_bank_no_longer_shows_needs_attent
 def test_a_payee_deactivated_after_an_earlier_run_is_looked_up_again(
     bank: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A row bound to its payee by an earlier run, whose payee is then deactivated: the
-    create is refused (payee-deactivated) with advice to add the payee again; once it is
-    added again in the bank's app, the next run finds the new payee and pays the row."""
+    """A row bound to its payee by an earlier run, whose payee is then deactivated: the run
+    sees it before any create and says to add the payee again; once it is added again in
+    the bank's app, the next run finds the new payee and pays the row."""
     batch = write_batch(tmp_path / "b.csv", [PLAIN])
     ledger = tmp_path / "b.ledger.sqlite"
     stop = refuse(bank, monkeypatch, 422, "insufficient-funds",
@@ -219,7 +219,7 @@ def test_a_payee_deactivated_after_an_earlier_run_is_looked_up_again(
         api.patch(old_payee, json={"payee-status": "deactivated"}).raise_for_status()
     assert run(bank, batch, ledger).returncode == 1
     [row] = ledger_rows(ledger)
-    assert row["status"] == "failed" and "add the payee again" in row["error"], row
+    assert row["status"] == "failed" and "add them again in the bank's app" in row["error"], row
     with _api(bank) as api:  # the fix the message asks for, made in the bank's app
         owner = api.get(old_payee).json()["legal-person-url"]
         api.post(f"{owner}/bank/payees", json={
