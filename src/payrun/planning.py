@@ -177,14 +177,29 @@ def _creditor_details(
     return (facts.sort_code, facts.account_number) if facts else None
 
 
+_Srds = Mapping[tuple[str, str], set[str]]
+"""Sort code and account number -> the SRDs of that account's payees."""
+
+
+def _srds_by_account(payees: Mapping[str, PayeeFacts]) -> dict[tuple[str, str], set[str]]:
+    srds: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for facts in payees.values():
+        if facts.srd:
+            srds[(facts.sort_code, facts.account_number)].add(facts.srd)
+    return srds
+
+
 def _reference_match(
-    row_reference: str | None, payment: PaymentLike, payees: Mapping[str, PayeeFacts]
+    row_reference: str | None,
+    payment: PaymentLike,
+    payees: Mapping[str, PayeeFacts],
+    srds: _Srds,
 ) -> int:
     """``_EXACT``, ``_LOOSE`` (the bank's default text for a blank reference, or an SRD of
     the creditor's account that replaced any reference) or 0."""
     if row_reference and payment.reference == row_reference:
         return _EXACT
-    if payment.reference and payment.reference in _account_srds(payment, payees):
+    if payment.reference and payment.reference in _account_srds(payment, payees, srds):
         return _LOOSE
     if row_reference:
         return 0
@@ -194,17 +209,21 @@ def _reference_match(
     return _LOOSE if payment.reference.casefold().startswith(_DEFAULT_REFERENCE_PREFIX) else 0
 
 
-def _account_srds(payment: PaymentLike, payees: Mapping[str, PayeeFacts]) -> set[str]:
+def _account_srds(
+    payment: PaymentLike, payees: Mapping[str, PayeeFacts], srds: _Srds
+) -> set[str]:
     """The SRDs the bank may have written on a payment: its payee's, or, when the bank shows
     the creditor as a bare account (no payee URL), those of every payee of that account."""
     facts = payees.get(payment.creditor_payee_url or "")
     if facts is not None:
         return {facts.srd} if facts.srd else set()
     account = _creditor_details(payment, payees)
-    return {f.srd for f in payees.values() if f.srd and (f.sort_code, f.account_number) == account}
+    return set(srds.get(account, ())) if account else set()
 
 
-def _payment_match(row: LedgerRow, payment: PaymentLike, payees: Mapping[str, PayeeFacts]) -> int:
+def _payment_match(
+    row: LedgerRow, payment: PaymentLike, payees: Mapping[str, PayeeFacts], srds: _Srds
+) -> int:
     """How well a payment matches a row (0: it does not)."""
     if payment.rejected or payment.amount != row.amount:
         return 0
@@ -212,7 +231,7 @@ def _payment_match(row: LedgerRow, payment: PaymentLike, payees: Mapping[str, Pa
         row.payee_url and payment.creditor_payee_url == row.payee_url
     ):
         return 0
-    return _reference_match(row.reference, payment, payees)
+    return _reference_match(row.reference, payment, payees, srds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,11 +297,12 @@ def _claims(
 ) -> dict[str, dict[_Key, int]]:
     """Payment URL -> the groups it matches (made after their first intent), and how well."""
     claims: dict[str, dict[_Key, int]] = defaultdict(dict)
+    srds = _srds_by_account(payees)
     for key, group in groups.items():
         since = _since(group)
         for payment in free:
             if since is None or payment.created_at >= since:
-                strength = _payment_match(group[0], payment, payees)
+                strength = _payment_match(group[0], payment, payees, srds)
                 if strength:
                     claims[payment.url][key] = strength
     return claims
@@ -367,11 +387,12 @@ def find_repeats(
         if details is not None:
             by_key[(*details, format_money(payment.amount))].append(payment)
     repeats: dict[int, PaymentLike] = {}
+    srds = _srds_by_account(payee_details)
     for row in rows:
         for payment in by_key.get(
             (row.sort_code, row.account_number, format_money(row.amount)), []
         ):
-            if _reference_match(row.reference, payment, payee_details):
+            if _reference_match(row.reference, payment, payee_details, srds):
                 repeats[row.row] = payment
                 break
     return repeats
