@@ -297,3 +297,23 @@ def test_a_payee_deactivated_after_its_payment_was_created_says_what_works(
     [row] = ledger_rows(ledger)
     assert row["status"] == "failed" and "payee-deactivated" in row["error"], row
     assert "reject the payment in the bank's app" in row["error"], row
+
+
+def test_a_create_only_rerun_leaves_payments_waiting_for_approval_whatever_the_balance(
+    bank: RunningSandbox, tmp_path: Path
+) -> None:
+    """A --create-only rerun spends nothing on payments waiting for approval, so a short
+    balance does not fail them (it did: 'failed: payment created but not submitted'); a
+    normal run, which would submit them, still refuses to."""
+    batch = write_batch(tmp_path / "b.csv", [PLAIN])
+    ledger = tmp_path / "b.ledger.sqlite"
+    assert run(bank, batch, ledger, "--create-only").returncode == 0
+    account = account_urls(bank)[SOURCE].rsplit("/", 1)[-1]
+    with _api(bank) as api:
+        api.post(f"/__sandbox/accounts/{account}/balance", json={"value": "0.00"})
+    again = run(bank, batch, ledger, "--create-only")
+    assert again.returncode == 0, again.stdout
+    assert ledger_rows(ledger)[0]["status"] == "created"
+    assert run(bank, batch, ledger).returncode == 1
+    [row] = ledger_rows(ledger)
+    assert row["status"] == "failed" and "available balance" in row["error"], row

@@ -319,7 +319,7 @@ async def _pay_locked(
     )
     await refresh_created(client, book, create_only=options.create_only)  # approved in the app?
     checks.guard_repeats()
-    checks.check_balances()
+    checks.check_balances(created=not options.create_only)
     await checks.prepare_payees()
     done = sum(1 for r in book.all() if r.status not in (*_UNPAID, RowStatus.CREATED))
     watcher.started(total=len(book), done=done)

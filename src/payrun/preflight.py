@@ -227,9 +227,13 @@ class Preflight:
                     ),
                 )
 
-    def check_balances(self) -> None:
-        """Fail an account's unpaid rows when its available balance cannot cover them."""
-        groups = self.book.by_account(RowStatus.PENDING, RowStatus.CREATED)
+    def check_balances(self, *, created: bool = True) -> None:
+        """Fail an account's unpaid rows when its available balance cannot cover them.
+
+        ``created``: count rows whose payment exists too (False for ``--create-only``, which
+        leaves them to the approver and spends nothing on them)."""
+        statuses = (RowStatus.PENDING, RowStatus.CREATED) if created else (RowStatus.PENDING,)
+        groups = self.book.by_account(*statuses)
         for account in self.accounts.values():
             rows = groups.get(account.url, [])
             need = sum((r.amount for r in rows), Decimal(0))
