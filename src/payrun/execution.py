@@ -330,10 +330,9 @@ class _Engine:
                 else _NEXT_STEP.get(exc.code or "", _RUN_AGAIN)
             )
             error = f"{prefix}{exc}; {hint}"
-            if exc.code == _PAYEE_GONE and action == "create":  # look the payee up again
-                self._book.record(number, status=RowStatus.FAILED, error=error, payee_url=None)
-            else:
-                self._book.record(number, status=RowStatus.FAILED, error=error)
+            # a payee deactivated at the bank: the next run looks the payee up again
+            unbind = {"payee_url": None} if exc.code == _PAYEE_GONE and action == "create" else {}
+            self._book.record(number, status=RowStatus.FAILED, error=error, **unbind)
             self.result.failed += 1
         else:  # 429 or never sent, after the retry policy gave up: nothing happened
             self._book.record(
