@@ -5,16 +5,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from payrun.bank import AdaptiveLimiter, BankClient, RetryPolicy
-from payrun.domain import RowStatus
+from payrun.domain import PaymentInstruction, RowStatus, RowVerdict
 from payrun.errors import AuthError
 from payrun.execution import ExecutionResult, execute_rows
-from payrun.ledger import LedgerRow
+from payrun.ledger import BatchInfo, Ledger, LedgerRow
 from payrun.records import RowBook
 from payrun.sandbox import create_app, default_seed
 
@@ -151,6 +152,72 @@ async def test_stop_starts_nothing_new(sandbox: tuple[Any, BankClient]) -> None:
     statuses = [r.status for r in book.all()]
     assert statuses.count(RowStatus.PENDING) >= 30
     assert RowStatus.CREATING not in statuses
+
+
+def _ledger_of(path: Path, rows: list[LedgerRow]) -> Ledger:
+    """A real ledger file holding ``rows``, bound to their account and payee."""
+    ledger = Ledger.open(path)
+    verdicts = [
+        RowVerdict(
+            r.row,
+            PaymentInstruction(
+                row=r.row, payee_name=r.payee_name, sort_code=r.sort_code,
+                account_number=r.account_number, amount=r.amount, reference=r.reference,
+                source_account=r.source_account,
+            ),
+            {},
+        )
+        for r in rows
+    ]  # fmt: skip
+    info = BatchInfo(file_path="f", file_sha256="s", valid_count=len(rows),
+                     valid_total=sum((r.amount for r in rows), Decimal(0)))  # fmt: skip
+    ledger.start(info, verdicts)
+    ledger.update_many([r.row for r in rows], account_url=rows[0].account_url,
+                       payee_url=rows[0].payee_url)  # fmt: skip
+    return ledger
+
+
+@pytest.mark.parametrize("stop_on", [RowStatus.CREATED, RowStatus.SUBMITTED])
+async def test_a_stop_leaves_only_sent_rows_in_an_intent_state_on_disk(
+    sandbox: tuple[Any, BankClient], tmp_path: Path, stop_on: RowStatus
+) -> None:
+    """Intents are committed a few rows ahead of their turn. When a stop ends the pass,
+    those whose turn never came are put back: every row the ledger shows creating was
+    created at the bank, every row it shows submitting was submitted, and the rows not
+    begun are pending (or created) as before, with no attempt counted."""
+    _, client = sandbox
+    ledger = _ledger_of(tmp_path / "b.ledger.sqlite", await _rows(client, 40))
+    flag = _Flag()
+    book = RowBook(
+        ledger.rows(),
+        ledger=ledger,
+        on_change=lambda b, a: setattr(flag, "value", True) if a.status is stop_on else None,
+    )
+    await _execute(client, book, book.all(), create_workers=2, stop=flag)
+    account_url = book.get(2).account_url
+    assert account_url is not None
+    made = {
+        p.amount: p
+        async for p in client.payments(account_url, created_since=datetime(2000, 1, 1, tzinfo=UTC))
+    }
+    disk = {row.row: row for row in ledger.rows()}
+    def state(row: LedgerRow) -> tuple[Any, ...]:
+        return row.status, row.attempts, row.intent_at, row.payment_url, row.submission_url
+
+    assert {n: state(r) for n, r in disk.items()} == {r.row: state(r) for r in book.all()}
+    statuses = [row.status for row in disk.values()]
+    assert statuses.count(RowStatus.PENDING) >= 25  # the stop came early
+    for row in disk.values():
+        sent = made.get(row.amount)
+        if row.status in {RowStatus.CREATING, RowStatus.CREATED}:
+            assert sent is not None, row
+        if row.status is RowStatus.SUBMITTING:
+            assert sent is not None and sent.latest_submission_url is not None, row
+        if row.status is RowStatus.CREATED:
+            assert sent is not None and sent.latest_submission_url is None, row
+        if row.status is RowStatus.PENDING:
+            assert sent is None and row.attempts == 0 and row.intent_at is None, row
+    ledger.close()
 
 
 async def test_rejected_create_fails_the_row(sandbox: tuple[Any, BankClient]) -> None:

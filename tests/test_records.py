@@ -229,3 +229,112 @@ async def test_a_cancelled_run_sends_nothing_after_its_intent(tmp_path: Path) ->
     assert sent == []
     assert _on_disk(ledger.path)[2] is RowStatus.CREATING  # reconciliation settles it
     ledger.close()
+
+
+def _ledger_of(tmp_path: Path, count: int) -> Ledger:
+    """A ledger of ``count`` pending rows, numbered from 2."""
+    ledger = Ledger.open(tmp_path / "ahead.ledger.sqlite")
+    verdicts = [
+        RowVerdict(
+            row,
+            PaymentInstruction(
+                row=row, payee_name="Ada", sort_code="200000", account_number=f"{row:08d}",
+                amount=Decimal("5.00"), reference="R", source_account="040004 30000001",
+            ),
+            {},
+        )
+        for row in range(2, 2 + count)
+    ]  # fmt: skip
+    ledger.start(
+        BatchInfo(file_path="f", file_sha256="s", valid_count=count,
+                  valid_total=Decimal("5.00") * count),
+        verdicts,
+    )  # fmt: skip
+    return ledger
+
+
+def _disk_rows(path: Path) -> dict[int, Any]:
+    with Ledger.open(path, readonly=True) as reader:
+        return {row.row: row for row in reader.rows()}
+
+
+async def test_intents_ahead_share_the_commit_and_their_turn_needs_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows ahead are on disk in their intent state with the first intent's commit; when
+    their turn comes the intent returns with no commit of its own."""
+    ledger = _ledger_of(tmp_path, 4)
+    book = RowBook(ledger.rows(), ledger=ledger)
+    commits: list[list[int]] = []
+    original = Ledger.update_each
+
+    def counted(self: Ledger, changes: Any) -> None:
+        changes = list(changes)
+        commits.append([row for row, _ in changes])
+        original(self, changes)
+
+    monkeypatch.setattr(Ledger, "update_each", counted)
+    await book.intent(2, RowStatus.CREATING, ahead=[3, 4])
+    assert commits == [[2, 3, 4]]
+    disk = _disk_rows(ledger.path)
+    assert [disk[n].status for n in (2, 3, 4, 5)] == [RowStatus.CREATING] * 3 + [RowStatus.PENDING]
+    assert disk[3].intent_at is not None and disk[3].attempts == 1
+    row = await book.intent(3, RowStatus.CREATING, ahead=[4, 5])  # 4 is staged already
+    assert commits == [[2, 3, 4]]  # no commit: row 3's intent was on disk
+    assert row.status is RowStatus.CREATING and row.attempts == 1
+    await book.intent(5, RowStatus.CREATING)
+    assert commits == [[2, 3, 4], [5]]
+    ledger.close()
+
+
+async def test_unused_intents_ahead_are_withdrawn_and_used_ones_kept(tmp_path: Path) -> None:
+    """At the end of a pass, a row whose intent was committed ahead but whose turn never
+    came is put back as it was (status, time, attempts); a row that was sent keeps its
+    intent, and a row that moved on keeps its new state."""
+    ledger = _ledger_of(tmp_path, 4)
+    book = RowBook(ledger.rows(), ledger=ledger)
+    await book.intent(2, RowStatus.CREATING, ahead=[3, 4, 5])
+    await book.intent(3, RowStatus.CREATING)  # sent, answer lost: stays creating
+    await book.intent(4, RowStatus.CREATING)
+    book.record(4, status=RowStatus.CREATED, payment_url="/v0/payments/pm.4")
+    book.withdraw_unused()
+    disk = _disk_rows(ledger.path)
+    assert disk[2].status is RowStatus.CREATING and disk[3].status is RowStatus.CREATING
+    assert disk[4].status is RowStatus.CREATED
+    assert disk[5].status is RowStatus.PENDING
+    assert disk[5].intent_at is None and disk[5].attempts == 0
+    assert book.get(5).status is RowStatus.PENDING and book.get(5).attempts == 0
+    book.withdraw_unused()  # nothing left to withdraw
+    assert _disk_rows(ledger.path)[3].status is RowStatus.CREATING
+    ledger.close()
+
+
+async def test_a_row_ahead_changed_by_someone_else_is_not_withdrawn(tmp_path: Path) -> None:
+    """A row set to another state before its turn keeps that state."""
+    ledger = _ledger_of(tmp_path, 2)
+    book = RowBook(ledger.rows(), ledger=ledger)
+    await book.intent(2, RowStatus.CREATING, ahead=[3])
+    book.set(3, status=RowStatus.FAILED, error="refused")
+    book.withdraw_unused()
+    assert _disk_rows(ledger.path)[3].status is RowStatus.FAILED
+    ledger.close()
+
+
+async def test_a_failed_commit_leaves_rows_ahead_unsent_and_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the commit carrying intents ahead fails, their turn raises too: never sent."""
+    ledger = _ledger_of(tmp_path, 2)
+    book = RowBook(ledger.rows(), ledger=ledger)
+
+    def broken(self: Ledger, changes: Any) -> None:
+        msg = "disk full"
+        raise LedgerError(msg)
+
+    monkeypatch.setattr(Ledger, "update_each", broken)
+    with pytest.raises(LedgerError):
+        await book.intent(2, RowStatus.CREATING, ahead=[3])
+    with pytest.raises(LedgerError):
+        await book.intent(3, RowStatus.CREATING)
+    assert book.get(3).status is RowStatus.PENDING
+    ledger.close()

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
@@ -69,6 +71,8 @@ _NEXT_STEP = {
     " again (it looks the payee up again)",
 }
 """What to do next after the bank refused a create or submit, by the bank's code."""
+_AHEAD = 8
+"""Intents committed with each one for the next rows of its queue (RowBook.intent)."""
 _WATCH_SECONDS = 0.25
 """How often the engine looks at the stop flag and flushes held outcomes."""
 
@@ -171,8 +175,9 @@ class _Engine:
                 for _ in range(min(self._create_workers, self._creates_left)):
                     group.start_soon(self._create_worker)
                 group.start_soon(self._watch_stop)
-        finally:
-            self._book.flush()  # outcomes held back for a group commit go to disk now
+        finally:  # intents committed ahead but never used are put back; held outcomes go now
+            self._book.withdraw_unused()
+            self._book.flush()
         if isinstance(self.result.fatal, AuthError):  # say what was done: created, submitted
             self.result.fatal = refused_mid_run(
                 self.result.fatal, self._book.all(), create_only=self._create_only
@@ -225,7 +230,7 @@ class _Engine:
             lane, row = picked
             created = False
             try:
-                created = await self._create(row)
+                created = await self._create(row, islice(lane.to_create, _AHEAD))
             finally:
                 lane.creating -= 1
                 if created and not self._create_only and not lane.closed:
@@ -256,7 +261,7 @@ class _Engine:
             if lane.to_submit:
                 row, took_credit = lane.to_submit.popleft()
                 try:
-                    await self._submit(row)
+                    await self._submit(row, (r for r, _ in islice(lane.to_submit, _AHEAD)))
                 finally:
                     if took_credit:
                         self._release_credit(lane)
@@ -267,8 +272,8 @@ class _Engine:
                 lane.idle.append(idle)
                 await idle.wait()
 
-    async def _create(self, number: int) -> bool:
-        row = await self._book.intent(number, RowStatus.CREATING)
+    async def _create(self, number: int, ahead: Iterable[int]) -> bool:
+        row = await self._book.intent(number, RowStatus.CREATING, ahead=ahead)
         assert row.account_url is not None and row.payee_url is not None
         try:
             payment = await self._client.create_payment(
@@ -281,8 +286,8 @@ class _Engine:
         self.result.created += 1
         return True
 
-    async def _submit(self, number: int) -> None:
-        row = await self._book.intent(number, RowStatus.SUBMITTING)
+    async def _submit(self, number: int, ahead: Iterable[int]) -> None:
+        row = await self._book.intent(number, RowStatus.SUBMITTING, ahead=ahead)
         assert row.payment_url is not None
         try:
             submission = await self._client.submit_payment(row.payment_url)
