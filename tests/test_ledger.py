@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 import sys
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -76,6 +77,26 @@ def test_update_survives_reopen(ledger: Ledger) -> None:
     with Ledger.open(ledger.path) as again:
         row = again.rows([RowStatus.CREATED])[0]
     assert row.row == 2 and row.payment_url == "/v0/payments/pm.1"
+
+
+def test_update_each_ends_as_each_change_applied_in_turn(ledger: Ledger) -> None:
+    """Several changes of one row among other rows' (an intent, then its outcome, then an
+    error note) leave each row as applying them one by one would."""
+    at = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+    ledger.update_each([
+        (2, {"status": RowStatus.CREATING, "intent_at": at, "attempts": 1}),
+        (3, {"status": RowStatus.CREATING, "intent_at": at, "attempts": 1}),
+        (2, {"status": RowStatus.CREATED, "payment_url": "/v0/payments/pm.2", "error": None}),
+        (3, {"error": "lost"}),
+        (2, {"status": RowStatus.SUBMITTING, "intent_at": at, "attempts": 2}),
+    ])  # fmt: skip
+    rows = {row.row: row for row in ledger.rows()}
+    assert (rows[2].status, rows[2].payment_url, rows[2].attempts) == (
+        RowStatus.SUBMITTING, "/v0/payments/pm.2", 2,
+    )  # fmt: skip
+    assert (rows[3].status, rows[3].error, rows[3].attempts) == (RowStatus.CREATING, "lost", 1)
+    assert rows[2].intent_at == at
+    ledger.close()
 
 
 def test_atomic_rolls_back_on_error(ledger: Ledger) -> None:
