@@ -992,6 +992,14 @@ def test_several_matching_payments_need_attention_and_nothing_is_guessed(
     earlier = (datetime.now(UTC) - timedelta(seconds=30)).isoformat()
     with sqlite3.connect(ledger) as db:  # as if killed after the intent, before the answer
         db.execute("UPDATE rows SET status='creating', payment_url=NULL, intent_at=?", (earlier,))
+    assert main(["run", str(batch), "--dry-run"]) == 1  # the dry run finds it as a run would
+    out = capsys.readouterr().out
+    assert ": needs attention: several bank payments match" in out, out
+    assert "started by an earlier run" not in out and "would pay 0 rows" in out, out
+    assert out.splitlines()[-1] == "some rows would not be paid: see above"
+    assert main(["run", str(batch), "--dry-run", "--log-format", "json"]) == 1
+    plan = _json_lines(capsys.readouterr().out)[-1]
+    assert plan["attention"] == [2] and plan["problems"][0]["row"] == 2, plan
     assert main(["run", str(batch)]) == 3
     out = capsys.readouterr().out
     assert "needs attention: row 2: a person must look" in out
@@ -1003,6 +1011,49 @@ def test_several_matching_payments_need_attention_and_nothing_is_guessed(
     assert summary["attention"] == [2], summary
     assert [g["payments"] for g in payment_groups(bank)] == [2]  # nothing new was created
     assert all(g["submissions"] == 0 for g in payment_groups(bank))  # and nothing submitted
+
+
+def test_dry_run_checks_rows_cut_off_mid_create_with_the_bank(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rows left 'creating' by a killed run: the dry run looks at the bank's payments as the
+    run would. One whose payment exists is started (the run submits it); one whose payment
+    was never made would be paid. Nothing is created or submitted."""
+    import sqlite3
+    from datetime import UTC, datetime, timedelta
+
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:2])
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    creates: list[str] = []
+
+    def second_create(method: str, path: str) -> bool:
+        if method == "POST" and path.endswith("/payments"):
+            creates.append(path)
+            return len(creates) > 1
+        return False
+
+    stop_refusing = refuse(bank, monkeypatch, 422, "insufficient-funds", second_create)
+    assert main(["run", str(batch), "--create-only"]) == 1  # one made, one refused
+    stop_refusing()
+    made = {r["row"]: r["payment_url"] for r in report(ledger, capsys)}
+    unmade = next(row for row, url in made.items() if not url)
+    earlier = (datetime.now(UTC) - timedelta(seconds=30)).isoformat()
+    with sqlite3.connect(ledger) as db:  # as if killed after both intents
+        db.execute(
+            "UPDATE rows SET status='creating', payment_url=NULL, error=NULL, intent_at=?",
+            (earlier,),
+        )
+    assert main(["run", str(batch), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would pay 1 rows" in out, out
+    assert f"row {unmade} " not in out  # not listed as a problem: it is simply paid
+    assert "1 rows were started by an earlier run" in out, out
+    assert out.splitlines()[-1] == "everything would be paid"
+    assert [g["payments"] for g in payment_groups(bank)] == [1]  # nothing new
+    assert all(g["submissions"] == 0 for g in payment_groups(bank))
+    assert {r["status"] for r in report(ledger, capsys)} == {"pending"}  # the ledger untouched
 
 
 def test_ledger_of_another_organization_is_refused(

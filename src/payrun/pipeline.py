@@ -255,20 +255,20 @@ async def _dry_run(
     checks.recall_holds(reopen_unfinished(book))  # held rows checked again, as a run would
     await checks.check_accounts()
     await checks.load_payees_and_payments()
+    attention = await reconcile_rows(  # reads only: what a run finds of calls cut off earlier
+        client, book, accounts=checks.accounts, payee_details=checks.payee_details,
+        payments=checks.payments,
+    )  # fmt: skip
     await refresh_created(client, book, create_only=True)  # approved or rejected in the app
     checks.guard_repeats()
     checks.check_balances()
     await checks.prepare_payees()
     rows = book.all()
+    code = run_exit_code(rows, create_only=False, wait=False, dry_run=True, interrupted=False)
     return RunOutcome(
-        rows=rows,
-        plans=list(checks.plans.values()),
-        ledger_path=None,
-        dry_run=True,
-        exit_code=run_exit_code(
-            rows, create_only=False, wait=False, dry_run=True, interrupted=False
-        ),
-    )
+        rows=rows, plans=list(checks.plans.values()), ledger_path=None, dry_run=True,
+        attention=attention, exit_code=max(code, 1 if attention else 0),
+    )  # fmt: skip
 
 
 async def _pay(

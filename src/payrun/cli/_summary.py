@@ -253,11 +253,12 @@ def print_dry_run(outcome: RunOutcome, *, confirm_payees: bool = True) -> None:
             continue
         if row.status in _NOTHING_TO_DO:
             done += 1
-        elif row.status in _STARTED:
+        elif row.status in _STARTED and row.row not in outcome.attention:
             started += 1
         else:
             name, error = _visible(row.payee_name), _visible(row.error)
-            _say(f"  row {row.row} ({name}): {row.status}: {error}")
+            why = "needs attention" if row.row in outcome.attention else report_status(row.status)
+            _say(f"  row {row.row} ({name}): {why}: {error}")
     if started:
         _say(
             f"{started} rows were started by an earlier run (payment created, or the bank's"
@@ -354,8 +355,11 @@ def dry_run_document(outcome: RunOutcome) -> dict[str, object]:
         "event": "dry_run",
         "exit_code": outcome.exit_code,
         "accounts": accounts,
-        **_problems([r for r in others if r.status not in _NOTHING_TO_DO | _STARTED]),
-        "started": sum(1 for r in others if r.status in _STARTED),
+        **_problems([r for r in others if r.row in outcome.attention
+                     or r.status not in _NOTHING_TO_DO | _STARTED]),
+        "attention": list(outcome.attention),
+        "started": sum(1 for r in others if r.status in _STARTED
+                       and r.row not in outcome.attention),
         "already_paid": sum(1 for r in others if r.status in _NOTHING_TO_DO),
     }
 
