@@ -31,6 +31,7 @@ from _run_helpers import (
     run_args,
     run_env,
     start_run,
+    wait_until,
 )
 from payrun.cli import main
 from payrun.sandbox import RunningSandbox, default_seed, serve_in_thread
@@ -1054,6 +1055,49 @@ def test_dry_run_checks_rows_cut_off_mid_create_with_the_bank(
     assert [g["payments"] for g in payment_groups(bank)] == [1]  # nothing new
     assert all(g["submissions"] == 0 for g in payment_groups(bank))
     assert {r["status"] for r in report(ledger, capsys)} == {"pending"}  # the ledger untouched
+
+
+def test_a_create_the_bank_finishes_after_the_timeout_is_found_not_made_again(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bank takes longer than payrun waits for a create, and makes the payment after
+    payrun gave up. payrun looks at the account's payments only once the bank has had
+    LATE_ANSWER_SECONDS more, so it finds that payment instead of creating another."""
+    import anyio
+
+    import payrun.bank.transport
+    import payrun.execution
+
+    bank = start_bank()
+    monkeypatch.setattr(payrun.bank.transport, "REQUEST_TIMEOUT", 0.5)
+    monkeypatch.setattr(payrun.execution, "LATE_ANSWER_SECONDS", 2.0)
+    serve_api = bank.app._serve_api  # noqa: SLF001 - the server's own request handler
+    slow: list[str] = []
+
+    async def first_create_slow(scope: Any, receive: Any, send: Any) -> None:
+        if scope["method"] != "POST" or not scope["path"].endswith("/payments") or slow:
+            await serve_api(scope, receive, send)
+            return
+        slow.append("started")
+        messages = [await receive()]  # the bank has the whole request...
+        while messages[-1].get("more_body"):
+            messages.append(await receive())
+        await anyio.sleep(1.2)  # ...and makes the payment after payrun gave up waiting
+
+        async def replay() -> Any:
+            return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+        await serve_api(scope, replay, send)
+        slow.append("made")
+
+    monkeypatch.setattr(bank.app, "_serve_api", first_create_slow)
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    assert main(["run", str(batch)]) == 0, capsys.readouterr()
+    wait_until(lambda: "made" in slow, 10, "the slow create to finish at the bank")
+    assert [g["payments"] for g in payment_groups(bank)] == [1]  # found, not made again
+    assert [g["submissions"] for g in payment_groups(bank)] == [1]
+    assert report(tmp_path / "pay.csv.ledger.sqlite", capsys)[0]["status"] == "submitted"
 
 
 def test_ledger_of_another_organization_is_refused(

@@ -41,6 +41,7 @@ __all__ = [
     "BatchFileError",
     "ConfigError",
     "ControlTotalsError",
+    "LATE_ANSWER_SECONDS",
     "InterruptedRunError",
     "LedgerError",
     "LedgerLockedError",
@@ -128,7 +129,19 @@ class BankUnavailableError(BankError):
 
 
 class OutcomeUnknownError(BankError):
-    """The request was sent but its answer was lost: it may or may not have taken effect."""
+    """The request was sent but its answer was lost: it may or may not have taken effect.
+
+    ``late``: the bank may still be working on it (the wait for its answer ran out, or a
+    gateway's did: HTTP 504), so what it did is looked up no sooner than
+    ``LATE_ANSWER_SECONDS`` later.
+    """
+
+    late = False
+
+
+LATE_ANSWER_SECONDS = 30.0
+"""How long a bank that did not answer in time gets to finish before payrun looks (the
+client's own wait for an answer: ``transport.REQUEST_TIMEOUT``)."""
 
 
 class BankRejectedError(BankError):

@@ -32,6 +32,7 @@ import anyio
 
 from payrun.domain import RowStatus
 from payrun.errors import (
+    LATE_ANSWER_SECONDS,
     AuthError,
     BankError,
     BankRejectedError,
@@ -48,8 +49,7 @@ if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a ban
 
 __all__ = ["ExecutionResult", "StopFlag", "execute_rows"]
 
-_GONE = 410
-"""The bank's answer to submitting a payment someone rejected (``payment-rejected``)."""
+_GONE = 410  # the bank's answer to submitting a payment someone rejected (payment-rejected)
 _PAYEE_GONE = "payee-deactivated"
 _PAYEE_GONE_AFTER_CREATE = (
     "the payee was deactivated after this payment was created, so it can never be submitted:"
@@ -71,10 +71,8 @@ _NEXT_STEP = {
     " again (it looks the payee up again)",
 }
 """What to do next after the bank refused a create or submit, by the bank's code."""
-_AHEAD = 8
-"""Intents committed with each one for the next rows of its queue (RowBook.intent)."""
-_WATCH_SECONDS = 0.25
-"""How often the engine looks at the stop flag and flushes held outcomes."""
+_AHEAD = 8  # intents committed with each one for the next rows of its queue (RowBook.intent)
+_WATCH_SECONDS = 0.25  # how often the engine looks at the stop flag and flushes outcomes
 
 
 class StopFlag(Protocol):
@@ -96,6 +94,7 @@ class ExecutionResult:
     deferred: int = 0
     unreachable: bool = False
     """A request found the bank unreachable after its retries: the pass stopped early."""
+    settle_at: float = 0.0  # anyio's clock: no earlier is the bank asked about a late answer
     fatal: PayrunError | None = None
 
 
@@ -317,6 +316,8 @@ class _Engine:
                 ),
             )
             self.result.unknown += 1
+            if exc.late:  # the bank may still be working on it: look only once it had time
+                self.result.settle_at = anyio.current_time() + LATE_ANSWER_SECONDS
         elif isinstance(exc, BankRejectedError) and action == "submit" and exc.status == _GONE:
             self._book.record(
                 number,

@@ -336,13 +336,8 @@ async def _pay_locked(
         ledger_path=ledger.path,
         interrupted=stop.is_set(),
         attention=attention,
-        exit_code=run_exit_code(
-            rows,
-            create_only=options.create_only,
-            wait=options.wait,
-            dry_run=False,
-            interrupted=stop.is_set(),
-        ),
+        exit_code=run_exit_code(rows, create_only=options.create_only, wait=options.wait,
+                                dry_run=False, interrupted=stop.is_set()),  # fmt: skip
     )
 
 
@@ -385,6 +380,8 @@ async def _execute_rounds(
         if stop.is_set() or result.unreachable:  # a rerun finishes: nothing is paid twice
             break
         if book.in_status(RowStatus.CREATING, RowStatus.SUBMITTING):
+            if not await stop.wait_until(result.settle_at):  # a late answer: give it time
+                break
             attention = await reconcile_rows(
                 client, book, accounts=checks.accounts, payee_details=checks.payee_details
             )

@@ -42,3 +42,15 @@ class StopSignal:
         if self._first is None:
             return False
         return self._count > 1 or time.monotonic() - self._first > STOP_GRACE_SECONDS
+
+    async def wait_until(self, deadline: float) -> bool:
+        """Sleep until ``deadline`` (anyio's clock) unless a stop is asked for first.
+
+        True when the deadline came; False when the run must stop instead.
+        """
+        import anyio  # noqa: PLC0415 - only runs that talk to a bank get here
+
+        # a signal handler sets the flag, and cannot set an anyio Event: look 4 times a second
+        while not self.is_set() and (left := deadline - anyio.current_time()) > 0:  # noqa: ASYNC110
+            await anyio.sleep(min(left, 0.25))
+        return not self.is_set()

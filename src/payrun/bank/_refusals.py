@@ -50,6 +50,7 @@ _HTTP_UNAUTHORIZED = 401
 _HTTP_FORBIDDEN = 403
 _HTTP_TOO_MANY = 429
 _HTTP_SERVER_ERROR = 500
+_HTTP_GATEWAY_TIMEOUT = 504
 
 
 def error_from_response(
@@ -92,7 +93,9 @@ def error_from_response(
             else f"the bank failed (HTTP {status} on {where}); run the same command again"
             " later (nothing will be paid twice)"
         )
-        return OutcomeUnknownError(msg, status=status, code=code, detail=detail)
+        failed = OutcomeUnknownError(msg, status=status, code=code, detail=detail)
+        failed.late = status == _HTTP_GATEWAY_TIMEOUT  # the bank behind it may still finish
+        return failed
     if status < _HTTP_CLIENT_ERROR and write:
         msg = (
             f"the bank answered {where} with a redirect (HTTP {status}), which payrun does not"

@@ -375,7 +375,9 @@ class BankClient:
             msg = f"could not reach the bank at {self._http.base_url} for {where} ({kind})"
             return BankUnavailableError(msg, detail=str(exc)[:300] or None)
         msg = f"no answer from the bank for {where} ({kind}): it may or may not have taken effect"
-        return OutcomeUnknownError(msg, detail=str(exc)[:300] or None)
+        lost = OutcomeUnknownError(msg, detail=str(exc)[:300] or None)
+        lost.late = transport.is_timeout(exc)
+        return lost
 
     def _secret_or_none(self) -> str | None:
         """The API key text as sent (to mask it if the bank echoes it); error path only."""

@@ -39,7 +39,9 @@ __all__ = [
     "HttpClient",
     "TRANSPORTS",
     "TransportName",
+    "REQUEST_TIMEOUT",
     "describe",
+    "is_timeout",
     "is_transport_error",
     "is_unsupported_protocol",
     "make_http_client",
@@ -53,6 +55,8 @@ TRANSPORTS: tuple[TransportName, ...] = ("pyreqwest", "aiohttp", "httpx-aiohttp"
 # Idle connections are dropped before common server keep-alive timeouts (uvicorn: 5 s), so a
 # write is rarely sent on a connection the server is closing (that would be an unknown outcome).
 _KEEPALIVE_SECONDS = 3.0
+REQUEST_TIMEOUT = 30.0
+"""How long a request waits for the bank's answer."""
 
 
 def _loaded(name: str) -> Any:
@@ -85,9 +89,11 @@ def make_http_client(
     *,
     transport: TransportName = DEFAULT_TRANSPORT,
     max_connections: int = 50,
-    timeout: float = 30.0,
+    timeout: float | None = None,
 ) -> HttpClient:
-    """Return an HTTP client for the bank; close it with ``aclose()``."""
+    """Return an HTTP client for the bank (waiting ``REQUEST_TIMEOUT`` for an answer unless
+    told otherwise); close it with ``aclose()``."""
+    timeout = REQUEST_TIMEOUT if timeout is None else timeout
     headers = {
         "Authorization": f"{settings.auth_scheme} {settings.api_key.reveal()}",
         "Accept": "application/json",
@@ -199,6 +205,11 @@ def never_sent(exc: BaseException) -> bool:
     return httpx_module is not None and isinstance(
         exc, (httpx_module.ConnectError, httpx_module.ConnectTimeout, httpx_module.PoolTimeout)
     )
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """True when the wait for an answer ran out (the bank may still be working on it)."""
+    return isinstance(exc, TimeoutError) or any("Timeout" in c.__name__ for c in type(exc).__mro__)
 
 
 def describe(exc: BaseException) -> str:
