@@ -925,3 +925,22 @@ def test_a_5xx_on_a_read_says_to_run_again_not_that_it_may_have_taken_effect() -
     write = error_from_response("POST", "/v0/x", 503, "", write=True)
     assert "run the same command again" in str(read) and "taken effect" not in str(read)
     assert "may or may not have taken effect" in str(write)
+
+
+def test_a_gateway_timeout_or_a_timed_out_wait_may_still_be_finished_by_the_bank() -> None:
+    """504 and timeouts mark the lost answer late (looked up only after a while); a 500 and
+    a reset do not: the bank answered, or hung up, so it is done with the request."""
+    from payrun.bank._refusals import error_from_response  # noqa: PLC0415
+    from payrun.bank.transport import is_timeout  # noqa: PLC0415
+    from payrun.errors import OutcomeUnknownError  # noqa: PLC0415
+
+    gateway = error_from_response("POST", "/v0/x", 504, "", write=True)
+    failed = error_from_response("POST", "/v0/x", 500, "", write=True)
+    assert isinstance(gateway, OutcomeUnknownError) and gateway.late
+    assert isinstance(failed, OutcomeUnknownError) and not failed.late
+    assert is_timeout(TimeoutError()) and not is_timeout(ConnectionResetError())
+
+    class ReadTimeoutError(Exception):  # as the HTTP stacks name theirs
+        pass
+
+    assert is_timeout(ReadTimeoutError())
