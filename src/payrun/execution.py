@@ -138,7 +138,6 @@ class _Engine:
         self._eligible: deque[_Lane] = deque()
         self._creates_left = 0
         self._idle: deque[anyio.Event] = deque()  # create workers waiting for work
-        self._done = anyio.Event()  # set once every lane is closed
         self._halted = False  # a stop request or a fatal answer: start nothing new
         self.result = ExecutionResult()
 
@@ -166,14 +165,16 @@ class _Engine:
     async def run(self) -> ExecutionResult:
         """Run every worker until all lanes are drained or a stop is requested."""
         try:
-            async with anyio.create_task_group() as group:
-                if not self._create_only:
-                    for lane in self._lanes.values():
-                        for _ in range(self._submits):
-                            group.start_soon(self._submit_worker, lane)
-                for _ in range(min(self._create_workers, self._creates_left)):
-                    group.start_soon(self._create_worker)
-                group.start_soon(self._watch_stop)
+            async with anyio.create_task_group() as watching:
+                watching.start_soon(self._watch_stop)  # until every worker has ended
+                async with anyio.create_task_group() as group:
+                    if not self._create_only:
+                        for lane in self._lanes.values():
+                            for _ in range(self._submits):
+                                group.start_soon(self._submit_worker, lane)
+                    for _ in range(min(self._create_workers, self._creates_left)):
+                        group.start_soon(self._create_worker)
+                watching.cancel_scope.cancel()
         finally:  # intents committed ahead but never used are put back; held outcomes go now
             self._book.withdraw_unused()
             self._book.flush()
@@ -184,18 +185,17 @@ class _Engine:
         return self.result
 
     async def _watch_stop(self) -> None:
-        """Wake idle workers once a stop is requested; end as soon as the lanes are done."""
+        """Flush held outcomes and look at the stop flag a few times a second (until the
+        workers have all ended: the last submits' outcomes go to disk on time too)."""
         # The stop flag is set by a signal handler, which cannot set an anyio Event: look at
         # it a few times a second (each wake-up costs CPU, so not more often than that).
-        while not self._stop.is_set() and not self._all_done():
-            with anyio.move_on_after(_WATCH_SECONDS):
-                await self._done.wait()
+        stopped = False
+        while True:
+            await anyio.sleep(_WATCH_SECONDS)
             self._book.flush()  # an outcome waits at most this long for the next intent
-        if self._stop.is_set():
-            self._stop_all()
-
-    def _all_done(self) -> bool:
-        return self._creates_left == 0 and all(lane.closed for lane in self._lanes.values())
+            if not stopped and self._stop.is_set():
+                stopped = True
+                self._stop_all()
 
     def _enqueue(self, lane: _Lane) -> None:
         if lane.to_create and lane.credit > 0 and not lane.queued:
@@ -248,8 +248,6 @@ class _Engine:
         lane.closed = True
         while lane.idle:  # idle submit workers drain what is queued, then end
             lane.idle.popleft().set()
-        if self._all_done():
-            self._done.set()
 
     def _release_credit(self, lane: _Lane) -> None:
         lane.credit += 1
