@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -31,10 +32,10 @@ class _Flag:
         return self.value
 
 
-@pytest.fixture
-async def sandbox() -> AsyncIterator[tuple[Any, BankClient]]:
-    """A sandbox app with 20 ms latency and a BankClient bound to it in-process."""
-    app = create_app(seed=default_seed(), api_key=SECRET, latency_ms=20)
+@asynccontextmanager
+async def _bank(latency_ms: float) -> AsyncIterator[tuple[Any, BankClient]]:
+    """A sandbox app with this latency and a BankClient bound to it in-process."""
+    app = create_app(seed=default_seed(), api_key=SECRET, latency_ms=latency_ms)
     http = httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app),
         base_url="http://sandbox",
@@ -42,6 +43,13 @@ async def sandbox() -> AsyncIterator[tuple[Any, BankClient]]:
     )
     async with BankClient(http, limiter=AdaptiveLimiter(50), retry=RetryPolicy.no_wait()) as client:
         yield app, client
+
+
+@pytest.fixture
+async def sandbox() -> AsyncIterator[tuple[Any, BankClient]]:
+    """A sandbox app with 20 ms latency and a BankClient bound to it in-process."""
+    async with _bank(20) as bound:
+        yield bound
 
 
 async def _rows(client: BankClient, count: int, *, reference: str = "EXEC") -> list[LedgerRow]:
@@ -325,13 +333,7 @@ async def test_outcomes_reach_the_ledger_within_a_flush_period_while_submits_dra
     flush period (0.25 s), not only at the end of the pass."""
     import time
 
-    app = create_app(seed=default_seed(), api_key=SECRET, latency_ms=300)
-    http = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app),
-        base_url="http://sandbox",
-        headers={"Authorization": f"ServiceAPIKey {SECRET}"},
-    )
-    async with BankClient(http, limiter=AdaptiveLimiter(50), retry=RetryPolicy.no_wait()) as c:
+    async with _bank(300) as (_, c):
         ledger = _ledger_of(tmp_path / "lag.ledger.sqlite", await _rows(c, 12))
         book = RowBook(ledger.rows(), ledger=ledger)
         noted: dict[int, float] = {}

@@ -237,10 +237,7 @@ class RowBook:
         else:
             with anyio.CancelScope(shield=True):  # at most one turn: memory follows the disk
                 await group.done.wait()
-        if number > self._durable:  # the group's commit, or an earlier one, failed
-            cause = group.error or self._broken
-            msg = f"row {row} was not sent: {cause}; then run the same command again"
-            raise LedgerWriteError(msg) from cause
+        self._ensure_durable(row, number, group)  # the group's commit, or an earlier one, failed?
         for other in staged:  # on disk now: memory follows (unless its turn came already)
             entry = self._ahead.get(other)
             if entry is not None and entry.number == number:
@@ -272,15 +269,19 @@ class RowBook:
         if not early.group.done.is_set():
             with anyio.CancelScope(shield=True):
                 await early.group.done.wait()
-        if early.number > self._durable:
-            cause = early.group.error or self._broken
-            msg = f"row {row} was not sent: {cause}; then run the same command again"
-            raise LedgerWriteError(msg) from cause
+        self._ensure_durable(row, early.number, early.group)
         after = self._rows[row]
         if after.status is not early.status:  # committed, not yet followed in memory
             after = self._apply(row, early.values)
         await anyio.lowlevel.checkpoint_if_cancelled()
         return after
+
+    def _ensure_durable(self, row: int, number: int, group: _GroupCommit) -> None:
+        """Raise ``LedgerError`` unless intent ``number`` is on disk: the row must not be sent."""
+        if number > self._durable:
+            cause = group.error or self._broken
+            msg = f"row {row} was not sent: {cause}; then run the same command again"
+            raise LedgerWriteError(msg) from cause
 
     def withdraw_unused(self) -> None:
         """Put back every intent committed ahead whose row's turn never came (one commit).
