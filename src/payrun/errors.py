@@ -41,7 +41,6 @@ __all__ = [
     "BatchFileError",
     "ConfigError",
     "ControlTotalsError",
-    "LATE_ANSWER_SECONDS",
     "InterruptedRunError",
     "LedgerError",
     "LedgerLockedError",
@@ -133,15 +132,10 @@ class OutcomeUnknownError(BankError):
 
     ``late``: the bank may still be working on it (the wait for its answer ran out, or a
     gateway's did: HTTP 504), so what it did is looked up no sooner than
-    ``LATE_ANSWER_SECONDS`` later.
+    ``execution.LATE_ANSWER_SECONDS`` later.
     """
 
     late = False
-
-
-LATE_ANSWER_SECONDS = 30.0
-"""How long a bank that did not answer in time gets to finish before payrun looks (the
-client's own wait for an answer: ``transport.REQUEST_TIMEOUT``)."""
 
 
 class BankRejectedError(BankError):

@@ -32,7 +32,6 @@ import anyio
 
 from payrun.domain import RowStatus
 from payrun.errors import (
-    LATE_ANSWER_SECONDS,
     AuthError,
     BankError,
     BankRejectedError,
@@ -72,6 +71,8 @@ _NEXT_STEP = {
 }
 """What to do next after the bank refused a create or submit, by the bank's code."""
 _AHEAD = 8  # intents committed with each one for the next rows of its queue (RowBook.intent)
+LATE_ANSWER_SECONDS = 30.0  # a bank that did not answer in time may finish later: as long
+# as payrun waited for it (transport.REQUEST_TIMEOUT) passes before payrun looks
 _WATCH_SECONDS = 0.25  # how often the engine looks at the stop flag and flushes outcomes
 
 
