@@ -792,8 +792,8 @@ def test_a_create_only_rerun_records_approvals_and_rejections_and_submits_nothin
     assert main(["run", str(batch), "--dry-run"]) == 1  # the dry run sees both, as a run will
     planned = capsys.readouterr().out
     assert f"row 3 ({EMPLOYEES[1][0]}): rejected: " in planned, planned
-    assert "1 rows were started by an earlier run" in planned, planned  # row 2: still waiting
-    assert "1 rows already paid by this ledger's earlier runs" in planned, planned  # approved
+    assert "1 row was started by an earlier run" in planned, planned  # row 2: still waiting
+    assert "1 row already paid by this ledger's earlier runs" in planned, planned  # approved
 
     for _ in range(2):
         assert main(["run", str(batch), "--create-only"]) == 1
@@ -1048,9 +1048,9 @@ def test_dry_run_checks_rows_cut_off_mid_create_with_the_bank(
         )
     assert main(["run", str(batch), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "would pay 1 rows" in out, out
+    assert "would pay 1 row," in out, out
     assert f"row {unmade} " not in out  # not listed as a problem: it is simply paid
-    assert "1 rows were started by an earlier run" in out, out
+    assert "1 row was started by an earlier run" in out, out
     assert out.splitlines()[-1] == "everything would be paid"
     assert [g["payments"] for g in payment_groups(bank)] == [1]  # nothing new
     assert all(g["submissions"] == 0 for g in payment_groups(bank))
@@ -1406,7 +1406,7 @@ def test_dry_run_shows_rows_cop_would_hold_again_as_the_real_run_holds_them(
     assert [r["status"] for r in report(ledger, capsys)] == ["held", "held"]
 
     code, out = dry("--accept-close-match")  # a close match would be paid, a no-match not
-    assert code == 1 and "would pay 1 rows" in out and "1 new payees to check" in out, out
+    assert code == 1 and "would pay 1 row," in out and "1 new payee to check" in out, out
     assert "row 2 (" not in out and "row 3 (Someone Else): held" in out, out
     code, out = dry("--no-confirm-payees")
     assert code == 0 and "would pay 2 rows" in out and "everything would be paid" in out, out

@@ -226,6 +226,11 @@ def _visible(text: str | None) -> str:
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
+def _many(count: int, thing: str) -> str:
+    """'1 row', '2 rows'."""
+    return f"{count} {thing}" if count == 1 else f"{count} {thing}s"
+
+
 def print_dry_run(outcome: RunOutcome, *, confirm_payees: bool = True) -> None:
     """The plan per account: rows, total, available balance, payees to create or check."""
     _say("dry run: nothing was created at the bank")
@@ -239,11 +244,11 @@ def print_dry_run(outcome: RunOutcome, *, confirm_payees: bool = True) -> None:
                 f"  account: {plan.account.display_name} ({plan.account.url}),"
                 f" available £{_money(plan.account.available_balance)}"
             )
-        _say(f"  would pay {len(rows)} rows, £{_money(total)}")
+        _say(f"  would pay {_many(len(rows), 'row')}, £{_money(total)}")
         _say(
-            f"  payees: {plan.payees_existing} rows to existing payees,"
-            f" {plan.payees_to_create} new payees to {'check and ' if confirm_payees else ''}"
-            "create"
+            f"  payees: {_many(plan.payees_existing, 'row')} to existing payees,"
+            f" {_many(plan.payees_to_create, 'new payee')} to"
+            f" {'check and ' if confirm_payees else ''}create"
         )
         if plan.problem:
             _say(f"  problem: {plan.problem}")
@@ -261,11 +266,13 @@ def print_dry_run(outcome: RunOutcome, *, confirm_payees: bool = True) -> None:
             _say(f"  row {row.row} ({name}): {why}: {error}")
     if started:
         _say(
-            f"{started} rows were started by an earlier run (payment created, or the bank's"
-            " answer not recorded): a run checks them with the bank and finishes them"
+            f"{_many(started, 'row')} {'was' if started == 1 else 'were'} started by an earlier"
+            " run (payment created, or the bank's answer not recorded): a run checks them with"
+            " the bank and finishes them"
         )
     if done:
-        _say(f"{done} rows already paid by this ledger's earlier runs (nothing more to do)")
+        paid = _many(done, "row")
+        _say(f"{paid} already paid by this ledger's earlier runs (nothing more to do)")
     _say(
         "everything would be paid"
         if outcome.exit_code == 0
