@@ -851,12 +851,13 @@ async def test_a_timeout_after_sending_a_write_is_unknown(transport: Any) -> Non
     async with _raw_bank(never_answer) as settings:
         http = make_http_client(settings, transport=transport, timeout=0.5)
         async with BankClient(http, retry=RetryPolicy.no_wait()) as bank:
-            with pytest.raises(OutcomeUnknownError):
+            with pytest.raises(OutcomeUnknownError) as info:
                 await bank.create_payment(
                     ACCOUNT, payee_url=PAYEE, amount=Decimal(1), reference=None
                 )
     assert len(received) == 1
     assert received[0].startswith(b"POST /v0/bank/accounts/")
+    assert info.value.late  # the bank may still be working on it: looked up later
 
 
 @pytest.mark.parametrize("transport", list(TRANSPORTS))
@@ -871,10 +872,11 @@ async def test_reset_after_sending_a_write_is_unknown(transport: Any) -> None:
     async with _raw_bank(hang_up) as settings:
         http = make_http_client(settings, transport=transport, timeout=5)
         async with BankClient(http, retry=RetryPolicy.no_wait()) as bank:
-            with pytest.raises(OutcomeUnknownError):
+            with pytest.raises(OutcomeUnknownError) as info:
                 await bank.submit_payment(PAYMENT)
     assert len(received) == 1
     assert received[0].startswith(b"POST /v0/payments/pm.one/submissions")
+    assert not info.value.late  # it hung up: done with the request, looked up at once
 
 
 async def test_a_url_pyreqwest_cannot_send_is_a_clear_bank_error() -> None:

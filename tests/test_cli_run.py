@@ -1057,21 +1057,12 @@ def test_dry_run_checks_rows_cut_off_mid_create_with_the_bank(
     assert {r["status"] for r in report(ledger, capsys)} == {"pending"}  # the ledger untouched
 
 
-def test_a_create_the_bank_finishes_after_the_timeout_is_found_not_made_again(
-    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The bank takes longer than payrun waits for a create, and makes the payment after
-    payrun gave up. payrun looks at the account's payments only once the bank has had
-    LATE_ANSWER_SECONDS more, so it finds that payment instead of creating another."""
+def _first_create_slow(bank: RunningSandbox, monkeypatch: pytest.MonkeyPatch,
+                       delay: float) -> list[str]:
+    """The bank receives the first create whole, then makes the payment ``delay`` s later
+    (payrun may have stopped waiting by then). The list says "made" once it has."""
     import anyio
 
-    import payrun.bank.transport
-    import payrun.execution
-
-    bank = start_bank()
-    monkeypatch.setattr(payrun.bank.transport, "REQUEST_TIMEOUT", 0.5)
-    monkeypatch.setattr(payrun.execution, "LATE_ANSWER_SECONDS", 2.0)
     serve_api = bank.app._serve_api  # noqa: SLF001 - the server's own request handler
     slow: list[str] = []
 
@@ -1083,7 +1074,7 @@ def test_a_create_the_bank_finishes_after_the_timeout_is_found_not_made_again(
         messages = [await receive()]  # the bank has the whole request...
         while messages[-1].get("more_body"):
             messages.append(await receive())
-        await anyio.sleep(1.2)  # ...and makes the payment after payrun gave up waiting
+        await anyio.sleep(delay)  # ...and makes the payment later
 
         async def replay() -> Any:
             return messages.pop(0) if messages else {"type": "http.disconnect"}
@@ -1092,12 +1083,59 @@ def test_a_create_the_bank_finishes_after_the_timeout_is_found_not_made_again(
         slow.append("made")
 
     monkeypatch.setattr(bank.app, "_serve_api", first_create_slow)
+    return slow
+
+
+def test_a_create_the_bank_finishes_after_the_timeout_is_found_not_made_again(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bank takes longer than payrun waits for a create, and makes the payment after
+    payrun gave up. payrun looks at the account's payments only once the bank has had
+    LATE_ANSWER_SECONDS more, so it finds that payment instead of creating another."""
+    import payrun.bank.transport
+    import payrun.execution
+
+    bank = start_bank()
+    monkeypatch.setattr(payrun.bank.transport, "REQUEST_TIMEOUT", 0.5)
+    monkeypatch.setattr(payrun.execution, "LATE_ANSWER_SECONDS", 2.0)
+    slow = _first_create_slow(bank, monkeypatch, 1.2)
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
     assert main(["run", str(batch)]) == 0, capsys.readouterr()
     wait_until(lambda: "made" in slow, 10, "the slow create to finish at the bank")
     assert [g["payments"] for g in payment_groups(bank)] == [1]  # found, not made again
     assert [g["submissions"] for g in payment_groups(bank)] == [1]
     assert report(tmp_path / "pay.csv.ledger.sqlite", capsys)[0]["status"] == "submitted"
+
+
+def test_a_rerun_right_after_ctrl_c_in_the_late_wait_still_waits_for_the_bank(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C while payrun gives a late create time ends the run (exit 3); the same command
+    run again at once waits out the rest of that time (the ledger keeps it), then finds the
+    payment the bank made meanwhile: one payment, not two."""
+    import os
+    import signal
+    import threading
+
+    import payrun.bank.transport
+    import payrun.execution
+
+    bank = start_bank()
+    monkeypatch.setattr(payrun.bank.transport, "REQUEST_TIMEOUT", 0.5)
+    monkeypatch.setattr(payrun.execution, "LATE_ANSWER_SECONDS", 4.0)
+    slow = _first_create_slow(bank, monkeypatch, 2.5)  # made 2 s after payrun's timeout
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()  # in the wait
+    assert main(["run", str(batch)]) == 3
+    capsys.readouterr()
+    assert main(["run", str(batch)]) == 0  # at once, as the summary says
+    err = capsys.readouterr().err
+    assert "may still be making them: payrun checks what it did at" in err, err
+    wait_until(lambda: "made" in slow, 10, "the slow create to finish at the bank")
+    assert [g["payments"] for g in payment_groups(bank)] == [1]
+    assert [g["submissions"] for g in payment_groups(bank)] == [1]
 
 
 def test_ledger_of_another_organization_is_refused(

@@ -283,3 +283,21 @@ def test_discard_removes_the_files_before_the_lock_is_let_go(tmp_path: Path) -> 
         release_lock(fresh)
     finally:
         os.close(old)
+
+
+def test_a_ledger_of_an_earlier_payrun_gets_the_late_until_column(ledger: Ledger) -> None:
+    """A ledger written before late answers were kept opens, reads no late time, and keeps
+    one once set (the column is added on open)."""
+    import sqlite3
+
+    path = ledger.path
+    ledger.close()
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE batch DROP COLUMN late_until")
+    with Ledger.open(path) as again:
+        batch = again.batch()
+        assert batch is not None and batch.late_until is None
+        until = datetime(2026, 11, 22, 13, 0, tzinfo=UTC)
+        again.set_batch(late_until=until)
+        batch = again.batch()
+        assert batch is not None and batch.late_until == until

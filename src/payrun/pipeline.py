@@ -23,6 +23,7 @@ from payrun.config import RunOptions, Settings, ValidationOptions
 from payrun.domain import RowStatus
 from payrun.errors import InterruptedRunError, PayrunError
 from payrun.execution import execute_rows
+from payrun.late_answers import remember_late_answers, wait_for_late_answers
 from payrun.ledger import (
     Ledger,
     LedgerRow,
@@ -309,21 +310,22 @@ async def _pay_locked(
     checks = _preflight(client, org, book, options, stop)
     watcher.note("checking source accounts, payees and recent payments")
     await checks.check_accounts()
+    settled = await wait_for_late_answers(ledger, book, stop, watcher.note)  # before listing
     await checks.load_payees_and_payments()
-    attention = await reconcile_rows(
-        client,
-        book,
-        accounts=checks.accounts,
-        payee_details=checks.payee_details,
-        payments=checks.payments,
-    )
+    attention = (  # rows left mid-call, once a slow bank had time to finish (unless stopped)
+        await reconcile_rows(client, book, accounts=checks.accounts,
+                             payee_details=checks.payee_details, payments=checks.payments)
+        if settled else []
+    )  # fmt: skip
     await refresh_created(client, book, create_only=options.create_only)  # approved in the app?
     checks.guard_repeats()
     checks.check_balances(created=not options.create_only)
     await checks.prepare_payees()
     done = sum(1 for r in book.all() if r.status not in (*_UNPAID, RowStatus.CREATED))
     watcher.started(total=len(book), done=done)
-    attention = await _execute_rounds(client, book, checks, options, stop, attention)
+    attention = await _execute_rounds(
+        client, ledger, book, checks, options, stop, watcher, attention
+    )
     if options.wait and not stop.is_set():  # delivered rows too: a return can follow
         await follow_submissions(
             client, org, book, since=started, wait_seconds=options.wait_timeout, stop=stop,
@@ -343,19 +345,18 @@ async def _pay_locked(
 
 async def _execute_rounds(
     client: BankClient,
+    ledger: Ledger,
     book: RowBook,
     checks: Preflight,
     options: RunOptions,
     stop: StopSignal,
+    watcher: RunObserver,
     attention: list[int],
 ) -> list[int]:
     """Execute, reconcile what came back unknown, and go again while progress is possible."""
     for round_number in range(_MAX_ROUNDS):
-        to_create = [
-            r
-            for r in book.in_status(RowStatus.PENDING)
-            if r.payee_url and r.account_url in checks.accounts
-        ]
+        pending = book.in_status(RowStatus.PENDING)
+        to_create = [r for r in pending if r.payee_url and r.account_url in checks.accounts]
         to_submit = (
             []
             if options.create_only
@@ -375,12 +376,13 @@ async def _execute_rounds(
             create_only=options.create_only,
             stop=stop,
         )
+        remember_late_answers(ledger, result)  # for this run's check and, if stopped, the next
         if result.fatal is not None:
             raise result.fatal
         if stop.is_set() or result.unreachable:  # a rerun finishes: nothing is paid twice
             break
         if book.in_status(RowStatus.CREATING, RowStatus.SUBMITTING):
-            if not await stop.wait_until(result.settle_at):  # a late answer: give it time
+            if not await wait_for_late_answers(ledger, book, stop, watcher.note):
                 break
             attention = await reconcile_rows(
                 client, book, accounts=checks.accounts, payee_details=checks.payee_details

@@ -20,6 +20,8 @@ from payrun.bank._lean import Answer, LeanClient
 
 __all__ = ["AiohttpClient"]
 
+_CONNECT_SECONDS = 10.0  # as pyreqwest's connect limit
+
 
 def _dumps(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
@@ -39,7 +41,9 @@ class AiohttpClient(LeanClient):
     ) -> None:
         super().__init__(base_url, headers)
         self._session_headers = {"User-Agent": "payrun", **headers}
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        # a connect that hangs fails as a connect (never sent), as on the other transports
+        connect = min(timeout, _CONNECT_SECONDS)
+        self._timeout = aiohttp.ClientTimeout(total=timeout, connect=connect)
         self._max_connections = max_connections
         self._keepalive = keepalive_seconds
         self._session: aiohttp.ClientSession | None = None

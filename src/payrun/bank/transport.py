@@ -209,6 +209,9 @@ def never_sent(exc: BaseException) -> bool:
 
 def is_timeout(exc: BaseException) -> bool:
     """True when the wait for an answer ran out (the bank may still be working on it)."""
+    aiohttp_module = _loaded("aiohttp")
+    if aiohttp_module is not None and isinstance(exc.__cause__, aiohttp_module.ClientError):
+        exc = exc.__cause__  # httpx-aiohttp names every aiohttp error ConnectTimeout: not so
     return isinstance(exc, TimeoutError) or any("Timeout" in c.__name__ for c in type(exc).__mro__)
 
 

@@ -52,6 +52,8 @@ class BatchInfo:
     ended_at: datetime | None = None
     options: str | None = None
     """The validation options of the file's rows (``run_start``'s text; None: not known)."""
+    late_until: datetime | None = None
+    """Until when the bank may still be finishing a request whose answer came too late."""
 
 
 class LedgerRow(NamedTuple):
@@ -200,4 +202,5 @@ def batch_from_record(record: sqlite3.Row) -> BatchInfo:
         started_at=_parse_time(values["started_at"]),
         ended_at=_parse_time(values["ended_at"]),
         options=values.get("options"),
+        late_until=_parse_time(values.get("late_until")),
     )

@@ -50,7 +50,8 @@ CREATE TABLE IF NOT EXISTS batch (
     created_at TEXT NOT NULL,
     started_at TEXT,
     ended_at TEXT,
-    options TEXT
+    options TEXT,
+    late_until TEXT
 );
 CREATE TABLE IF NOT EXISTS rows (
     row INTEGER PRIMARY KEY,
@@ -204,8 +205,11 @@ class Ledger:
             )
 
     def set_batch(self, **values: Any) -> None:
-        """Update batch fields: base_url, organization_url, started_at, ended_at, options."""
-        allowed = {"base_url", "organization_url", "started_at", "ended_at", "options"}
+        """Update batch fields: base_url, organization_url, started_at, ended_at, options,
+        late_until."""
+        allowed = {
+            "base_url", "organization_url", "started_at", "ended_at", "options", "late_until"
+        }
         unknown = set(values) - allowed
         if unknown:
             msg = f"cannot set batch fields {sorted(unknown)}"
@@ -305,11 +309,12 @@ def _ledger_error(path: Path, exc: sqlite3.Error) -> LedgerError:
     return LedgerError(msg)
 
 
-def _add_options_column(connection: sqlite3.Connection) -> None:
-    """A ledger written before batch options were recorded gets the column (empty)."""
+def _add_batch_columns(connection: sqlite3.Connection) -> None:
+    """A ledger written by an earlier payrun gets the batch columns added since (empty)."""
     columns = {record[1] for record in connection.execute("PRAGMA table_info(batch)")}
-    if "options" not in columns:
-        connection.execute("ALTER TABLE batch ADD COLUMN options TEXT")
+    for name in ("options", "late_until"):
+        if name not in columns:
+            connection.execute(f"ALTER TABLE batch ADD COLUMN {name} TEXT")
 
 
 def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
@@ -321,7 +326,7 @@ def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=NORMAL")  # durable across a process crash
             connection.executescript(_SCHEMA)
-            _add_options_column(connection)
+            _add_batch_columns(connection)
         connection.row_factory = sqlite3.Row
         connection.execute("PRAGMA busy_timeout=5000")
         connection.execute("SELECT COUNT(*) FROM rows").fetchone()
