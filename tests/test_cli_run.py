@@ -1055,6 +1055,13 @@ def test_dry_run_checks_rows_cut_off_mid_create_with_the_bank(
     assert [g["payments"] for g in payment_groups(bank)] == [1]  # nothing new
     assert all(g["submissions"] == 0 for g in payment_groups(bank))
     assert {r["status"] for r in report(ledger, capsys)} == {"pending"}  # the ledger untouched
+    later = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
+    with sqlite3.connect(ledger) as db:  # the bank may still be finishing a late create
+        db.execute("UPDATE batch SET late_until=?", (later,))
+    assert main(["run", str(batch), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would pay 0 rows" in out, out  # a run would wait, then look: not "would pay"
+    assert "2 rows were started by an earlier run" in out, out
 
 
 def _first_create_slow(bank: RunningSandbox, monkeypatch: pytest.MonkeyPatch,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 import anyio
 
@@ -21,7 +22,7 @@ from payrun.ledger import Ledger, utc_now
 from payrun.records import RowBook
 from payrun.stopping import StopSignal
 
-__all__ = ["remember_late_answers", "wait_for_late_answers"]
+__all__ = ["bank_may_still_finish", "remember_late_answers", "wait_for_late_answers"]
 
 
 def remember_late_answers(ledger: Ledger, result: ExecutionResult) -> None:
@@ -52,3 +53,13 @@ async def wait_for_late_answers(
         f" checks what it did at {until:%H:%M:%S} UTC, then goes on (nothing is paid twice)"
     )
     return await stop.wait_until(anyio.current_time() + left)
+
+
+def bank_may_still_finish(ledger_path: Path) -> bool:
+    """True while the bank may still finish a late request of this ledger (read only): a dry
+    run then leaves the rows mid-call as they are, as a run would first wait."""
+    if not ledger_path.exists():
+        return False
+    with Ledger.open(ledger_path, readonly=True) as ledger:
+        batch = ledger.batch()
+    return batch is not None and batch.late_until is not None and batch.late_until > utc_now()

@@ -8,6 +8,7 @@ file, bank or organization; locked), ``BankError`` (bank unreachable, API key re
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ from payrun.config import RunOptions, Settings, ValidationOptions
 from payrun.domain import RowStatus
 from payrun.errors import InterruptedRunError, PayrunError
 from payrun.execution import execute_rows
-from payrun.late_answers import remember_late_answers, wait_for_late_answers
+from payrun.late_answers import bank_may_still_finish, remember_late_answers, wait_for_late_answers
 from payrun.ledger import (
     Ledger,
     LedgerRow,
@@ -144,9 +145,9 @@ async def run_batch(
     stop = stop or StopSignal()
     if options.dry_run:
         book = dry_run_book(batch_path, ledger_path, validation, options)
-        return await _with_client(
-            settings, options, lambda c: _dry_run(c, book, settings, options)
-        )
+        late = bank_may_still_finish(ledger_path)  # then a run would wait before it checks
+        dry = functools.partial(_dry_run, book=book, settings=settings, options=options, late=late)
+        return await _with_client(settings, options, dry)
     is_new = not ledger_path.exists()
     ledger = open_run_ledger(batch_path, ledger_path, validation, options)
     try:
@@ -249,16 +250,16 @@ def _preflight(
 
 
 async def _dry_run(
-    client: BankClient, book: RowBook, settings: Settings, options: RunOptions
+    client: BankClient, book: RowBook, settings: Settings, options: RunOptions, *, late: bool
 ) -> RunOutcome:
     org = await find_organization(client, settings)
     checks = _preflight(client, org, book, options)
     checks.recall_holds(reopen_unfinished(book))  # held rows checked again, as a run would
     await checks.check_accounts()
     await checks.load_payees_and_payments()
-    attention = await reconcile_rows(  # reads only: what a run finds of calls cut off earlier
+    attention = [] if late else await reconcile_rows(  # reads only, as a run (which first
         client, book, accounts=checks.accounts, payee_details=checks.payee_details,
-        payments=checks.payments,
+        payments=checks.payments,  # waits out a late bank: rows mid-call stay started)
     )  # fmt: skip
     await refresh_created(client, book, create_only=True)  # approved or rejected in the app
     checks.guard_repeats()
