@@ -26,6 +26,7 @@ from _run_helpers import (
     RUN_TIMEOUT_S,
     closed_pipe,
     finish,
+    kill_group,
     ledger_rows,
     refuse,
     run_args,
@@ -1020,7 +1021,10 @@ def test_dry_run_checks_rows_cut_off_mid_create_with_the_bank(
 ) -> None:
     """Rows left 'creating' by a killed run: the dry run looks at the bank's payments as the
     run would. One whose payment exists is started (the run submits it); one whose payment
-    was never made would be paid. Nothing is created or submitted."""
+    was never made would be paid. Nothing is created or submitted. While the bank may still
+    be finishing a late create, or a create a run sent just before it was killed (intents
+    after the last normal end, under a minute old), a run would wait before it looks: the
+    dry run leaves those rows started."""
     import sqlite3
     from datetime import UTC, datetime, timedelta
 
@@ -1062,6 +1066,18 @@ def test_dry_run_checks_rows_cut_off_mid_create_with_the_bank(
     out = capsys.readouterr().out
     assert "would pay 0 rows" in out, out  # a run would wait, then look: not "would pay"
     assert "2 rows were started by an earlier run" in out, out
+    before = (datetime.now(UTC) - timedelta(minutes=5)).isoformat()
+    with sqlite3.connect(ledger) as db:  # killed: the intents are after the last normal end
+        db.execute("UPDATE batch SET late_until=NULL, ended_at=?", (before,))
+    assert main(["run", str(batch), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would pay 0 rows" in out, out
+    assert "2 rows were started by an earlier run" in out, out
+    long_ago = (datetime.now(UTC) - timedelta(minutes=2)).isoformat()
+    with sqlite3.connect(ledger) as db:  # killed two minutes ago: the bank is done by now
+        db.execute("UPDATE rows SET intent_at=?", (long_ago,))
+    assert main(["run", str(batch), "--dry-run"]) == 0
+    assert "would pay 1 row," in capsys.readouterr().out
 
 
 def _first_create_slow(bank: RunningSandbox, monkeypatch: pytest.MonkeyPatch,
@@ -1142,6 +1158,40 @@ def test_a_rerun_right_after_ctrl_c_in_the_late_wait_still_waits_for_the_bank(
     assert "may still be making them: payrun checks what it did at" in err, err
     wait_until(lambda: "made" in slow, 10, "the slow create to finish at the bank")
     assert [g["payments"] for g in payment_groups(bank)] == [1]
+    assert [g["submissions"] for g in payment_groups(bank)] == [1]
+
+
+def test_a_rerun_right_after_kill_9_waits_for_a_create_the_bank_is_still_making(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kill -9 while the bank has a create in hand: nothing recorded that the request was
+    on the wire. The same command run again at once gives the bank the time a live run
+    would have (from the row's intent) before it lists the payments, so it finds the
+    payment the bank made meanwhile: one payment, not two."""
+    import signal
+
+    import payrun.late_answers
+
+    bank = start_bank()
+    monkeypatch.setattr(payrun.late_answers, "SETTLE_AFTER_CRASH_SECONDS", 5.0)
+    slow = _first_create_slow(bank, monkeypatch, 2.5)  # made 2.5 s after it arrived
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    ledger = tmp_path / "pay.ledger.sqlite"
+    started = time.monotonic()
+    process = start_run(bank, batch, ledger)
+    try:
+        wait_until(lambda: "started" in slow, RUN_TIMEOUT_S, "the create to reach the bank")
+    finally:
+        kill_group(process, signal.SIGKILL)
+    killed = finish(process, started)
+    assert killed.returncode == -signal.SIGKILL, killed.describe()
+    assert "made" not in slow  # the rerun starts while the bank is still making it
+    assert main(run_args(batch, ledger)[2:]) == 0
+    err = capsys.readouterr().err
+    assert "was cut off (killed or crashed) while sending payments" in err, err
+    wait_until(lambda: "made" in slow, 10, "the slow create to finish at the bank")
+    assert [g["payments"] for g in payment_groups(bank)] == [1]  # found, not made again
     assert [g["submissions"] for g in payment_groups(bank)] == [1]
 
 

@@ -311,7 +311,7 @@ async def _pay_locked(
     checks = _preflight(client, org, book, options, stop)
     watcher.note("checking source accounts, payees and recent payments")
     await checks.check_accounts()
-    settled = await wait_for_late_answers(ledger, book, stop, watcher.note)  # before listing
+    settled = await wait_for_late_answers(ledger, book, stop, watcher.note, at_start=True)
     await checks.load_payees_and_payments()
     attention = (  # rows left mid-call, once a slow bank had time to finish (unless stopped)
         await reconcile_rows(client, book, accounts=checks.accounts,
