@@ -1,0 +1,153 @@
+"""payrun's own CPU per row while paying, without HTTP: engine, bank client, book, ledger.
+
+The execution engine pays rows from a real SQLite ledger through ``BankClient`` (limiter,
+retry policy, answer checks, parsing), over a stand-in transport that answers each create
+and submit with the sandbox's own JSON after a fixed delay. No socket, no HTTP library,
+no other thread: what is left is payrun's Python per row (and the event loop's timers),
+steadier than a whole run and comparable between commits.
+
+    python benchmarks/bench_engine.py                  # 1 account (3 submits) and 10
+    python benchmarks/bench_engine.py --rows 2000 --repeats 9 --delay-ms 5
+    python benchmarks/bench_engine.py --no-ledger      # the same without ledger writes
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import tempfile
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvloop
+
+from payrun.bank import AdaptiveLimiter, BankClient, RetryPolicy
+from payrun.bank._lean import Answer, LeanClient
+from payrun.domain import PaymentInstruction, RowStatus, RowVerdict
+from payrun.execution import execute_rows
+from payrun.ledger import BatchInfo, Ledger, LedgerRow
+from payrun.records import RowBook
+from payrun.sandbox import create_app, default_seed
+
+SECRET = "bench-engine-secret"  # noqa: S105 - the in-process sandbox's key, nothing real
+
+
+class _Never:
+    def is_set(self) -> bool:
+        return False
+
+
+class CannedBank(LeanClient):
+    """Answers every create with one payment and every submit with one submission."""
+
+    def __init__(self, payment: bytes, submission: bytes, delay: float) -> None:
+        super().__init__("https://bank.invalid", {"Authorization": "ServiceAPIKey x"})
+        self._payment, self._submission, self._delay = payment, submission, delay
+        self.requests = 0
+
+    async def request(
+        self, method: str, url: str, *, params: Any = None, json: Any = None
+    ) -> Answer:
+        """Wait the delay, then answer 201 with the canned body for this kind of call."""
+        await asyncio.sleep(self._delay)
+        self.requests += 1
+        body = self._submission if url.endswith("/submissions") else self._payment
+        return Answer(201, body)
+
+
+async def canned_bodies() -> tuple[bytes, bytes, str, str]:
+    """A payment and a submission as the sandbox writes them, and an account and payee."""
+    app = create_app(seed=default_seed(), api_key=SECRET)
+    headers = {"Authorization": f"ServiceAPIKey {SECRET}"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://sandbox", headers=headers) as http:
+        bank = BankClient(http, retry=RetryPolicy.no_wait())
+        org = await bank.organization()
+        account = await bank.find_account(org, sort_code="040004", account_number="30000001")
+        assert account is not None
+        payee = await bank.create_payee(account.owner_url, name="Ada Lovelace",
+                                        sort_code="200000", account_number="12345678")
+        body = {"creditor": {"creditor-type": "payee", "payee-url": payee.url},
+                "payment-amount": {"currency": "GBP", "value": "1.00"},
+                "payment-reference": "BENCH"}
+        made = await http.post(f"{account.url}/payments", json=body)
+        url = made.json()["payment-url"]
+        sent = await http.post(f"{url}/submissions", json={"payment-scheme": "fps"})
+        return made.content, sent.content, account.url, payee.url
+
+
+def ledger_of(path: Path, rows: list[LedgerRow]) -> Ledger:
+    """A real ledger file holding ``rows``, bound to their accounts and payee."""
+    ledger = Ledger.open(path)
+    verdicts = [
+        RowVerdict(r.row, PaymentInstruction(
+            row=r.row, payee_name=r.payee_name, sort_code=r.sort_code,
+            account_number=r.account_number, amount=r.amount, reference=r.reference,
+            source_account=r.source_account), {})
+        for r in rows
+    ]  # fmt: skip
+    info = BatchInfo(file_path="bench", file_sha256="bench", valid_count=len(rows),
+                     valid_total=sum((r.amount for r in rows), Decimal(0)))
+    ledger.start(info, verdicts)
+    for account in {r.account_url for r in rows}:
+        numbers = [r.row for r in rows if r.account_url == account]
+        ledger.update_many(numbers, account_url=account, payee_url=rows[0].payee_url)
+    return ledger
+
+
+async def one_pass(args: argparse.Namespace, accounts: int, canned: tuple[bytes, bytes, str, str],
+                   directory: Path) -> float:
+    """Pay ``args.rows`` rows spread over ``accounts`` accounts; CPU ms per row."""
+    payment, submission, account_url, payee_url = canned
+    rows = [
+        LedgerRow(row=n + 2, row_id=None, payee_name="Ada Lovelace", sort_code="200000",
+                  account_number="12345678", amount=Decimal("1.00") + n, reference="BENCH",
+                  source_account="040004 30000001", status=RowStatus.PENDING,
+                  account_url=f"{account_url}-{n % accounts}", payee_url=payee_url)
+        for n in range(args.rows)
+    ]  # fmt: skip
+    ledger = ledger_of(directory / f"bench-{time.monotonic_ns()}.sqlite", rows)
+    book = RowBook(ledger.rows(), ledger=None if args.no_ledger else ledger)
+    bank = CannedBank(payment, submission, args.delay_ms / 1000)
+    client = BankClient(bank, limiter=AdaptiveLimiter(50), retry=RetryPolicy.no_wait())
+    gc.collect()
+    started = time.process_time()
+    result = await execute_rows(client, book, to_create=rows, to_submit=[],
+                                per_account_submits=3, create_workers=50, create_only=False,
+                                stop=_Never())
+    cpu = time.process_time() - started
+    ledger.close()
+    if result.submitted != args.rows or bank.requests != 2 * args.rows:
+        msg = f"not every row was paid once: {result}, {bank.requests} requests"
+        raise RuntimeError(msg)
+    return 1000 * cpu / args.rows
+
+
+async def main(args: argparse.Namespace) -> None:
+    """Each pattern ``--repeats`` times, interleaved; median and spread of CPU per row."""
+    canned = await canned_bodies()
+    results: dict[int, list[float]] = {1: [], 10: []}
+    with tempfile.TemporaryDirectory() as folder:
+        for _ in range(args.repeats):
+            for accounts in results:
+                results[accounts].append(await one_pass(args, accounts, canned, Path(folder)))
+    ledger = "no ledger" if args.no_ledger else "real ledger"
+    print(f"payrun's own CPU per row, {args.rows} rows, answers after {args.delay_ms} ms,"
+          f" {ledger}, {args.repeats} passes each:")
+    for accounts, values in results.items():
+        print(f"  {accounts:>2} account(s): median {statistics.median(values):.3f} ms/row,"
+              f" min {min(values):.3f}, max {max(values):.3f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--delay-ms", type=float, default=5.0)
+    parser.add_argument("--no-ledger", action="store_true", help="keep the book in memory only")
+    uvloop.run(main(parser.parse_args()))
