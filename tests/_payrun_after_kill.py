@@ -1,16 +1,53 @@
 """``python -m payrun`` for the tests that run payrun in a process of its own and kill it.
 
-The same entry point with one change. A run started right after another was killed gives
-the bank ``SETTLE_AFTER_CRASH_SECONDS`` (60 s) from that run's last intents to finish what
-it may have sent, before it looks. The test banks answer within about 40 ms, so these runs
-give them 1 s: a kill -9 trial's rerun still waits, and still finds what the bank made.
+The same entry point, imports in the same order, with two constants set as each module is
+loaded. A run started right after another was killed gives the bank
+``SETTLE_AFTER_CRASH_SECONDS`` (60 s) after that run's last sign of life, which a paying run
+commits every ``ALIVE_SECONDS`` (5 s). The test banks answer within about 40 ms, so these
+runs give them 1 s after a sign committed every 0.5 s: a kill -9 trial's rerun still
+waits, and still finds what the bank made meanwhile.
 """
 
 from __future__ import annotations
 
-import payrun.late_answers
-from payrun.cli import main
+import importlib.abc
+import importlib.machinery
+import sys
+from collections.abc import Sequence
+from types import ModuleType
 
-payrun.late_answers.SETTLE_AFTER_CRASH_SECONDS = 1.0
+SHORTER = {
+    "payrun.late_answers": {"SETTLE_AFTER_CRASH_SECONDS": 1.0},
+    "payrun.records": {"ALIVE_SECONDS": 0.5},
+}
+
+
+class _Shorten(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds a module of ``SHORTER`` as usual, then sets its constants once it has run."""
+
+    def __init__(self) -> None:
+        self._loaders: dict[str, importlib.abc.Loader] = {}
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in SHORTER:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return None
+        self._loaders[fullname] = spec.loader
+        spec.loader = self
+        return spec
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loaders[module.__name__].exec_module(module)
+        for name, value in SHORTER[module.__name__].items():
+            setattr(module, name, value)
+
+
+sys.meta_path.insert(0, _Shorten())
+
+from payrun.cli import main  # noqa: E402 - after the finder, as python -m payrun would
 
 raise SystemExit(main())

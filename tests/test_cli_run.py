@@ -1076,21 +1076,24 @@ def test_dry_run_checks_rows_cut_off_mid_create_with_the_bank(
     long_ago = (datetime.now(UTC) - timedelta(minutes=2)).isoformat()
     with sqlite3.connect(ledger) as db:  # killed two minutes ago: the bank is done by now
         db.execute("UPDATE rows SET intent_at=?", (long_ago,))
+        db.execute("UPDATE batch SET alive_at=?", (long_ago,))
     assert main(["run", str(batch), "--dry-run"]) == 0
     assert "would pay 1 row," in capsys.readouterr().out
 
 
 def _first_create_slow(bank: RunningSandbox, monkeypatch: pytest.MonkeyPatch,
-                       delay: float) -> list[str]:
-    """The bank receives the first create whole, then makes the payment ``delay`` s later
-    (payrun may have stopped waiting by then). The list says "made" once it has."""
+                       delay: float, *, every: bool = False) -> list[str]:
+    """The bank receives the first create (``every`` create) whole, then makes the payment
+    ``delay`` s later (payrun may have stopped waiting by then). The list gets "started"
+    when a slow create arrives and "made" once its payment is made."""
     import anyio
 
     serve_api = bank.app._serve_api  # noqa: SLF001 - the server's own request handler
     slow: list[str] = []
 
     async def first_create_slow(scope: Any, receive: Any, send: Any) -> None:
-        if scope["method"] != "POST" or not scope["path"].endswith("/payments") or slow:
+        is_create = scope["method"] == "POST" and scope["path"].endswith("/payments")
+        if not is_create or (slow and not every):
             await serve_api(scope, receive, send)
             return
         slow.append("started")
@@ -1155,44 +1158,93 @@ def test_a_rerun_right_after_ctrl_c_in_the_late_wait_still_waits_for_the_bank(
     capsys.readouterr()
     assert main(["run", str(batch)]) == 0  # at once, as the summary says
     err = capsys.readouterr().err
-    assert "may still be making them: payrun checks what it did at" in err, err
+    assert "may still be making payments sent without their answer recorded" in err, err
     wait_until(lambda: "made" in slow, 10, "the slow create to finish at the bank")
     assert [g["payments"] for g in payment_groups(bank)] == [1]
     assert [g["submissions"] for g in payment_groups(bank)] == [1]
 
 
-def test_a_rerun_right_after_kill_9_waits_for_a_create_the_bank_is_still_making(
-    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """kill -9 while the bank has a create in hand: nothing recorded that the request was
-    on the wire. The same command run again at once gives the bank the time a live run
-    would have (from the row's intent) before it lists the payments, so it finds the
-    payment the bank made meanwhile: one payment, not two."""
+def _short_settle(monkeypatch: pytest.MonkeyPatch, *, settle: float, alive: float) -> None:
+    """This process gives a killed run's requests ``settle`` s after its last sign of life,
+    a sign it commits every ``alive`` s (60 and 5 for users)."""
+    import payrun.late_answers
+    import payrun.records
+
+    monkeypatch.setattr(payrun.late_answers, "SETTLE_AFTER_CRASH_SECONDS", settle)
+    monkeypatch.setattr(payrun.records, "ALIVE_SECONDS", alive)
+
+
+def _kill_while_creating(bank: RunningSandbox, batch: Path, ledger: Path, slow: list[str],
+                         creates: int, *extra: str) -> None:
+    """Run `payrun run` in a process of its own (``_payrun_after_kill.py``: a sign of life
+    every 0.5 s) and kill -9 it once the bank has the ``creates``-th slow create in hand."""
     import signal
 
-    import payrun.late_answers
-
-    bank = start_bank()
-    monkeypatch.setattr(payrun.late_answers, "SETTLE_AFTER_CRASH_SECONDS", 5.0)
-    slow = _first_create_slow(bank, monkeypatch, 2.5)  # made 2.5 s after it arrived
-    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
-    ledger = tmp_path / "pay.ledger.sqlite"
     started = time.monotonic()
-    process = start_run(bank, batch, ledger)
+    process = start_run(bank, batch, ledger, *extra)
     try:
-        wait_until(lambda: "started" in slow, RUN_TIMEOUT_S, "the create to reach the bank")
+        wait_until(lambda: slow.count("started") >= creates, RUN_TIMEOUT_S,
+                   f"create {creates} to reach the bank")
     finally:
         kill_group(process, signal.SIGKILL)
     killed = finish(process, started)
     assert killed.returncode == -signal.SIGKILL, killed.describe()
+
+
+@pytest.mark.parametrize("interrupted", [False, True], ids=["rerun", "ctrl-c-then-rerun"])
+def test_a_rerun_right_after_kill_9_waits_for_a_create_the_bank_is_still_making(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, interrupted: bool,  # noqa: FBT001
+) -> None:
+    """kill -9 while the bank has a create in hand: nothing recorded that the request was
+    on the wire. The same command run again at once gives the bank the time a live run
+    would (after the killed run's last sign of life) before it lists the payments, so it
+    finds the payment the bank made meanwhile: one payment, not two. Ctrl-C during that
+    wait ends the rerun normally (exit 3), and the run after it still waits out the rest."""
+    import os
+    import signal
+    import threading
+
+    bank = start_bank()
+    _short_settle(monkeypatch, settle=4.0, alive=0.5)
+    slow = _first_create_slow(bank, monkeypatch, 2.5)  # made 2.5 s after it arrived
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    ledger = tmp_path / "pay.ledger.sqlite"
+    _kill_while_creating(bank, batch, ledger, slow, 1)
     assert "made" not in slow  # the rerun starts while the bank is still making it
+    if interrupted:
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()  # in the wait
+        assert main(run_args(batch, ledger)[2:]) == 3
+        capsys.readouterr()
+        assert "made" not in slow
     assert main(run_args(batch, ledger)[2:]) == 0
     err = capsys.readouterr().err
-    assert "was cut off (killed or crashed) while sending payments" in err, err
+    assert "may still be making payments sent without their answer recorded" in err, err
     wait_until(lambda: "made" in slow, 10, "the slow create to finish at the bank")
     assert [g["payments"] for g in payment_groups(bank)] == [1]  # found, not made again
     assert [g["submissions"] for g in payment_groups(bank)] == [1]
+
+
+def test_after_kill_9_the_wait_counts_from_the_last_sign_of_life_not_from_the_intent(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Intents are committed ahead (the next rows' share one commit and one time) and each
+    row is sent when its turn comes, here seconds later: one create in flight, each taking
+    the bank 1 s. Killed during the fourth, the run left intents 3 s old; the rerun waits
+    from the run's last sign of life instead, and finds that fourth payment made."""
+    bank = start_bank()
+    _short_settle(monkeypatch, settle=1.5, alive=0.5)
+    slow = _first_create_slow(bank, monkeypatch, 1.0, every=True)
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    ledger = tmp_path / "pay.ledger.sqlite"
+    extra = ("--create-only", "--max-in-flight", "1")
+    _kill_while_creating(bank, batch, ledger, slow, 4, *extra)
+    assert slow.count("made") == 3
+    assert main([*run_args(batch, ledger, *extra)[2:]]) == 0
+    wait_until(lambda: slow.count("made") == slow.count("started"), 10,
+               "every create to finish at the bank")
+    assert [g["payments"] for g in payment_groups(bank)] == [1, 1, 1, 1]
 
 
 def test_ledger_of_another_organization_is_refused(

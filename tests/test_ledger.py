@@ -285,19 +285,23 @@ def test_discard_removes_the_files_before_the_lock_is_let_go(tmp_path: Path) -> 
         os.close(old)
 
 
-def test_a_ledger_of_an_earlier_payrun_gets_the_late_until_column(ledger: Ledger) -> None:
-    """A ledger written before late answers were kept opens, reads no late time, and keeps
-    one once set (the column is added on open)."""
+def test_a_ledger_of_an_earlier_payrun_gets_the_late_until_and_alive_at_columns(
+    ledger: Ledger,
+) -> None:
+    """A ledger written before late answers and signs of life were kept opens, reads
+    neither, and keeps them once set (the columns are added on open)."""
     import sqlite3
 
     path = ledger.path
     ledger.close()
     with sqlite3.connect(path) as db:
         db.execute("ALTER TABLE batch DROP COLUMN late_until")
+        db.execute("ALTER TABLE batch DROP COLUMN alive_at")
     with Ledger.open(path) as again:
         batch = again.batch()
-        assert batch is not None and batch.late_until is None
+        assert batch is not None and batch.late_until is None and batch.alive_at is None
         until = datetime(2026, 11, 22, 13, 0, tzinfo=UTC)
-        again.set_batch(late_until=until)
+        alive = datetime(2026, 11, 22, 12, 59, tzinfo=UTC)
+        again.set_batch(late_until=until, alive_at=alive)
         batch = again.batch()
-        assert batch is not None and batch.late_until == until
+        assert batch is not None and (batch.late_until, batch.alive_at) == (until, alive)

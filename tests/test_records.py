@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Coroutine
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,38 @@ def test_intent_is_on_disk_when_mark_intent_returns(tmp_path: Path) -> None:
     book = RowBook(ledger.rows(), ledger=ledger)
     book.mark_intent(2, RowStatus.CREATING)
     assert _on_disk(ledger.path)[2] is RowStatus.CREATING
+    ledger.close()
+
+
+def test_tick_commits_held_outcomes_and_a_sign_of_life_every_alive_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``tick`` flushes held outcomes every time, and commits the batch's alive_at only once
+    ``ALIVE_SECONDS`` have passed since the last one (the first tick commits it at once)."""
+    import payrun.records
+
+    monkeypatch.setattr(payrun.records, "ALIVE_SECONDS", 0.2)
+    ledger = _ledger(tmp_path)
+    book = RowBook(ledger.rows(), ledger=ledger)
+
+    def alive_at() -> datetime | None:
+        with Ledger.open(ledger.path, readonly=True) as reader:
+            batch = reader.batch()
+        assert batch is not None
+        return batch.alive_at
+
+    assert alive_at() is None
+    book.tick()
+    first = alive_at()
+    assert first is not None
+    book.record(2, status=RowStatus.FAILED, error="refused")
+    book.tick()  # at once: the outcome goes, the sign of life stays
+    assert _on_disk(ledger.path)[2] is RowStatus.FAILED
+    assert alive_at() == first
+    time.sleep(0.25)
+    book.tick()
+    later = alive_at()
+    assert later is not None and later > first
     ledger.close()
 
 

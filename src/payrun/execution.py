@@ -166,6 +166,7 @@ class _Engine:
     async def run(self) -> ExecutionResult:
         """Run every worker until all lanes are drained or a stop is requested."""
         try:
+            self._book.tick()  # alive: a rerun after a kill knows when requests may have left
             async with anyio.create_task_group() as watching:
                 watching.start_soon(self._watch_stop)  # until every worker has ended
                 async with anyio.create_task_group() as group:
@@ -193,7 +194,7 @@ class _Engine:
         stopped = False
         while True:
             await anyio.sleep(_WATCH_SECONDS)
-            self._book.flush()  # an outcome waits at most this long for the next intent
+            self._book.tick()  # an outcome waits at most this long for the next intent
             if not stopped and self._stop.is_set():
                 stopped = True
                 self._stop_all()

@@ -7,10 +7,13 @@ until then before rows left mid-create or mid-submit are checked with the bank, 
 run or the next one (a rerun right after Ctrl-C or SIGTERM would otherwise look too soon,
 find no payment, and make a second one).
 
-A run that was killed (kill -9, a crash, a power cut) kept nothing: its rows left mid-call
-after the last normal end of a run (``ended_at``) may have been on the wire when it died,
-and the bank may still be making them. The next run gives those the time a live run would
-have given them (``SETTLE_AFTER_CRASH_SECONDS`` from their intent) before it looks.
+A run that was killed (kill -9, a crash, a power cut) recorded no answers to the requests
+it had on the wire, and the bank may still be making them. Its last sign of life is the
+latest of the batch's ``alive_at`` (committed every ``ALIVE_SECONDS`` while paying) and its
+rows' intents, when later than the last normal end of a run (``ended_at``). The next run
+gives the bank ``SETTLE_AFTER_CRASH_SECONDS`` from then (plus ``ALIVE_SECONDS``, as the
+run may have sent until its next sign was due) before it checks, and keeps that time as
+``late_until`` first: a rerun stopped during the wait does not end the wait for the next.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 
 import anyio
 
+from payrun import records
 from payrun.domain import RowStatus
 from payrun.execution import ExecutionResult
 from payrun.ledger import BatchInfo, Ledger, LedgerRow, utc_now
@@ -35,8 +39,8 @@ __all__ = [
 ]
 
 SETTLE_AFTER_CRASH_SECONDS = 60.0
-"""How long after its intent a request of a killed run may still be finished by the bank:
-what a live run allows (the 30 s it waits for an answer, then ``LATE_ANSWER_SECONDS``)."""
+"""How long after it was sent a killed run's request may still be finished by the bank: as
+long as a live run allows (the 30 s it waits for an answer, then ``LATE_ANSWER_SECONDS``)."""
 _MID_CALL = (RowStatus.CREATING, RowStatus.SUBMITTING)
 
 
@@ -58,7 +62,7 @@ async def wait_for_late_answers(
     at_start: bool = False,
 ) -> bool:
     """Wait, if rows are left mid-call, until the bank has had time to finish late requests
-    (``at_start``: also those of an earlier run that was killed).
+    (``at_start``: also those of an earlier run that was killed while sending).
 
     True when the rows may be checked now; False when a stop came first (leave them).
     """
@@ -67,44 +71,39 @@ async def wait_for_late_answers(
     if batch is None or not mid_call:
         return True
     now = utc_now()
-    late = batch.late_until if batch.late_until is not None and batch.late_until > now else None
+    until = batch.late_until
     killed = _killed_run_settles(batch, mid_call, now) if at_start else None
-    until = max((t for t in (late, killed) if t is not None), default=None)
-    if until is None:
+    if killed is not None and (until is None or until < killed):
+        ledger.set_batch(late_until=killed)  # kept before waiting: a stopped rerun ends
+        until = killed  # normally (ended_at), and the next run must still wait
+    if until is None or until <= now:
         return True
-    if until == killed:
-        note(
-            "an earlier run of this ledger was cut off (killed or crashed) while sending"
-            " payments, and the bank may still be making them: payrun checks what it did at"
-            f" {until:%H:%M:%S} UTC, then goes on (nothing is paid twice)"
-        )
-    else:
-        note(
-            "the bank did not answer some payments in time and may still be making them:"
-            f" payrun checks what it did at {until:%H:%M:%S} UTC, then goes on (nothing is"
-            " paid twice)"
-        )
+    note(
+        "the bank may still be making payments sent without their answer recorded (it"
+        " answered too late, or a run was killed while sending): payrun checks what it did"
+        f" at {until:%H:%M:%S} UTC, then goes on (nothing is paid twice)"
+    )
     return await stop.wait_until(anyio.current_time() + (until - now).total_seconds())
 
 
 def _killed_run_settles(
     batch: BatchInfo, mid_call: Iterable[LedgerRow], now: datetime
 ) -> datetime | None:
-    """When the bank is done with what a killed run may have sent, if that is still ahead.
+    """Until when the bank may still make what a killed run sent, if that is still ahead.
 
-    Rows whose intent is later than the last normal end of a run were left by a run that
-    ended without recording its outcomes. An intent in the future (the clock was set back)
-    counts as now, so the wait is never longer than ``SETTLE_AFTER_CRASH_SECONDS``.
+    The run's last sign of life is the latest ``alive_at`` or intent after the last normal
+    end of a run. One in the future (the clock was set back) counts as now, so the wait is
+    never longer than ``ALIVE_SECONDS`` + ``SETTLE_AFTER_CRASH_SECONDS``.
     """
     ended = batch.ended_at
-    intents = [
-        r.intent_at
-        for r in mid_call
-        if r.intent_at is not None and (ended is None or r.intent_at > ended)
-    ]
-    if not intents:
+    signs = [r.intent_at for r in mid_call if r.intent_at is not None]
+    if batch.alive_at is not None:
+        signs.append(batch.alive_at)
+    last = max((t for t in signs if ended is None or t > ended), default=None)
+    if last is None:
         return None
-    until = min(max(intents), now) + timedelta(seconds=SETTLE_AFTER_CRASH_SECONDS)
+    settle = timedelta(seconds=records.ALIVE_SECONDS + SETTLE_AFTER_CRASH_SECONDS)
+    until = min(last, now) + settle
     return until if until > now else None
 
 

@@ -23,6 +23,7 @@ changes nothing on disk.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
@@ -34,7 +35,11 @@ from payrun.domain import RowStatus
 from payrun.errors import LedgerError, LedgerWriteError
 from payrun.ledger import Ledger, LedgerRow, utc_now
 
-__all__ = ["RowBook"]
+__all__ = ["ALIVE_SECONDS", "RowBook"]
+
+ALIVE_SECONDS = 5.0
+"""How often a paying run commits that it is alive (``tick``): after a kill, the next run
+knows the latest a request can have left it."""
 
 
 class _GroupCommit:
@@ -82,6 +87,7 @@ class RowBook:
         self._durable = 0  # every intent up to this number is on disk
         self._broken: BaseException | None = None  # a failed write: nothing more is committed
         self._ahead: dict[int, _Ahead] = {}  # intents committed before their row's turn
+        self._next_alive = 0.0  # ``tick`` commits the batch's alive_at again from then
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -157,6 +163,25 @@ class RowBook:
                 self._broken = exc
                 raise
             self._durable = staged
+
+    def tick(self) -> None:
+        """``flush``; and, every ``ALIVE_SECONDS``, commit the time as the batch's ``alive_at``.
+
+        The engine ticks before its first request and a few times a second while it runs, so
+        a run killed while sending left a time no more than ``ALIVE_SECONDS`` before its
+        last request (an intent can be much older: committed ahead, or retried for a minute).
+        """
+        self.flush()
+        now = time.monotonic()
+        if self._ledger is None or now < self._next_alive:
+            return
+        self._next_alive = now + ALIVE_SECONDS
+        self._ensure_writable()
+        try:
+            self._ledger.set_batch(alive_at=utc_now())
+        except LedgerError as exc:
+            self._broken = exc
+            raise LedgerWriteError(self._rerun(exc)) from exc
 
     def _ensure_writable(self) -> None:
         """Raise ``LedgerError`` once a write has failed: nothing more is recorded or sent."""

@@ -54,6 +54,8 @@ class BatchInfo:
     """The validation options of the file's rows (``run_start``'s text; None: not known)."""
     late_until: datetime | None = None
     """Until when the bank may still be finishing a request whose answer came too late."""
+    alive_at: datetime | None = None
+    """When a run paying rows last said it was alive (every few seconds while it sends)."""
 
 
 class LedgerRow(NamedTuple):
@@ -203,4 +205,5 @@ def batch_from_record(record: sqlite3.Row) -> BatchInfo:
         ended_at=_parse_time(values["ended_at"]),
         options=values.get("options"),
         late_until=_parse_time(values.get("late_until")),
+        alive_at=_parse_time(values.get("alive_at")),
     )

@@ -50,7 +50,8 @@ CREATE TABLE IF NOT EXISTS batch (
     started_at TEXT,
     ended_at TEXT,
     options TEXT,
-    late_until TEXT
+    late_until TEXT,
+    alive_at TEXT
 );
 CREATE TABLE IF NOT EXISTS rows (
     row INTEGER PRIMARY KEY,
@@ -205,9 +206,10 @@ class Ledger:
 
     def set_batch(self, **values: Any) -> None:
         """Update batch fields: base_url, organization_url, started_at, ended_at, options,
-        late_until."""
+        late_until, alive_at."""
         allowed = {
-            "base_url", "organization_url", "started_at", "ended_at", "options", "late_until"
+            "base_url", "organization_url", "started_at", "ended_at", "options", "late_until",
+            "alive_at",
         }
         unknown = set(values) - allowed
         if unknown:
@@ -319,7 +321,7 @@ def _ledger_error(path: Path, exc: sqlite3.Error) -> LedgerError:
 def _add_batch_columns(connection: sqlite3.Connection) -> None:
     """A ledger written by an earlier payrun gets the batch columns added since (empty)."""
     columns = {record[1] for record in connection.execute("PRAGMA table_info(batch)")}
-    for name in ("options", "late_until"):
+    for name in ("options", "late_until", "alive_at"):
         if name not in columns:
             connection.execute(f"ALTER TABLE batch ADD COLUMN {name} TEXT")
 
