@@ -1234,7 +1234,7 @@ def test_after_kill_9_the_wait_counts_from_the_last_sign_of_life_not_from_the_in
     the bank 1 s. Killed during the fourth, the run left intents 3 s old; the rerun waits
     from the run's last sign of life instead, and finds that fourth payment made."""
     bank = start_bank()
-    _short_settle(monkeypatch, settle=1.5, alive=0.5)
+    _short_settle(monkeypatch, settle=2.5, alive=0.5)
     slow = _first_create_slow(bank, monkeypatch, 1.0, every=True)
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
     ledger = tmp_path / "pay.ledger.sqlite"

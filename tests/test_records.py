@@ -83,10 +83,41 @@ def test_tick_commits_held_outcomes_and_a_sign_of_life_every_alive_seconds(
     book.tick()  # at once: the outcome goes, the sign of life stays
     assert _on_disk(ledger.path)[2] is RowStatus.FAILED
     assert alive_at() == first
-    time.sleep(0.25)
+    time.sleep(0.25)  # noqa: ASYNC251 - stalled again
     book.tick()
     later = alive_at()
     assert later is not None and later > first
+    ledger.close()
+
+
+async def test_an_intent_commits_a_due_sign_of_life_before_its_call_goes_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the event loop stalled past ``ALIVE_SECONDS`` (no tick in between), the next
+    intent, its own or one committed ahead, commits alive_at before it returns: a kill just
+    after that call leaves a recent sign of life, not a stale one."""
+    import payrun.records
+
+    monkeypatch.setattr(payrun.records, "ALIVE_SECONDS", 0.2)
+    ledger = _ledger(tmp_path)
+    book = RowBook(ledger.rows(), ledger=ledger)
+
+    def alive_at() -> datetime | None:
+        with Ledger.open(ledger.path, readonly=True) as reader:
+            batch = reader.batch()
+        assert batch is not None
+        return batch.alive_at
+
+    book.tick()
+    signs = [alive_at()]
+    time.sleep(0.25)  # noqa: ASYNC251 - a stalled event loop, on purpose: no tick
+    await book.intent(2, RowStatus.CREATING, ahead=[3])
+    signs.append(alive_at())
+    time.sleep(0.25)  # noqa: ASYNC251 - stalled again
+    await book.intent(3, RowStatus.CREATING)  # committed ahead: no commit of its own
+    signs.append(alive_at())
+    times = [sign for sign in signs if sign is not None]
+    assert len(times) == 3 and times[0] < times[1] < times[2], signs
     ledger.close()
 
 

@@ -7,13 +7,15 @@ until then before rows left mid-create or mid-submit are checked with the bank, 
 run or the next one (a rerun right after Ctrl-C or SIGTERM would otherwise look too soon,
 find no payment, and make a second one).
 
-A run that was killed (kill -9, a crash, a power cut) recorded no answers to the requests
-it had on the wire, and the bank may still be making them. Its last sign of life is the
-latest of the batch's ``alive_at`` (committed every ``ALIVE_SECONDS`` while paying) and its
-rows' intents, when later than the last normal end of a run (``ended_at``). The next run
-gives the bank ``SETTLE_AFTER_CRASH_SECONDS`` from then (plus ``ALIVE_SECONDS``, as the
-run may have sent until its next sign was due) before it checks, and keeps that time as
-``late_until`` first: a rerun stopped during the wait does not end the wait for the next.
+A run that was killed (kill -9, or a crash of the process: the ledger's commits survive
+those, not a power cut) recorded no answers to the requests it had on the wire, and the
+bank may still be making them. Its last sign of life is the latest of the batch's
+``alive_at`` (committed every ``ALIVE_SECONDS`` while paying, and before any call once that
+much time has passed) and its rows' intents, when later than the last normal end of a run
+(``ended_at``). The next run gives the bank ``SETTLE_AFTER_CRASH_SECONDS`` from then (plus
+``ALIVE_SECONDS``, as the run may have sent until its next sign was due) before it checks,
+and keeps that time as ``late_until`` first: a rerun stopped during the wait does not end
+the wait for the next.
 """
 
 from __future__ import annotations

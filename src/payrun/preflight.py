@@ -357,7 +357,7 @@ class Preflight:
                 numbers,
                 error=(
                     f"the bank's answer to creating the payee was lost ({exc});"
-                    " run the same command again (the payee is looked up first, never doubled)"
+                    " run the same command again (the payee is looked up first)"
                 ),
             )
             return

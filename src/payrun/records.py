@@ -165,13 +165,19 @@ class RowBook:
             self._durable = staged
 
     def tick(self) -> None:
-        """``flush``; and, every ``ALIVE_SECONDS``, commit the time as the batch's ``alive_at``.
-
-        The engine ticks before its first request and a few times a second while it runs, so
-        a run killed while sending left a time no more than ``ALIVE_SECONDS`` before its
-        last request (an intent can be much older: committed ahead, or retried for a minute).
-        """
+        """``flush``, then ``alive``: the engine ticks before its first request and a few
+        times a second while it runs."""
         self.flush()
+        self.alive()
+
+    def alive(self) -> None:
+        """Commit the time as the batch's ``alive_at``, if ``ALIVE_SECONDS`` have passed.
+
+        Besides each ``tick``, every intent checks it just before its call goes out: a run
+        killed while sending leaves a time at most ``ALIVE_SECONDS`` before its last request,
+        even after the event loop stalled (an intent can be much older: committed ahead of
+        its turn, or retried for a minute).
+        """
         now = time.monotonic()
         if self._ledger is None or now < self._next_alive:
             return
@@ -268,6 +274,7 @@ class RowBook:
             if entry is not None and entry.number == number:
                 self._apply(other, entry.values)
         after = self._apply(row, values)
+        self.alive()  # due after a stalled loop: the sign of life goes before the call
         await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled run sends nothing more
         return after
 
@@ -298,6 +305,7 @@ class RowBook:
         after = self._rows[row]
         if after.status is not early.status:  # committed, not yet followed in memory
             after = self._apply(row, early.values)
+        self.alive()
         await anyio.lowlevel.checkpoint_if_cancelled()
         return after
 
