@@ -930,8 +930,9 @@ def test_a_5xx_on_a_read_says_to_run_again_not_that_it_may_have_taken_effect() -
 
 
 def test_a_gateway_timeout_or_a_timed_out_wait_may_still_be_finished_by_the_bank() -> None:
-    """504 and timeouts mark the lost answer late (looked up only after a while); a 500 and
-    a reset do not: the bank answered, or hung up, so it is done with the request."""
+    """504 (and Cloudflare's 524) and timeouts mark the lost answer late (looked up only
+    after a while); a 500 and a reset do not: the bank answered, or hung up, so it is done
+    with the request."""
     from payrun.bank._refusals import error_from_response  # noqa: PLC0415
     from payrun.bank.transport import is_timeout  # noqa: PLC0415
     from payrun.errors import OutcomeUnknownError  # noqa: PLC0415
@@ -939,6 +940,8 @@ def test_a_gateway_timeout_or_a_timed_out_wait_may_still_be_finished_by_the_bank
     gateway = error_from_response("POST", "/v0/x", 504, "", write=True)
     failed = error_from_response("POST", "/v0/x", 500, "", write=True)
     assert isinstance(gateway, OutcomeUnknownError) and gateway.late
+    cloudflare = error_from_response("POST", "/v0/x", 524, "", write=True)
+    assert isinstance(cloudflare, OutcomeUnknownError) and cloudflare.late
     assert isinstance(failed, OutcomeUnknownError) and not failed.late
     assert is_timeout(TimeoutError()) and not is_timeout(ConnectionResetError())
 

@@ -50,7 +50,8 @@ _HTTP_UNAUTHORIZED = 401
 _HTTP_FORBIDDEN = 403
 _HTTP_TOO_MANY = 429
 _HTTP_SERVER_ERROR = 500
-_HTTP_GATEWAY_TIMEOUT = 504
+_GATEWAY_GAVE_UP = frozenset({504, 524})
+"""A gateway stopped waiting for the bank (504; Cloudflare's 524): the bank may still finish."""
 
 
 def error_from_response(
@@ -94,7 +95,7 @@ def error_from_response(
             " later (nothing will be paid twice)"
         )
         failed = OutcomeUnknownError(msg, status=status, code=code, detail=detail)
-        failed.late = status == _HTTP_GATEWAY_TIMEOUT  # the bank behind it may still finish
+        failed.late = status in _GATEWAY_GAVE_UP  # the bank behind it may still finish
         return failed
     if status < _HTTP_CLIENT_ERROR and write:
         msg = (
