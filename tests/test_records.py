@@ -58,6 +58,14 @@ def test_intent_is_on_disk_when_mark_intent_returns(tmp_path: Path) -> None:
     ledger.close()
 
 
+def _alive_at(path: Path) -> datetime | None:
+    """The batch's last sign of life, read as another process would."""
+    with Ledger.open(path, readonly=True) as reader:
+        batch = reader.batch()
+    assert batch is not None
+    return batch.alive_at
+
+
 def test_tick_commits_held_outcomes_and_a_sign_of_life_every_alive_seconds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -69,23 +77,17 @@ def test_tick_commits_held_outcomes_and_a_sign_of_life_every_alive_seconds(
     ledger = _ledger(tmp_path)
     book = RowBook(ledger.rows(), ledger=ledger)
 
-    def alive_at() -> datetime | None:
-        with Ledger.open(ledger.path, readonly=True) as reader:
-            batch = reader.batch()
-        assert batch is not None
-        return batch.alive_at
-
-    assert alive_at() is None
+    assert _alive_at(ledger.path) is None
     book.tick()
-    first = alive_at()
+    first = _alive_at(ledger.path)
     assert first is not None
     book.record(2, status=RowStatus.FAILED, error="refused")
     book.tick()  # at once: the outcome goes, the sign of life stays
     assert _on_disk(ledger.path)[2] is RowStatus.FAILED
-    assert alive_at() == first
+    assert _alive_at(ledger.path) == first
     time.sleep(0.25)  # noqa: ASYNC251 - stalled again
     book.tick()
-    later = alive_at()
+    later = _alive_at(ledger.path)
     assert later is not None and later > first
     ledger.close()
 
@@ -102,20 +104,14 @@ async def test_an_intent_commits_a_due_sign_of_life_before_its_call_goes_out(
     ledger = _ledger(tmp_path)
     book = RowBook(ledger.rows(), ledger=ledger)
 
-    def alive_at() -> datetime | None:
-        with Ledger.open(ledger.path, readonly=True) as reader:
-            batch = reader.batch()
-        assert batch is not None
-        return batch.alive_at
-
     book.tick()
-    signs = [alive_at()]
+    signs = [_alive_at(ledger.path)]
     time.sleep(0.25)  # noqa: ASYNC251 - a stalled event loop, on purpose: no tick
     await book.intent(2, RowStatus.CREATING, ahead=[3])
-    signs.append(alive_at())
+    signs.append(_alive_at(ledger.path))
     time.sleep(0.25)  # noqa: ASYNC251 - stalled again
     await book.intent(3, RowStatus.CREATING)  # committed ahead: no commit of its own
-    signs.append(alive_at())
+    signs.append(_alive_at(ledger.path))
     times = [sign for sign in signs if sign is not None]
     assert len(times) == 3 and times[0] < times[1] < times[2], signs
     ledger.close()
