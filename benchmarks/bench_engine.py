@@ -3,8 +3,10 @@
 The execution engine pays rows from a real SQLite ledger through ``BankClient`` (limiter,
 retry policy, answer checks, parsing), over a stand-in transport that answers each create
 and submit with the sandbox's own JSON after a fixed delay. No socket, no HTTP library,
-no other thread: what is left is payrun's Python per row (and the event loop's timers),
-steadier than a whole run and comparable between commits.
+no other thread: what is left is payrun's Python per row (and the event loop's timers).
+On this shared 2-core machine one pass varies by about 15%, as whole runs do: to compare
+two commits, run each several times, interleaved (``PYTHONPATH=<worktree>/src``), and
+look at the medians.
 
     python benchmarks/bench_engine.py                  # 1 account (3 submits) and 10
     python benchmarks/bench_engine.py --rows 2000 --repeats 9 --delay-ms 5
