@@ -201,18 +201,27 @@ def test_a_row_left_creating_on_an_account_the_bank_no_longer_shows_needs_attent
     assert len(_payments_to(bank, "55508888")) == 1
 
 
-def test_a_payee_deactivated_after_an_earlier_run_is_looked_up_again(
+def _bound_to_its_payee(
     bank: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A row bound to its payee by an earlier run, whose payee is then deactivated: the run
-    sees it before any create and says to add the payee again; once it is added again in
-    the bank's app, the next run finds the new payee and pays the row."""
+) -> tuple[Path, Path]:
+    """A one-row batch whose first run found or made its payee, then had its create refused
+    (insufficient funds, exit 1): the ledger binds the row to that payee, nothing paid."""
     batch = write_batch(tmp_path / "b.csv", [PLAIN])
     ledger = tmp_path / "b.ledger.sqlite"
     stop = refuse(bank, monkeypatch, 422, "insufficient-funds",
                   lambda method, path: method == "POST" and path.endswith("/payments"))
     assert run(bank, batch, ledger).returncode == 1
     stop()
+    return batch, ledger
+
+
+def test_a_payee_deactivated_after_an_earlier_run_is_looked_up_again(
+    bank: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row bound to its payee by an earlier run, whose payee is then deactivated: the run
+    sees it before any create and says to add the payee again; once it is added again in
+    the bank's app, the next run finds the new payee and pays the row."""
+    batch, ledger = _bound_to_its_payee(bank, tmp_path, monkeypatch)
     [row] = ledger_rows(ledger)
     old_payee = row["payee_url"]
     with _api(bank) as api:
@@ -263,12 +272,7 @@ def test_a_row_bound_to_a_payee_deactivated_since_takes_the_payee_added_again(
 ) -> None:
     """An earlier run bound the row to its payee; the payee is deactivated and added again
     in the bank's app before the next run: that run pays through the new payee at once."""
-    batch = write_batch(tmp_path / "b.csv", [PLAIN])
-    ledger = tmp_path / "b.ledger.sqlite"
-    stop = refuse(bank, monkeypatch, 422, "insufficient-funds",
-                  lambda method, path: method == "POST" and path.endswith("/payments"))
-    assert run(bank, batch, ledger).returncode == 1
-    stop()
+    batch, ledger = _bound_to_its_payee(bank, tmp_path, monkeypatch)
     old_payee = ledger_rows(ledger)[0]["payee_url"]
     with _api(bank) as api:
         api.patch(old_payee, json={"payee-status": "deactivated"}).raise_for_status()

@@ -1462,6 +1462,17 @@ def test_a_bank_name_that_does_not_resolve_is_a_setting_not_a_rerun(
     assert "check PAYRUN_BASE_URL (or --base-url) and the network" in err, err
 
 
+def _creates_refused_429(bank: RunningSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every payment create answered 429, and retries spent at once (not a minute of waits)."""
+    from payrun.bank import BankClient, RetryPolicy  # noqa: PLC0415
+
+    refuse(bank, monkeypatch, 429, "too-many-requests",
+           lambda method, path: method == "POST" and path.endswith("/payments"))
+    defaults = BankClient.__init__.__kwdefaults__
+    assert defaults is not None
+    monkeypatch.setitem(defaults, "retry", RetryPolicy.no_wait(2))
+
+
 def test_rows_left_unfinished_for_a_reason_are_named_in_the_summary(
     start_bank: StartBank,
     tmp_path: Path,
@@ -1470,14 +1481,8 @@ def test_rows_left_unfinished_for_a_reason_are_named_in_the_summary(
 ) -> None:
     """Creates refused with 429 past the retries: exit 3, and the summary names the rows
     left pending with why (not only 'run the same command again')."""
-    from payrun.bank import BankClient, RetryPolicy  # noqa: PLC0415
-
     bank = start_bank()
-    refuse(bank, monkeypatch, 429, "too-many-requests",
-           lambda method, path: method == "POST" and path.endswith("/payments"))
-    defaults = BankClient.__init__.__kwdefaults__
-    assert defaults is not None
-    monkeypatch.setitem(defaults, "retry", RetryPolicy.no_wait(2))  # 429s: no minute of waits
+    _creates_refused_429(bank, monkeypatch)
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:2])
     assert main(["run", str(batch)]) == 3
     out = capsys.readouterr().out
@@ -1493,14 +1498,8 @@ def test_dry_run_counts_payees_an_earlier_run_made(
 ) -> None:
     """Rows whose payees an earlier run created (payments refused with 429 since) are
     'rows to existing payees' in the dry run, not missing from the plan's payee count."""
-    from payrun.bank import BankClient, RetryPolicy  # noqa: PLC0415
-
     bank = start_bank()
-    refuse(bank, monkeypatch, 429, "too-many-requests",
-           lambda method, path: method == "POST" and path.endswith("/payments"))
-    defaults = BankClient.__init__.__kwdefaults__
-    assert defaults is not None
-    monkeypatch.setitem(defaults, "retry", RetryPolicy.no_wait(2))  # 429s: no minute of waits
+    _creates_refused_429(bank, monkeypatch)
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[2:])
     assert main(["run", str(batch), "--no-confirm-payees"]) == 3
     capsys.readouterr()
