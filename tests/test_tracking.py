@@ -117,20 +117,6 @@ def test_a_role_that_cannot_read_events_falls_back_to_reading_the_submissions(
     assert statuses(ledger) == ["delivered"] * 3
 
 
-def test_a_role_that_reads_events_but_not_submissions_follows_the_events(
-    start_bank: StartBank, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """403 on reading single submissions while the events can be read: `--wait` stops
-    polling and follows the events to delivered, exit 0 (it ended exit 2 at its first poll)."""
-    bank = start_bank(deliver_after_ms=6_500)
-    refuse(bank, monkeypatch, 403, "forbidden",
-           lambda method, path: method == "GET" and path.startswith("/v0/submissions/"))
-    ledger = tmp_path / "pay.sqlite"
-    assert run(write_batch(tmp_path / "pay.csv", make_rows(7, 2, tag="PLF")), ledger,
-               "--wait") == 0
-    assert statuses(ledger) == ["delivered"] * 2
-
-
 def test_a_return_read_from_the_submission_keeps_the_bank_reason(
     start_bank: StartBank, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -39,24 +39,14 @@ from payrun.organization import find_organization
 from payrun.preflight import AccountPlan, Preflight
 from payrun.reconciliation import reconcile_rows
 from payrun.records import RowBook
-from payrun.run_start import (
-    check_same_bank,
-    dry_run_book,
-    open_run_ledger,
-    reopen_unfinished,
-)
+from payrun.run_start import check_same_bank, dry_run_book, open_run_ledger, reopen_unfinished
 from payrun.stopping import StopSignal
 from payrun.tracking import follow_submissions
 
 if TYPE_CHECKING:  # imported at run time only when a bank is called (keeps `validate` fast)
     from payrun.bank import BankClient, Organization
 
-__all__ = [
-    "RunObserver",
-    "RunOutcome",
-    "run_batch",
-    "run_exit_code",
-]
+__all__ = ["RunObserver", "RunOutcome", "run_batch", "run_exit_code"]
 
 _MAX_ROUNDS = 6
 _STOP_POLL_SECONDS = 0.25  # each wake-up costs CPU; a quarter second is prompt enough
@@ -96,6 +86,7 @@ class RunOutcome:
     interrupted: bool = False
     attention: list[int] = field(default_factory=list)
     exit_code: int = 0
+    wait_ended: str | None = None  # why --wait ended with payments not final (ran out, no answer)
 
 
 class _Quiet:
@@ -324,14 +315,14 @@ async def _pay_locked(
     await checks.prepare_payees()
     done = sum(1 for r in book.all() if r.status not in (*_UNPAID, RowStatus.CREATED))
     watcher.started(total=len(book), done=done)
-    attention = await _execute_rounds(
+    attention, unreachable = await _execute_rounds(
         client, ledger, book, checks, options, stop, watcher, attention
     )
-    if options.wait and not stop.is_set():  # delivered rows too: a return can follow
-        await follow_submissions(
-            client, org, book, since=started, wait_seconds=options.wait_timeout, stop=stop,
-            note=watcher.note,
-        )
+    followed = (  # delivered rows too: a return can follow; an unreachable bank: a rerun
+        await follow_submissions(client, org, book, since=started, stop=stop,
+                                 wait_seconds=options.wait_timeout, note=watcher.note)
+        if options.wait and not stop.is_set() and not unreachable else None
+    )  # fmt: skip
     rows = book.all()
     return RunOutcome(
         rows=rows,
@@ -339,6 +330,7 @@ async def _pay_locked(
         ledger_path=ledger.path,
         interrupted=stop.is_set(),
         attention=attention,
+        wait_ended=None if followed is None else followed.ended,
         exit_code=run_exit_code(rows, create_only=options.create_only, wait=options.wait,
                                 dry_run=False, interrupted=stop.is_set()),  # fmt: skip
     )
@@ -353,8 +345,10 @@ async def _execute_rounds(
     stop: StopSignal,
     watcher: RunObserver,
     attention: list[int],
-) -> list[int]:
-    """Execute, reconcile what came back unknown, and go again while progress is possible."""
+) -> tuple[list[int], bool]:
+    """Execute, reconcile what came back unknown, and go again while progress is possible;
+    the rows needing attention, and whether the bank was found unreachable."""
+    unreachable = False
     for round_number in range(_MAX_ROUNDS):
         pending = book.in_status(RowStatus.PENDING)
         to_create = [r for r in pending if r.payee_url and r.account_url in checks.accounts]
@@ -380,7 +374,8 @@ async def _execute_rounds(
         remember_late_answers(ledger, result)  # for this run's check and, if stopped, the next
         if result.fatal is not None:
             raise result.fatal
-        if stop.is_set() or result.unreachable:  # a rerun finishes: nothing is paid twice
+        unreachable = result.unreachable
+        if stop.is_set() or unreachable:  # a rerun finishes: nothing is paid twice
             break
         if book.in_status(RowStatus.CREATING, RowStatus.SUBMITTING):
             if not await wait_for_late_answers(ledger, book, stop, watcher.note):
@@ -388,7 +383,7 @@ async def _execute_rounds(
             attention = await reconcile_rows(
                 client, book, accounts=checks.accounts, payee_details=checks.payee_details
             )
-    return attention
+    return attention, unreachable
 
 
 def _raise_first(error: BaseException) -> None:

@@ -1,11 +1,15 @@
 """Tracking (``--wait``): follow submitted payments to delivered, failed or returned.
 
 Input: the book's ``submitted`` and ``delivered`` rows and the time the batch started.
-Output: those rows moved to their final status. The organization's ``submission-updated``
-events are read from the batch start, oldest first, deduplicated by event URL (delivery
-is at least once and unordered); a submission the events have not settled after a while is
-read directly, and so is every one when the events cannot be read (404, 5xx, or a 403:
-a role that may pay but not read events).
+Output: those rows moved to their final status, and why the wait ended with rows still
+open (``Followed``). The organization's ``submission-updated`` events are read from the
+batch start, oldest first, deduplicated by event URL (delivery is at least once and
+unordered), once a second. Reading a submission directly is the fallback, paced per
+submission so that a large batch never turns into a stream of reads: one the events have
+not settled within ``_FIRST_READ_SECONDS`` is read, then again after twice as long, and
+so on up to ``_LONGEST_GAP_SECONDS``; once the events cannot be read (404, 5xx, or a 403:
+a role that may pay but not read events), every waiting submission is read after
+``_FALLBACK_FIRST_SECONDS``, with the same doubling gaps.
 
 ``returned`` can follow ``delivered`` (the payee's bank sends the money back), so a
 delivered row is not final here: a later ``returned`` event for its submission moves it to
@@ -14,37 +18,59 @@ rerun with ``--wait`` reads the events once even when no row is still waiting). 
 moves a row back from ``returned`` or ``failed``. Returns are noticed through the events;
 when the events are refused, each delivered row's submission is read once instead.
 
-When ``wait_seconds`` run out, the run is told how many payments are still submitted and
-not final; running the same command again keeps following them. A 401/403 on reading a
+The wait ends when every row is final, when ``wait_seconds`` run out, when the bank has
+answered nothing for ``_NO_ANSWER_SECONDS`` (unreachable, or only 5xx), or at a stop
+request (Ctrl-C, SIGTERM): then no new request starts, and what is in flight finishes.
+Every ``_PROGRESS_SECONDS`` the run is told how the wait goes. A 401/403 on reading a
 submission stops the run with a ``RefusedMidRunError`` that says what was done.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import anyio
 
 from payrun.domain import RowStatus
-from payrun.errors import AuthError, BankError
+from payrun.errors import AuthError, BankError, BankRejectedError
 from payrun.records import RowBook
 from payrun.refusal import refused_mid_run
 
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankClient, Organization
 
-__all__ = ["FINAL_SUBMISSION_STATUSES", "final_error", "follow_submissions", "wait_ran_out"]
+__all__ = [
+    "FINAL_SUBMISSION_STATUSES",
+    "Followed",
+    "final_error",
+    "follow_submissions",
+    "wait_ran_out",
+]
 
 FINAL_SUBMISSION_STATUSES = {
     "delivered": RowStatus.DELIVERED,
     "failed": RowStatus.FAILED,
     "returned": RowStatus.RETURNED,
 }
-_POLL_EVERY_ROUNDS = 5
+_FIRST_READ_SECONDS = 30.0  # the events work: a submission they leave open this long is read
+_FALLBACK_FIRST_SECONDS = 1.0  # the events cannot be read: each submission is read this soon
+_LONGEST_GAP_SECONDS = 60.0  # between two reads of one submission (the gap doubles up to it)
+_NO_ANSWER_SECONDS = 60.0  # every request failed this long (unreachable, 5xx): stop waiting
+_PROGRESS_SECONDS = 30.0  # how often the run is told how the wait goes
 _POLL_WORKERS = 20
 _FORBIDDEN = 403
+
+
+@dataclass(frozen=True, slots=True)
+class Followed:
+    """How a wait ended: rows still submitted and not final, and what to tell the user
+    when some are (the wait ran out, or the bank stopped answering); None when stopped."""
+
+    open_rows: int = 0
+    ended: str | None = None
 
 
 def final_error(status: str, reason: str | None) -> str | None:
@@ -68,26 +94,43 @@ def _moves(current: RowStatus, final: RowStatus) -> bool:
     )
 
 
+def _no_answer(error: BankError) -> bool:
+    """A failure that says nothing came back from the bank: unreachable, lost, 5xx, busy
+    (a refusal such as 404 is an answer: the bank is there)."""
+    return not isinstance(error, BankRejectedError | AuthError)
+
+
 class _Tracker:
     def __init__(
-        self, client: BankClient, org: Organization, book: RowBook, since: datetime
+        self,
+        client: BankClient,
+        org: Organization,
+        book: RowBook,
+        since: datetime,
+        stopped: Callable[[], bool],
     ) -> None:
         self.client = client
         self.org = org
         self.book = book
         self.since = since - timedelta(minutes=1)
+        self.stopped = stopped
         self.seen: set[str] = set()
         self.events_refused = False  # 403 on the events: poll from then on
+        self.events_failed = False  # the events could not be read once: the fallback is on
         self.polls_refused = False  # 403 on a submission while the events work: events only
         self.delivered_read = False  # delivered rows read directly once (events refused)
         self.refused: AuthError | None = None
+        self.answered_at = anyio.current_time()  # the bank's last answer (or the wait's start)
+        self.failing = False  # the last request got no answer
+        self.last_failure = ""
         self.tracked = {  # every submission whose row a later status may still change
             row.submission_url: row.row
             for row in book.in_status(RowStatus.SUBMITTED, RowStatus.DELIVERED)
             if row.submission_url
         }
-        self.waiting = {
-            url
+        now = anyio.current_time()
+        self.waiting = {  # submission URL -> (when it is next read directly, the gap then)
+            url: (now + _FIRST_READ_SECONDS, _FIRST_READ_SECONDS)
             for url, number in self.tracked.items()
             if book.get(number).status is RowStatus.SUBMITTED
         }
@@ -97,10 +140,24 @@ class _Tracker:
         number = self.tracked.get(submission_url)
         if final is None or number is None:
             return
-        self.waiting.discard(submission_url)
+        self.waiting.pop(submission_url, None)
         if not _moves(self.book.get(number).status, final):
             return
         self.book.set(number, status=final, error=final_error(status, reason))
+
+    def answered(self) -> None:
+        self.answered_at, self.failing = anyio.current_time(), False
+
+    def failed(self, error: BankError) -> None:
+        if _no_answer(error):
+            self.failing, self.last_failure = True, str(error)
+        else:  # a refusal is an answer: the bank is there
+            self.answered()
+
+    def silent_for(self) -> float:
+        """Since when the bank has given no answer, while the last request got none (its
+        retries included); 0 when the last request was answered."""
+        return anyio.current_time() - self.answered_at if self.failing else 0.0
 
     async def read_events(self) -> bool:
         """Apply new submission-updated events; False when the events cannot be read."""
@@ -112,39 +169,60 @@ class _Tracker:
                 self.org, event_type="submission-updated", created_since=self.since
             ):
                 latest = max(latest, event.created_at)
-                if event.url in self.seen:
-                    continue
-                self.seen.add(event.url)
-                payload = event.payload
-                url, status = payload.get("submission-url"), payload.get("submission-status")
-                if isinstance(url, str) and isinstance(status, str):
-                    reason = payload.get("submission-status-reason")
-                    self.settle(url, status, reason if isinstance(reason, str) else None)
+                if event.url not in self.seen:
+                    self.seen.add(event.url)
+                    payload = event.payload
+                    url, status = payload.get("submission-url"), payload.get("submission-status")
+                    if isinstance(url, str) and isinstance(status, str):
+                        reason = payload.get("submission-status-reason")
+                        self.settle(url, status, reason if isinstance(reason, str) else None)
+                if self.stopped():  # no next page
+                    return True
         except AuthError as exc:
             if exc.status != _FORBIDDEN or self.polls_refused:  # 401, or nothing can be read
                 raise
             self.events_refused = True  # this role may pay but not read events: poll
-            return False
-        except BankError:
-            return False
+            self.answered()
+            return self._fall_back()
+        except BankError as exc:
+            self.failed(exc)
+            return self._fall_back()
+        self.answered()
         self.since = latest - timedelta(seconds=5)  # overlap; duplicates are dropped by URL
         return True
+
+    def _fall_back(self) -> bool:
+        """The events cannot be read: from now on, read each waiting submission soon."""
+        if not self.events_failed:
+            self.events_failed = True
+            soon = anyio.current_time() + _FALLBACK_FIRST_SECONDS
+            for url, (due, _) in self.waiting.items():
+                if due > soon:
+                    self.waiting[url] = (soon, _FALLBACK_FIRST_SECONDS)
+        return False
 
     def delivered_unread(self) -> bool:
         """True while delivered rows' submissions still need one direct read (events refused:
         a return after delivery can be seen only there)."""
         return self.events_refused and not self.delivered_read
 
-    async def poll(self) -> None:
-        """Read each still-waiting submission directly (delivered ones too, once, when the
-        events are refused)."""
-        urls = list(self.waiting)
+    def due(self) -> list[str]:
+        """The submissions to read directly now: waiting ones whose time came (and delivered
+        ones, once, when the events are refused)."""
+        if self.polls_refused:
+            return []
+        now = anyio.current_time()
+        urls = [url for url, (at, _) in self.waiting.items() if at <= now]
         if self.delivered_unread():
             self.delivered_read = True
             urls += [url for url in self.tracked if url not in self.waiting]
+        return urls
+
+    async def poll(self, urls: list[str]) -> None:
+        """Read these submissions directly, 20 at a time; nothing new once stopped."""
 
         async def worker() -> None:
-            while urls:
+            while urls and not self.stopped():
                 url = urls.pop()
                 try:
                     submission = await self.client.get_submission(url)
@@ -155,15 +233,24 @@ class _Tracker:
                         self.refused = self.refused or exc
                     urls.clear()
                     return
-                except BankError:
-                    continue
-                self.settle(url, submission.status, submission.reason)
+                except BankError as exc:
+                    self.failed(exc)
+                else:
+                    self.answered()
+                    self.settle(url, submission.status, submission.reason)
+                self._read_later(url)
 
         async with anyio.create_task_group() as group:
             for _ in range(min(_POLL_WORKERS, len(urls))):
                 group.start_soon(worker)
         if self.refused is not None:
             raise self.refused
+
+    def _read_later(self, url: str) -> None:
+        """Still waiting after a read: the next one comes after twice the last gap."""
+        if url in self.waiting:
+            gap = min(2 * self.waiting[url][1], _LONGEST_GAP_SECONDS)
+            self.waiting[url] = (anyio.current_time() + gap, gap)
 
 
 async def follow_submissions(
@@ -176,45 +263,92 @@ async def follow_submissions(
     interval: float = 1.0,
     stop: object | None = None,
     note: Callable[[str], None] = lambda message: None,
-) -> int:
-    """Wait until every submitted row is final or ``wait_seconds`` pass; return rows still open.
+) -> Followed:
+    """Wait until every submitted row is final, or the wait ends (see the module).
 
     The events are read at least once even when no row is waiting, so that a return of a
-    row delivered before is noticed. ``note`` is told when the wait begins and runs out.
+    row delivered before is noticed. ``note`` is told when the wait begins, how it goes
+    every ``_PROGRESS_SECONDS``, and why it ended with rows still open.
     """
-    tracker = _Tracker(client, org, book, since)
-    if not tracker.tracked:
-        return 0
-    if tracker.waiting:
-        note("waiting for the bank to deliver the submitted payments")
     stopped: Callable[[], bool] = getattr(stop, "is_set", lambda: False)
+    tracker = _Tracker(client, org, book, since, stopped)
+    if not tracker.tracked:
+        return Followed()
+    started = anyio.current_time()
+    if tracker.waiting:
+        note(_waiting_for(len(tracker.waiting), wait_seconds))
+    ended: str | None = None
     try:
         with anyio.move_on_after(wait_seconds):
-            rounds = 0
+            next_progress = started + _PROGRESS_SECONDS
             while not stopped():
-                events_ok = await tracker.read_events()
-                rounds += 1
-                polling = not events_ok or rounds % _POLL_EVERY_ROUNDS == 0
-                unread = tracker.waiting or tracker.delivered_unread()
-                if unread and polling and not tracker.polls_refused:
-                    await tracker.poll()
+                await tracker.read_events()
+                urls = tracker.due()
+                if urls and not stopped():
+                    await tracker.poll(urls)
                 if not tracker.waiting:
                     break
+                if tracker.silent_for() >= _NO_ANSWER_SECONDS:
+                    ended = _no_answer_for(tracker.silent_for(), len(tracker.waiting),
+                                           tracker.last_failure)  # fmt: skip
+                    break
+                if anyio.current_time() >= next_progress:
+                    next_progress += _PROGRESS_SECONDS
+                    left = started + wait_seconds - anyio.current_time()
+                    note(_how_it_goes(book, len(tracker.waiting), left))
                 await anyio.sleep(interval)
     except AuthError as exc:
         raise refused_mid_run(exc, book.all(), reading=True) from exc
     if tracker.waiting and not stopped():
-        note(wait_ran_out(wait_seconds, len(tracker.waiting)))
-    return len(tracker.waiting)
+        ended = ended or wait_ran_out(wait_seconds, len(tracker.waiting))
+        note(ended)
+    return Followed(len(tracker.waiting), None if stopped() else ended)
+
+
+def _payments(count: int) -> str:
+    return f"{count} {'payment' if count == 1 else 'payments'}"
+
+
+def _seconds(seconds: float) -> str:
+    shown = f"{seconds:.0f}" if float(seconds).is_integer() else f"{seconds:g}"
+    return f"{shown} {'second' if seconds == 1 else 'seconds'}"
+
+
+def _waiting_for(open_rows: int, seconds: float) -> str:
+    """The note that starts the wait: how many, how long at most, how to stop it."""
+    limit = "" if seconds == float("inf") else f" up to {_seconds(seconds)} (--wait-timeout)"
+    payments = "the submitted payment" if open_rows == 1 else f"the {open_rows} submitted payments"
+    return (
+        f"waiting{limit} for the bank to deliver {payments}; Ctrl-C stops waiting (the"
+        " payments stand, and running the same command again keeps following them)"
+    )
+
+
+def _how_it_goes(book: RowBook, open_rows: int, left: float) -> str:
+    """The note every ``_PROGRESS_SECONDS`` of the wait."""
+    delivered = len(book.in_status(RowStatus.DELIVERED))
+    not_paid = len(book.in_status(RowStatus.FAILED, RowStatus.RETURNED))
+    limit = "" if left == float("inf") else f" ({_seconds(max(0.0, round(left)))} left)"
+    return (
+        f"still waiting for the bank: {delivered} delivered, {not_paid} failed or returned,"
+        f" {_payments(open_rows)} not yet final{limit}"
+    )
+
+
+def _no_answer_for(seconds: float, open_rows: int, failure: str) -> str:
+    """Why a wait ended early: the bank answered nothing for a while."""
+    return (
+        f"the bank gave no answer for {_seconds(round(seconds))} while payrun followed the"
+        f" submitted payments ({failure}), so it stopped waiting with {_payments(open_rows)}"
+        " submitted and not yet final (delivered, failed or returned); run the same command"
+        " again later to keep following them (nothing will be paid twice)"
+    )
 
 
 def wait_ran_out(seconds: float, open_rows: int) -> str:
     """What to say when ``--wait-timeout`` ran out with ``open_rows`` not yet final."""
-    shown = f"{seconds:.0f}" if seconds.is_integer() else f"{seconds:g}"
-    unit = "second" if seconds == 1 else "seconds"
-    payments = f"{open_rows} {'payment' if open_rows == 1 else 'payments'}"
     return (
-        f"the wait ran out after {shown} {unit} (--wait-timeout) with {payments} submitted"
-        " and not yet final (delivered, failed or returned); run the same command again to"
-        " keep following them (nothing will be paid twice)"
+        f"the wait ran out after {_seconds(seconds)} (--wait-timeout) with"
+        f" {_payments(open_rows)} submitted and not yet final (delivered, failed or returned);"
+        " run the same command again to keep following them (nothing will be paid twice)"
     )

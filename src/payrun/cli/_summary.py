@@ -17,7 +17,6 @@ from payrun.ledger import LedgerRow, default_ledger_path
 from payrun.ledger_report import REPORT_COLUMNS, Totals, report_status, report_table
 from payrun.pipeline import RunOutcome
 from payrun.reporting import write_table
-from payrun.tracking import wait_ran_out
 
 __all__ = [
     "dry_run_document",
@@ -52,12 +51,11 @@ def _closing(
     outcome: RunOutcome,
     *,
     create_only: bool,
-    wait_timeout: float | None = None,
     refusal: str | None = None,
     where: str = "above",
 ) -> str:
     """The summary's last line (``where``: where the unpaid rows are listed): the refusal
-    that ended the run (a 401/403 once payments exist), a --wait that ran out, or what the
+    that ended the run (a 401/403 once payments exist), why a --wait ended early, or what the
     exit code means. A ``--create-only`` run's is true for the rows' states: payments
     waiting for approval, approved (submitted) in the app, or rejected there."""
     if refusal is not None:
@@ -68,14 +66,9 @@ def _closing(
             f"incomplete: a person must look at the {shown} in the bank's app first;"
             " then run the same command again (nothing will be paid twice)"
         )
-    open_rows = sum(1 for r in outcome.rows if r.status is RowStatus.SUBMITTED)
-    if (
-        wait_timeout is not None
-        and open_rows
-        and outcome.exit_code == _INCOMPLETE
-        and not outcome.interrupted
-    ):
-        return f"incomplete: {wait_ran_out(wait_timeout, open_rows)}"
+    open_rows = any(r.status is RowStatus.SUBMITTED for r in outcome.rows)
+    if outcome.wait_ended and open_rows and outcome.exit_code == _INCOMPLETE:
+        return f"incomplete: {outcome.wait_ended}"
     explain = _EXPLAIN.get(outcome.exit_code, "").format(where=where)
     if not create_only or outcome.exit_code not in (0, 1):
         return explain
@@ -142,14 +135,12 @@ def show_run(
     report = options.report_path
     failure = write_run_report(report, outcome.rows) if report is not None else None
     written = None if failure else report
-    wait_timeout = options.wait_timeout if options.wait else None
     with reader_may_leave():  # a closed stdout ends the summary, never the run's exit code
         if as_json:
             document = summary_document(
                 outcome,
                 report_path=written,
                 create_only=options.create_only,
-                wait_timeout=wait_timeout,
                 refusal=refusal,
             )
             print_document(document)
@@ -158,7 +149,6 @@ def show_run(
                 outcome,
                 report_path=written,
                 create_only=options.create_only,
-                wait_timeout=wait_timeout,
                 refusal=refusal,
             )
     if refusal is not None:  # the error that ended the run, after the summary of what was done
@@ -178,7 +168,6 @@ def print_summary(
     *,
     report_path: Path | None,
     create_only: bool,
-    wait_timeout: float | None = None,
     refusal: str | None = None,
 ) -> None:
     """Counts and totals per status and per account, where things are, what to do next."""
@@ -203,7 +192,7 @@ def print_summary(
     _say(f"ledger: {outcome.ledger_path}")
     if report_path is not None:
         _say(f"report: {report_path}")
-    _say(_closing(outcome, create_only=create_only, wait_timeout=wait_timeout, refusal=refusal))
+    _say(_closing(outcome, create_only=create_only, refusal=refusal))
 
 
 def _named(outcome: RunOutcome) -> list[LedgerRow]:
@@ -309,7 +298,6 @@ def summary_document(
     *,
     report_path: Path | None,
     create_only: bool,
-    wait_timeout: float | None = None,
     refusal: str | None = None,
 ) -> dict[str, object]:
     """The summary as one JSON object (``--log-format json``): what the text summary says."""
@@ -318,7 +306,6 @@ def summary_document(
     closing = _closing(
         outcome,
         create_only=create_only,
-        wait_timeout=wait_timeout,
         refusal=refusal,
         where="problems",
     )
