@@ -257,6 +257,42 @@ def test_a_report_that_cannot_be_written_is_refused_before_any_request(
     assert not (tmp_path / "pay.csv.ledger.sqlite").exists()
 
 
+@pytest.mark.parametrize("report", ["pay.csv", "pay.csv.ledger.sqlite", "l.json", "l.json-wal"])
+def test_a_report_that_would_overwrite_the_batch_or_the_ledger_is_refused(
+    start_bank: StartBank, tmp_path: Path, report: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--report naming the batch file, the ledger or one of its files: exit 2 before any
+    request, every file as it was (the ledger is the record that keeps reruns exactly once)."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    assert main(["run", str(batch), "--create-only"]) == 0  # the default ledger exists now
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    requests = stats(bank)["requests"]
+    ledger = ["--ledger", str(tmp_path / "l.json")] if report.startswith("l.json") else []
+    capsys.readouterr()
+    assert main(["run", str(batch), *ledger, "--report", str(tmp_path / report)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"the report {tmp_path / report} would overwrite" in err, err
+    assert "name another report file" in err, err
+    assert stats(bank)["requests"] == requests
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_payrun_report_onto_its_own_ledger_is_refused(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`payrun report L -o L` (a ledger named l.json, say): exit 2, the ledger as it was."""
+    start_bank()
+    ledger = tmp_path / "l.json"
+    assert main(["run", str(write_batch(tmp_path / "pay.csv", EMPLOYEES)), "--ledger",
+                 str(ledger), "--create-only"]) == 0  # fmt: skip
+    before = ledger.read_bytes()
+    capsys.readouterr()
+    assert main(["report", str(ledger), "-o", str(ledger)]) == 2
+    assert f"would overwrite the ledger {ledger}" in capsys.readouterr().err
+    assert ledger.read_bytes() == before
+
+
 def test_a_report_failing_after_payment_keeps_the_summary_and_exit_code(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

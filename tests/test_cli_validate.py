@@ -128,6 +128,18 @@ def test_a_report_that_cannot_be_written_exits_2_before_reading(
     assert err.count("\n") == 1 and err.startswith("payrun: error: cannot write")
 
 
+def test_a_report_onto_the_batch_file_is_refused(
+    batch_csv: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--report naming the batch file itself: exit 2, one line, the file as it was."""
+    before = batch_csv.read_bytes()
+    code, out, err = run(["validate", str(batch_csv), "--report", str(batch_csv)], capsys)
+    assert (code, out) == (2, "")
+    assert err == (f"payrun: error: the report {batch_csv} would overwrite the batch file"
+                   f" {batch_csv}: name another report file\n")
+    assert batch_csv.read_bytes() == before
+
+
 def test_options_change_the_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--source-account, --max-amount and --allow-duplicates are honoured."""
     path = tmp_path / "b.csv"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -150,12 +152,24 @@ def test_a_ledger_in_a_missing_folder_says_to_create_the_folder(tmp_path: Path) 
         Ledger.open(tmp_path / "missing" / "l.sqlite")
 
 
-def test_not_a_ledger_is_a_clear_error(tmp_path: Path) -> None:
-    """A file that is not SQLite is refused with a LedgerError, not a traceback."""
-    bogus = tmp_path / "bogus.sqlite"
-    bogus.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(LedgerError, match="cannot use the ledger"):
-        Ledger.open(bogus)
+def test_not_a_ledger_is_refused_untouched(tmp_path: Path) -> None:
+    """A file that is not SQLite (a batch file named as the ledger, say), or an SQLite
+    database of other tables, is refused with one line: not written to, its mode kept."""
+    bogus = tmp_path / "pay.csv"
+    bogus.write_bytes(b"payee_name,amount\nAda,1.00\n" * 100)
+    other = tmp_path / "customers.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE customers (name TEXT)")
+    for path, said in ((bogus, "it is not an SQLite database"),
+                       (other, "it is a database of other tables (customers)")):
+        path.chmod(0o644)
+        before = path.read_bytes()
+        with pytest.raises(LedgerError, match=re.escape(f"{path} is not a payrun ledger")) as err:
+            Ledger.open(path)
+        assert said in str(err.value) and "name another --ledger file" in str(err.value)
+        assert path.read_bytes() == before and path.stat().st_mode & 0o777 == 0o644
+    with pytest.raises(LedgerError, match="is not a payrun ledger"):
+        Ledger.open(other, readonly=True)
 
 
 def test_default_path_is_beside_batch(tmp_path: Path) -> None:

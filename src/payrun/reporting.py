@@ -89,13 +89,20 @@ def write_table(path: Path | str, columns: Sequence[str], rows: Iterable[Sequenc
         raise _unsupported(target)
 
 
-def check_report_path(path: Path | str) -> None:
-    """Raise ``ConfigError`` now if a report could not be written to ``path`` later.
+def check_report_path(path: Path | str, *, keep: Sequence[tuple[str, Path]] = ()) -> None:
+    """Raise ``ConfigError`` now if a report could not be written to ``path`` later, or
+    would overwrite one of the files ``keep`` names (the batch file, the ledger).
 
     Checks the extension, that the folder exists and takes a new file (by creating and
     removing one), and that ``path`` is not a folder. A disk can still fill up later.
     """
     target = Path(path)
+    for what, kept in keep:
+        if _same_file(target, kept):
+            msg = (
+                f"the report {target} would overwrite {what} {kept}: name another report file"
+            )
+            raise ConfigError(msg)
     if target.suffix.lower() not in TABLE_FORMATS:
         raise _unsupported(target)
     if target.is_dir():
@@ -110,6 +117,14 @@ def check_report_path(path: Path | str) -> None:
     fd, temp = _temp_beside(target)
     os.close(fd)
     Path(temp).unlink(missing_ok=True)
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    """The same file: one path, or two names of it (a link), existing or not."""
+    try:
+        return os.path.samefile(one, other)
+    except OSError:  # one of them does not exist (yet): compare where the names point
+        return one.resolve() == other.resolve()
 
 
 def _unsupported(target: Path) -> ConfigError:

@@ -50,7 +50,10 @@ def execute(args: argparse.Namespace) -> int:
         if output.suffix.lower() not in {f".{f}" for f in _FORMATS}:
             msg = f"cannot tell the format of {output}: end it in .csv, .xlsx or .json"
             raise UsageError(msg)
-        check_report_path(output)  # a folder or a missing folder, said plainly
+        ledger: Path = args.ledger
+        parts = [("the ledger's file", ledger.with_name(ledger.name + s)) for s in ("-wal", "-shm")]
+        check_report_path(output, keep=[("the ledger", ledger), *parts])  # a folder, a missing
+        # folder or the ledger itself, said plainly
         write_table(output, REPORT_COLUMNS, report_table(rows))
         return 0
     if fmt == "xlsx":

@@ -275,7 +275,18 @@ def _check_flags(args: argparse.Namespace) -> None:
         )
         raise UsageError(msg)
     if args.report is not None:  # before any request: a report that cannot be written
-        check_report_path(args.report)  # must not surface only after every row is paid
+        check_report_path(args.report, keep=_kept_files(args))  # must not surface only after
+        # every row is paid, nor overwrite the batch or the ledger
+
+
+def _kept_files(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """The files a report must never overwrite: the batch file, the ledger and its parts."""
+    from payrun.ledger import default_ledger_path
+
+    ledger = args.ledger or default_ledger_path(args.batch)
+    parts = [("the ledger's file", ledger.with_name(ledger.name + s)) for s in ("-wal", "-shm")]
+    return [("the batch file", args.batch), ("the ledger", ledger), *parts,
+            ("the ledger's lock", ledger.with_name(ledger.name + ".lock"))]  # fmt: skip
 
 
 def _observer(args: argparse.Namespace) -> Any:

@@ -106,7 +106,7 @@ def execute(args: argparse.Namespace) -> int:
     try:
         options = parse_options(args)
         if args.report is not None:  # say so before reading what may be a million rows
-            check_report_path(args.report)
+            check_report_path(args.report, keep=[("the batch file", args.batch)])
             report_ok = True
         with read_batch(args.batch, sheet=options.sheet, max_rows=options.max_rows) as batch:
             summary = validate_batch(batch, options)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,7 @@ class Ledger:
             raise LedgerError(msg)
         lock_fd = None if readonly else take_lock(path)
         try:
+            _refuse_other_files(path)
             if not readonly:
                 create_private(path)
             connection = _connect(path, readonly=readonly)
@@ -316,6 +317,37 @@ def _ledger_error(path: Path, exc: sqlite3.Error) -> LedgerError:
         " check the file is a payrun ledger and the disk has space"
     )
     return LedgerError(msg)
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_OWN_TABLES = frozenset({"batch", "rows"})
+
+
+def _refuse_other_files(path: Path) -> None:
+    """Refuse, before touching it, a file at ``path`` that is not a payrun ledger: another
+    kind of file (a batch file, a report), or an SQLite database holding other tables."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(_SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError:
+        return  # a folder or an unreadable file: opening it says why
+    if not header:
+        return  # empty: a new ledger
+    other = f"{path} is not a payrun ledger"
+    if header != _SQLITE_HEADER:
+        msg = f"{other} (it is not an SQLite database): name another --ledger file"
+        raise LedgerError(msg)
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.Error:
+        return  # opening it for real says what is wrong
+    if tables - _OWN_TABLES:
+        shown = ", ".join(sorted(tables - _OWN_TABLES)[:5])
+        msg = f"{other}: it is a database of other tables ({shown}); name another --ledger file"
+        raise LedgerError(msg)
 
 
 def _add_batch_columns(connection: sqlite3.Connection) -> None:
