@@ -1643,6 +1643,26 @@ def test_a_wait_timeout_that_is_not_seconds_is_a_usage_error(
     assert "not a number of seconds, 0 or more" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("args", "said"), [
+    (["", "--dry-run"], "argument BATCH: an empty path: give a file's name"),
+    (["pay.csv", "--ledger", ""], "argument --ledger: an empty path"),
+    (["pay.csv", "--report="], "argument --report: an empty path"),
+    (["pay.csv", "--api-key-file="], "argument --api-key-file: an empty path"),
+    (["pay.csv", "--expect-count", "-1"], "'-1' is not a number of rows"),
+])  # fmt: skip
+def test_an_empty_path_or_a_negative_count_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], said: str
+) -> None:
+    """An empty path (it crashed: 'PosixPath('.') has an empty name') or a negative
+    --expect-count: exit 2 with the option named, before anything is read or sent."""
+    write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    args = [str(tmp_path / a) if a == "pay.csv" else a for a in args]
+    with pytest.raises(SystemExit) as info:
+        main(["run", *args, "--sandbox"])
+    assert info.value.code == 2
+    assert said in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("others", [[], ["--create-only"], ["--log-format", "json"]])
 def test_a_wait_timeout_without_wait_is_a_usage_error(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str], others: list[str]

@@ -140,6 +140,23 @@ def test_a_report_onto_the_batch_file_is_refused(
     assert batch_csv.read_bytes() == before
 
 
+def test_a_piped_batch_is_refused_with_what_to_do(
+    batch_csv: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`payrun validate <(cat pay.csv)`: exit 2 and the JSON object saying to save the batch
+    to a file (it crashed with exit 3: 'File or stream is not seekable')."""
+    read, write = os.pipe()
+    os.write(write, batch_csv.read_bytes())
+    os.close(write)
+    try:
+        code, out, err = run(["validate", f"/dev/fd/{read}", "--format", "json"], capsys)
+    finally:
+        os.close(read)
+    assert code == 2, err
+    [error] = json.loads(out)["errors"]
+    assert "is not a regular file (a pipe or a device)" in error["message"], error
+
+
 def test_options_change_the_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--source-account, --max-amount and --allow-duplicates are honoured."""
     path = tmp_path / "b.csv"

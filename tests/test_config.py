@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from payrun.config import RunOptions, Secret, load_settings
-from payrun.errors import ConfigError
+from payrun.errors import ConfigError, InterruptedRunError
 
 
 def test_key_from_environment_never_shows() -> None:
@@ -63,6 +66,56 @@ def test_bad_settings_say_what_to_do(environ: dict[str, str], message: str) -> N
     """Each missing or unsafe setting is a ConfigError naming the fix."""
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_settings(environ=environ)
+
+
+def test_a_user_name_or_password_in_the_base_url_is_refused_unshown() -> None:
+    """https://user:password@host: refused (it would be kept in the ledger), never echoed."""
+    with pytest.raises(ConfigError, match="has a user name or password in it") as refused:
+        load_settings(environ={"PAYRUN_BASE_URL": "https://ops:hunter2@bank.example",
+                               "PAYRUN_API_KEY": "k"})  # fmt: skip
+    assert "hunter2" not in str(refused.value) and "ops" not in str(refused.value)
+
+
+@pytest.mark.parametrize("scheme", ["A\nB", "Service APIKey", "Bearer:"])
+def test_an_auth_scheme_that_is_not_one_word_is_refused_as_such(scheme: str) -> None:
+    """A bad PAYRUN_AUTH_SCHEME is named as the fault (it was blamed on the key)."""
+    with pytest.raises(ConfigError, match="PAYRUN_AUTH_SCHEME must be one word"):
+        load_settings(environ={"PAYRUN_BASE_URL": "https://bank.example", "PAYRUN_API_KEY": "k",
+                               "PAYRUN_AUTH_SCHEME": scheme})  # fmt: skip
+
+
+def test_an_oversized_key_file_or_a_device_is_refused_without_reading_it_all(
+    tmp_path: Path,
+) -> None:
+    """A key file over 64 KiB, or /dev/zero (it filled memory until the kernel killed the
+    run): refused with one line that never shows the file's name or content."""
+    big = tmp_path / "key"
+    big.write_bytes(b"k" * 70_000)
+    for path in (big, Path("/dev/zero")):
+        with pytest.raises(ConfigError, match="holds more than 65536 bytes") as refused:
+            load_settings(environ={"PAYRUN_BASE_URL": "https://bank.example",
+                                   "PAYRUN_API_KEY_FILE": str(path)})  # fmt: skip
+        assert str(path) not in str(refused.value)
+
+
+def test_a_piped_key_file_is_read_and_a_stop_ends_the_wait_for_its_writer(
+    tmp_path: Path,
+) -> None:
+    """--api-key-file <(secret-tool ...) is a pipe: its key is read; with no writer yet,
+    a stop request (Ctrl-C) ends the wait at once instead of blocking for ever."""
+    fifo = tmp_path / "key.fifo"
+    os.mkfifo(fifo)
+    environ = {"PAYRUN_BASE_URL": "https://bank.example", "PAYRUN_API_KEY_FILE": str(fifo)}
+    writer = threading.Thread(target=lambda: fifo.write_text("piped-key\n", encoding="utf-8"))
+    writer.start()
+    assert load_settings(environ=environ).api_key == Secret("piped-key")
+    writer.join(5)
+    started = time.monotonic()
+    with pytest.raises(InterruptedRunError, match="stopped while waiting for the API key file"):
+        load_settings(environ=environ, stopped=lambda: time.monotonic() - started > 0.3)
+    assert time.monotonic() - started < 3
+    with fifo.open("w"):  # let the reader left waiting end
+        pass
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "[::1]"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -177,9 +178,12 @@ def _bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     corrupt.write_bytes(good.read_bytes()[:400])
     (tmp_path / "empty.csv").write_bytes(b"")
     (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbf\r\n")
+    os.mkfifo(tmp_path / "pipe.csv")  # no writer: opening it would block for ever
     return {
         "missing": (tmp_path / "nope.csv", "cannot find"),
         "directory": (tmp_path / "dir", "directory"),
+        "pipe": (tmp_path / "pipe.csv", "is not a regular file (a pipe or a device)"),
+        "device": (Path("/dev/null"), "save the batch to a file"),
         "empty": (tmp_path / "empty.csv", "empty"),
         "bom only": (tmp_path / "bom.csv", "empty"),
         "header only": (write_csv(tmp_path / "h.csv", [HEADER]), "no payment rows"),
@@ -208,6 +212,8 @@ def _write(path: Path, data: bytes) -> Path:
     [
         "missing",
         "directory",
+        "pipe",
+        "device",
         "empty",
         "bom only",
         "header only",

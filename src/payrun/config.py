@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Mapping
+import re
+import stat
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from payrun.errors import ConfigError
+from payrun.errors import ConfigError, InterruptedRunError
 
 __all__ = [
     "DEFAULT_AUTH_SCHEME",
@@ -124,21 +127,33 @@ class RunOptions:
             raise ConfigError(msg)
 
 
+_KEY_FILE_LIMIT = 65_536  # an API key file is a few dozen bytes: a bigger one is a mistake
+_KEY_WAIT_STEP = 0.1  # how often a wait for a piped key file looks for Ctrl-C
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9._-]*")
+
+
 def load_settings(
     *,
     base_url: str | None = None,
     api_key_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    stopped: Callable[[], bool] = lambda: False,
 ) -> Settings:
-    """Build ``Settings`` from options, falling back to ``PAYRUN_*`` environment variables."""
+    """Build ``Settings`` from options, falling back to ``PAYRUN_*`` environment variables.
+
+    ``stopped`` ends the wait for an API key file that is a pipe (Ctrl-C, SIGTERM).
+    """
     env = os.environ if environ is None else environ
     url = (base_url or env.get("PAYRUN_BASE_URL", "")).strip().rstrip("/")
     if not url:
         msg = "no bank address: set PAYRUN_BASE_URL or pass --base-url (or use --sandbox)"
         raise ConfigError(msg)
     check_base_url(url, source="--base-url" if base_url else "PAYRUN_BASE_URL")
-    key = _read_api_key(api_key_file, env)
+    key = _read_api_key(api_key_file, env, stopped)
     scheme = env.get("PAYRUN_AUTH_SCHEME", DEFAULT_AUTH_SCHEME).strip() or DEFAULT_AUTH_SCHEME
+    if not _SCHEME.fullmatch(scheme):  # sent before the key in every request's header
+        msg = "PAYRUN_AUTH_SCHEME must be one word of letters and digits, such as ServiceAPIKey"
+        raise ConfigError(msg)
     return Settings(base_url=url, api_key=key, auth_scheme=scheme)
 
 
@@ -148,6 +163,12 @@ def check_base_url(url: str, *, source: str = "PAYRUN_BASE_URL") -> None:
     ``source`` names where the address came from, for the message.
     """
     parts = urlsplit(url)
+    if "@" in parts.netloc:  # never shown: the part before "@" may be a password
+        msg = (
+            f"{source} has a user name or password in it (before '@'): payrun signs in with"
+            " the API key alone, so give the bank's address without them"
+        )
+        raise ConfigError(msg)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         msg = f"{source} {url!r} is not an http(s) address such as https://bank.example"
         raise ConfigError(msg)
@@ -168,7 +189,9 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _read_api_key(api_key_file: Path | None, env: Mapping[str, str]) -> Secret:
+def _read_api_key(
+    api_key_file: Path | None, env: Mapping[str, str], stopped: Callable[[], bool]
+) -> Secret:
     # The file's name is never shown: a key pasted in its place would be echoed.
     source = "--api-key-file" if api_key_file else "PAYRUN_API_KEY_FILE"
     path_text = str(api_key_file) if api_key_file else env.get("PAYRUN_API_KEY_FILE", "")
@@ -176,11 +199,15 @@ def _read_api_key(api_key_file: Path | None, env: Mapping[str, str]) -> Secret:
         where = f"the API key file named by {source}"
         try:
             # Undecodable bytes become U+FFFD, which _checked_key refuses without showing.
-            value = Path(path_text).read_bytes().decode("utf-8-sig", "replace").strip()
+            data = _key_file_bytes(Path(path_text), where, stopped)
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             msg = f"cannot read {where}: {reason}; give the path of a file holding the key"
             raise ConfigError(msg) from None
+        if len(data) > _KEY_FILE_LIMIT:
+            msg = f"{where} holds more than {_KEY_FILE_LIMIT} bytes: give a file holding the key"
+            raise ConfigError(msg)
+        value = data.decode("utf-8-sig", "replace").strip()
         if not value:
             msg = f"{where} is empty: put the API key in it"
             raise ConfigError(msg)
@@ -190,6 +217,34 @@ def _read_api_key(api_key_file: Path | None, env: Mapping[str, str]) -> Secret:
         msg = "no API key: set PAYRUN_API_KEY or PAYRUN_API_KEY_FILE (or use --sandbox)"
         raise ConfigError(msg)
     return _checked_key(value, "PAYRUN_API_KEY")
+
+
+def _key_file_bytes(path: Path, where: str, stopped: Callable[[], bool]) -> bytes:
+    """Up to ``_KEY_FILE_LIMIT`` + 1 bytes of the key file. A pipe (``--api-key-file
+    <(secret-tool ...)``) or device is read on a thread of its own, so that Ctrl-C ends the
+    wait for a writer that never comes."""
+    if stat.S_ISREG(path.stat().st_mode):
+        with path.open("rb") as handle:
+            return handle.read(_KEY_FILE_LIMIT + 1)
+    read: list[bytes | OSError] = []
+
+    def reading() -> None:
+        try:
+            with path.open("rb") as handle:
+                read.append(handle.read(_KEY_FILE_LIMIT + 1))
+        except OSError as exc:
+            read.append(exc)
+
+    thread = threading.Thread(target=reading, name="payrun-key-file", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(_KEY_WAIT_STEP)
+        if stopped() and thread.is_alive():
+            msg = f"stopped while waiting for {where} to be written; nothing was sent"
+            raise InterruptedRunError(msg)
+    if isinstance(read[0], OSError):
+        raise read[0]
+    return read[0]
 
 
 def _checked_key(value: str, where: str) -> Secret:

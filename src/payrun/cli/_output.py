@@ -8,12 +8,14 @@ file descriptor at /dev/null, so no later write (nor the interpreter's last flus
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TextIO
 
 __all__ = ["error_line", "reader_may_leave", "silence"]
@@ -63,3 +65,12 @@ def reader_may_leave(stream: TextIO | None = None) -> Iterator[None]:
         target.flush()  # a block-buffered pipe fails here, or at exit where it cannot be caught
     except BrokenPipeError:
         silence(target)
+
+
+def file_path(text: str) -> Path:
+    """An argparse type for a file's path: an empty one is a usage error (it would name
+    the current folder)."""
+    if not text.strip():
+        msg = "an empty path: give a file's name"
+        raise argparse.ArgumentTypeError(msg)
+    return Path(text)

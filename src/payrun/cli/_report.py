@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from payrun.cli._output import reader_may_leave
+from payrun.cli._output import file_path, reader_may_leave
 from payrun.errors import ConfigError, UsageError
 from payrun.ledger_report import REPORT_COLUMNS, read_ledger_rows, report_records, report_table
 from payrun.reporting import check_report_path, csv_cell, write_table
@@ -28,13 +28,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         description="Read a run's ledger (it works mid-run too) and write one line per row:"
         " " + ", ".join(REPORT_COLUMNS) + ".",
     )
-    parser.add_argument("ledger", type=Path, metavar="LEDGER", help="the .ledger.sqlite file")
+    parser.add_argument("ledger", type=file_path, metavar="LEDGER", help="the .ledger.sqlite file")
     parser.add_argument(
         "--format",
         choices=_FORMATS,
         help="csv, xlsx or json (default: from -o's extension, else csv)",
     )
-    parser.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
+    parser.add_argument("-o", "--output", type=file_path, help="file to write (default: stdout)")
     parser.set_defaults(handler=execute)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from payrun.cli._output import reader_may_leave
+from payrun.cli._output import file_path, reader_may_leave
 from payrun.config import (
     DEFAULT_DUPLICATE_WINDOW_DAYS,
     DEFAULT_MAX_AMOUNT,
@@ -63,7 +63,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def _add_file_options(parser: argparse.ArgumentParser) -> None:
     """The batch file and how to read and validate it."""
-    parser.add_argument("batch", type=Path, metavar="BATCH", help="the CSV or .xlsx batch file")
+    parser.add_argument(
+        "batch", type=file_path, metavar="BATCH", help="the CSV or .xlsx batch file"
+    )
     parser.add_argument(
         "--source-account",
         help="account to pay from when the file has no"
@@ -98,9 +100,9 @@ def _add_ledger_and_bank_options(parser: argparse.ArgumentParser) -> None:
         help="check everything with the bank read-only; create nothing",
     )
     parser.add_argument(
-        "--ledger", type=Path, help="the result ledger (default BATCH.ledger.sqlite)"
+        "--ledger", type=file_path, help="the result ledger (default BATCH.ledger.sqlite)"
     )
-    parser.add_argument("--report", type=Path, help="write a report: .csv, .xlsx or .json")
+    parser.add_argument("--report", type=file_path, help="write a report: .csv, .xlsx or .json")
     parser.add_argument(
         "--sandbox",
         action="store_true",
@@ -109,7 +111,7 @@ def _add_ledger_and_bank_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", help="bank API base address (default PAYRUN_BASE_URL)")
     parser.add_argument(
         "--api-key-file",
-        type=Path,
+        type=file_path,
         help="file holding the API key (default PAYRUN_API_KEY or PAYRUN_API_KEY_FILE)",
     )
 
@@ -136,7 +138,7 @@ def _add_payment_options(parser: argparse.ArgumentParser) -> None:
         type=_seconds,
         help="seconds --wait keeps following (default 600; only with --wait)",
     )
-    parser.add_argument("--expect-count", type=int, help="control total: number of valid rows")
+    parser.add_argument("--expect-count", type=_count, help="control total: number of valid rows")
     parser.add_argument("--expect-total", type=_money, help="control total: sum of valid rows")
     parser.add_argument(
         "--create-only",
@@ -187,6 +189,14 @@ def _money(text: str) -> Decimal:
         )
         raise argparse.ArgumentTypeError(msg)
     return Decimal(plain.replace(",", ""))
+
+
+def _count(text: str) -> int:
+    """--expect-count: a whole number of rows, 0 or more."""
+    if not text.strip().isdigit():
+        msg = f"{text!r} is not a number of rows (a whole number, 0 or more)"
+        raise argparse.ArgumentTypeError(msg)
+    return int(text)
 
 
 def _days(text: str) -> int:
@@ -351,7 +361,10 @@ def _say_where(options: RunOptions, *, as_json: bool) -> None:
 def _bank(args: argparse.Namespace) -> Iterator[tuple[Settings, Path | None]]:
     """The bank to pay through: the embedded sandbox, or the configured one."""
     if not args.sandbox:
-        yield load_settings(base_url=args.base_url, api_key_file=args.api_key_file), None
+        stop = getattr(args, "stop", None)
+        stopped = stop.is_set if stop is not None else lambda: False
+        yield load_settings(base_url=args.base_url, api_key_file=args.api_key_file,
+                            stopped=stopped), None  # fmt: skip
         return
     if args.base_url:
         msg = "--sandbox and --base-url cannot be used together: pick one bank"

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from payrun.cli._output import reader_may_leave
+from payrun.cli._output import file_path, reader_may_leave
 from payrun.errors import ConfigError
 from payrun.templates import TEMPLATE_FORMATS, TEMPLATES, render_template, write_template
 
@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "name", metavar="NAME", choices=tuple(TEMPLATES), help="payroll or suppliers"
     )
     parser.add_argument("--format", choices=TEMPLATE_FORMATS, default="csv", help="csv or xlsx")
-    parser.add_argument("-o", "--output", metavar="FILE", type=Path, help="write to FILE")
+    parser.add_argument("-o", "--output", metavar="FILE", type=file_path, help="write to FILE")
     parser.set_defaults(handler=execute)
 
 

@@ -11,10 +11,9 @@ import argparse
 import json
 import sys
 from decimal import Decimal, InvalidOperation
-from pathlib import Path
 from typing import Any
 
-from payrun.cli._output import reader_may_leave
+from payrun.cli._output import file_path, reader_may_leave
 from payrun.config import DEFAULT_MAX_AMOUNT, DEFAULT_MAX_ROWS, ValidationOptions
 from payrun.errors import ConfigError, UsageError
 from payrun.intake import read_batch, sheet_note
@@ -45,7 +44,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             " row is valid, 1 when some rows are invalid, 2 when the file cannot be used."
         ),
     )
-    parser.add_argument("batch", metavar="BATCH", type=Path, help="the CSV or .xlsx batch file")
+    parser.add_argument(
+        "batch", metavar="BATCH", type=file_path, help="the CSV or .xlsx batch file"
+    )
     parser.add_argument(
         "--source-account", metavar="ACCOUNT",
         help="account to pay from when a row has none: /v0/bank/accounts/ba.x or"
@@ -66,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="stdout format")
     parser.add_argument(
-        "--report", metavar="FILE", type=Path,
+        "--report", metavar="FILE", type=file_path,
         help="also write the problems to FILE (.json: the JSON object; .csv or .xlsx: a sheet)",
     )
     parser.set_defaults(handler=execute)

@@ -1,11 +1,13 @@
 """Decide a batch file's format from its first bytes, never from its extension.
 
 Input: a path. Output: ``"csv"`` or ``"xlsx"``. Raises ``BatchFileError`` for a missing
-file, a directory, an empty or binary file, a password-protected or legacy .xls workbook.
+file, a directory, a pipe or device, an empty or binary file, a password-protected or
+legacy .xls workbook.
 """
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 from typing import Literal
 
@@ -46,6 +48,12 @@ def sniff_format(path: Path) -> BatchFormat:
 
 def _read_head(path: Path) -> bytes:
     try:
+        if not stat.S_ISREG(path.stat().st_mode) and not path.is_dir():  # never opened: a
+            msg = (  # pipe's bytes could be read only once, and a rerun needs the same file
+                f"{path} is not a regular file (a pipe or a device): save the batch to a file"
+                " and give that file's path"
+            )
+            raise BatchFileError(msg, path=path)
         with path.open("rb") as handle:
             return handle.read(_SNIFF_BYTES)
     except FileNotFoundError:
