@@ -1236,7 +1236,8 @@ def test_a_rerun_right_after_kill_9_waits_for_a_create_the_bank_is_still_making(
     on the wire. The same command run again at once gives the bank the time a live run
     would (after the killed run's last sign of life) before it lists the payments, so it
     finds the payment the bank made meanwhile: one payment, not two. Ctrl-C during that
-    wait ends the rerun normally (exit 3), and the run after it still waits out the rest."""
+    wait ends the rerun normally (exit 3) without starting anything more, and the run
+    after it still waits out the rest."""
     import os
     import signal
     import threading
@@ -1251,7 +1252,8 @@ def test_a_rerun_right_after_kill_9_waits_for_a_create_the_bank_is_still_making(
     if interrupted:
         threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()  # in the wait
         assert main(run_args(batch, ledger)[2:]) == 3
-        capsys.readouterr()
+        err = capsys.readouterr().err
+        assert "paying" not in err, err  # stopped in the wait: nothing more starts
         assert "made" not in slow
     assert main(run_args(batch, ledger)[2:]) == 0
     err = capsys.readouterr().err

@@ -303,21 +303,24 @@ async def _pay_locked(
     watcher.note("checking source accounts, payees and recent payments")
     await checks.check_accounts()
     settled = await wait_for_late_answers(ledger, book, stop, watcher.note, at_start=True)
-    await checks.load_payees_and_payments()
-    attention = (  # rows left mid-call, once a slow bank had time to finish (unless stopped)
-        await reconcile_rows(client, book, accounts=checks.accounts,
-                             payee_details=checks.payee_details, payments=checks.payments)
-        if settled else []
-    )  # fmt: skip
-    await refresh_created(client, book, create_only=options.create_only)  # approved in the app?
-    checks.guard_repeats()
-    checks.check_balances(created=not options.create_only)
-    await checks.prepare_payees()
-    done = sum(1 for r in book.all() if r.status not in (*_UNPAID, RowStatus.CREATED))
-    watcher.started(total=len(book), done=done)
-    attention, unreachable = await _execute_rounds(
-        client, ledger, book, checks, options, stop, watcher, attention
-    )
+    attention: list[int] = []
+    unreachable = False
+    if not stop.is_set():  # Ctrl-C during the checks or the wait: not even a read starts
+        await checks.load_payees_and_payments()
+        attention = (  # rows left mid-call, once a slow bank had time to finish
+            await reconcile_rows(client, book, accounts=checks.accounts,
+                                 payee_details=checks.payee_details, payments=checks.payments)
+            if settled else []
+        )  # fmt: skip
+        await refresh_created(client, book, create_only=options.create_only)  # approved?
+        checks.guard_repeats()
+        checks.check_balances(created=not options.create_only)
+        await checks.prepare_payees()
+        done = sum(1 for r in book.all() if r.status not in (*_UNPAID, RowStatus.CREATED))
+        watcher.started(total=len(book), done=done)
+        attention, unreachable = await _execute_rounds(
+            client, ledger, book, checks, options, stop, watcher, attention
+        )
     followed = (  # delivered rows too: a return can follow; an unreachable bank: a rerun
         await follow_submissions(client, org, book, since=started, stop=stop,
                                  wait_seconds=options.wait_timeout, note=watcher.note)
