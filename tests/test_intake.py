@@ -199,6 +199,10 @@ def _bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
             "1 MB",
         ),
         "invalid text": (_write(tmp_path / "t.csv", b"\xef\xbb\xbfa,b\n\x81\x8d\n"), "UTF-8"),
+        "utf-16": (
+            _write(tmp_path / "u.csv", ",".join(HEADER).encode("utf-16")),
+            "UTF-16 text (Excel's 'Unicode Text'): save it as 'CSV UTF-8'",
+        ),
     }
 
 
@@ -226,6 +230,7 @@ def _write(path: Path, data: bytes) -> Path:
         "repeated header",
         "huge field",
         "invalid text",
+        "utf-16",
     ],
 )
 def test_bad_files_raise_one_line(tmp_path: Path, kind: str) -> None:

@@ -172,6 +172,22 @@ def test_not_a_ledger_is_refused_untouched(tmp_path: Path) -> None:
         Ledger.open(other, readonly=True)
 
 
+def test_a_ledger_another_program_holds_locked_says_so(tmp_path: Path) -> None:
+    """A database browser holding the ledger in a transaction: the message says another
+    program has it locked and to close it (not to check the disk's space)."""
+    path = tmp_path / "l.sqlite"
+    Ledger.open(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(LedgerError, match="another program has it locked") as refused:
+            Ledger.open(path)
+        assert "disk" not in str(refused.value)
+    finally:
+        holder.close()
+
+
 def test_default_path_is_beside_batch(tmp_path: Path) -> None:
     """BATCH.ledger.sqlite sits beside the batch file."""
     assert default_ledger_path(tmp_path / "pay.csv") == tmp_path / "pay.csv.ledger.sqlite"

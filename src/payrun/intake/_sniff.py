@@ -24,6 +24,7 @@ _SNIFF_BYTES = 65_536
 _OLE_SCAN_BYTES = 4 * 1_048_576
 _BINARY_MAGICS = (b"%PDF", b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"\x1f\x8b", b"7z\xbc\xaf")
 _TEXT_CONTROLS = frozenset(b"\t\n\r\x0c")
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _SPACE = 0x20
 _BINARY_SAMPLE = 4096
 _BINARY_RATIO = 20
@@ -40,6 +41,12 @@ def sniff_format(path: Path) -> BatchFormat:
         return "xlsx"
     if head.startswith(_OLE_MAGIC):
         _refuse_ole(path)
+    if head.startswith(_UTF16_BOMS):
+        msg = (
+            f"{path.name} is UTF-16 text (Excel's 'Unicode Text'): save it as 'CSV UTF-8'"
+            " and try again"
+        )
+        raise BatchFileError(msg, path=path)
     if head.startswith(_BINARY_MAGICS) or _looks_binary(head):
         msg = f"{path.name} is not a CSV or .xlsx batch file (it holds binary data)"
         raise BatchFileError(msg, path=path)

@@ -175,8 +175,9 @@ def _translated(path: Path, exc: BaseException) -> BatchFileError:
     if isinstance(exc, calamine.PasswordError):
         msg = f"{path.name} is password-protected: remove the password and save again"
         return BatchFileError(msg, path=path)
-    detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-    msg = f"{path.name} is a corrupt .xlsx workbook ({detail}): open it in Excel and save again"
+    detail = str(exc).splitlines()[0][:120] if str(exc) else ""
+    said = f" ({detail})" if " " in detail else ""  # a lone word such as "t" tells nothing
+    msg = f"{path.name} is a corrupt .xlsx workbook{said}: open it in Excel and save again"
     return BatchFileError(msg, path=path)
 
 

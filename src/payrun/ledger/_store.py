@@ -312,6 +312,12 @@ class Ledger:
 
 
 def _ledger_error(path: Path, exc: sqlite3.Error) -> LedgerError:
+    if "locked" in str(exc):  # another program (a database browser, say) holds it
+        msg = (
+            f"cannot use the ledger {path}: another program has it locked ({exc}); close"
+            " that program, then run the same command again"
+        )
+        return LedgerError(msg)
     msg = (
         f"cannot use the ledger {path}: {exc};"
         " check the file is a payrun ledger and the disk has space"
@@ -340,7 +346,7 @@ def _refuse_other_files(path: Path) -> None:
         msg = f"{other} (it is not an SQLite database): name another --ledger file"
         raise LedgerError(msg)
     try:
-        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)) as db:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.Error:
         return  # opening it for real says what is wrong
