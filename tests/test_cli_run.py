@@ -500,6 +500,24 @@ def test_cop_close_match_is_held_then_paid_when_accepted(
     assert [g["payments"] for g in payment_groups(bank)] == [1]
 
 
+def test_another_batch_files_ledger_is_refused_naming_that_file(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--ledger naming the ledger of another batch file: exit 2 naming the file it belongs
+    to and the way out (it said this file had changed, and to restore an 'original')."""
+    bank = start_bank()
+    first = write_batch(tmp_path / "october.csv", EMPLOYEES[:1])
+    assert main(["run", str(first)]) == 0
+    ledger = tmp_path / "october.csv.ledger.sqlite"
+    second = write_batch(tmp_path / "november.csv", EMPLOYEES[1:2])
+    capsys.readouterr()
+    assert main(["run", str(second), "--ledger", str(ledger)]) == 2
+    err = capsys.readouterr().err
+    assert f"belongs to another batch file, {first.resolve()}, not {second}" in err, err
+    assert "leave out --ledger" in err and "restore" not in err, err
+    assert [g["payments"] for g in payment_groups(bank)] == [1]
+
+
 def test_following_the_advice_for_a_held_row_pays_it_once_and_nothing_twice(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -134,22 +134,30 @@ def file_sha256(path: Path) -> str:
 
 
 def _check_same_file(ledger: Ledger, info: BatchInfo, batch_path: Path) -> None:
-    if file_sha256(batch_path) != info.file_sha256:
-        started = sum(1 for row in ledger.rows() if row.status in _STARTED)
-        unfinished = (
-            f" ({started} of its payments are created at the bank but not submitted yet:"
-            " only that run submits them)"
-            if started
-            else ""
-        )
+    if file_sha256(batch_path) == info.file_sha256:
+        return
+    if Path(info.file_path).name != batch_path.name:  # another batch's ledger: not a change
         msg = (
-            f"the ledger {ledger.path} was made for a different content of {batch_path.name}"
-            f" (the file changed since its first run); first restore the original file and"
-            f" run it again until it finishes{unfinished}; only then put the corrected rows,"
-            " and only those, in a new file of their own and pay that (the whole new file"
-            " on a fresh ledger would hold the rows already paid as possible repeats)"
+            f"the ledger {ledger.path} belongs to another batch file, {info.file_path}, not"
+            f" {batch_path}: leave out --ledger to pay {batch_path.name} with a ledger of its"
+            " own, or name a new ledger file"
         )
         raise LedgerMismatchError(msg)
+    started = sum(1 for row in ledger.rows() if row.status in _STARTED)
+    unfinished = (
+        f" ({started} of its payments are created at the bank but not submitted yet:"
+        " only that run submits them)"
+        if started
+        else ""
+    )
+    msg = (
+        f"the ledger {ledger.path} was made for a different content of {batch_path.name}"
+        f" (the file changed since its first run); first restore the original file and"
+        f" run it again until it finishes{unfinished}; only then put the corrected rows,"
+        " and only those, in a new file of their own and pay that (the whole new file"
+        " on a fresh ledger would hold the rows already paid as possible repeats)"
+    )
+    raise LedgerMismatchError(msg)
 
 
 def check_same_bank(ledger: Ledger, settings: Settings, org: Organization) -> None:
