@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["error_line", "reader_may_leave", "silence"]
+__all__ = ["error_line", "file_path", "reader_may_leave", "silence"]
 
 
 def silence(stream: TextIO) -> None:
