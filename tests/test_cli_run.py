@@ -281,7 +281,8 @@ def test_a_report_that_would_overwrite_the_batch_or_the_ledger_is_refused(
 def test_payrun_report_onto_its_own_ledger_is_refused(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`payrun report L -o L` (a ledger named l.json, say): exit 2, the ledger as it was."""
+    """`payrun report L -o L` (a ledger named l.json, say), or -o naming the ledger's batch
+    file: exit 2, both files as they were."""
     start_bank()
     ledger = tmp_path / "l.json"
     assert main(["run", str(write_batch(tmp_path / "pay.csv", EMPLOYEES)), "--ledger",
@@ -291,6 +292,11 @@ def test_payrun_report_onto_its_own_ledger_is_refused(
     assert main(["report", str(ledger), "-o", str(ledger)]) == 2
     assert f"would overwrite the ledger {ledger}" in capsys.readouterr().err
     assert ledger.read_bytes() == before
+    batch = tmp_path / "pay.csv"
+    paid = batch.read_bytes()
+    assert main(["report", str(ledger), "-o", str(batch)]) == 2  # the ledger knows its batch
+    assert f"would overwrite the batch file {batch}" in capsys.readouterr().err
+    assert batch.read_bytes() == paid
 
 
 def test_a_report_failing_after_payment_keeps_the_summary_and_exit_code(
@@ -516,6 +522,49 @@ def test_another_batch_files_ledger_is_refused_naming_that_file(
     assert f"belongs to another batch file, {first.resolve()}, not {second}" in err, err
     assert "leave out --ledger" in err and "restore" not in err, err
     assert [g["payments"] for g in payment_groups(bank)] == [1]
+
+
+def test_a_changed_batch_reached_through_a_symlink_is_called_changed(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """current.csv -> payroll-nov.csv, edited after a --create-only run: the refusal says
+    the file changed and that its created payments wait for that run (it called the ledger
+    another batch's and advised leaving out --ledger, which was not given)."""
+    start_bank()
+    target = write_batch(tmp_path / "payroll-nov.csv", EMPLOYEES[:2])
+    link = tmp_path / "current.csv"
+    link.symlink_to(target.name)
+    assert main(["run", str(link), "--create-only"]) == 0
+    write_batch(target, [EMPLOYEES[0], EMPLOYEES[2]])
+    capsys.readouterr()
+    assert main(["run", str(link)]) == 2
+    err = capsys.readouterr().err
+    assert "was made for a different content of current.csv" in err, err
+    assert "2 of its payments are created at the bank but not submitted yet" in err, err
+
+
+def test_an_older_ledger_keeping_a_password_in_its_bank_address_is_resumed_and_cleaned(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ledger an older payrun bound to http://ops:hunter2@host (accepted then, refused
+    now): the same bank without the password resumes it, never echoing the password, and
+    the ledger no longer keeps it."""
+    import sqlite3
+
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    assert main(["run", str(batch), "--create-only"]) == 0
+    with sqlite3.connect(ledger) as db:
+        db.execute("UPDATE batch SET base_url=?", [bank.base_url.replace("//", "//ops:hunter2@")])
+    capsys.readouterr()
+    assert main(["run", str(batch)]) == 0
+    out, err = capsys.readouterr()
+    assert "hunter2" not in out + err
+    with sqlite3.connect(ledger) as db:
+        [(kept,)] = db.execute("SELECT base_url FROM batch").fetchall()
+    assert kept == bank.base_url
 
 
 def test_following_the_advice_for_a_held_row_pays_it_once_and_nothing_twice(

@@ -172,6 +172,20 @@ def test_not_a_ledger_is_refused_untouched(tmp_path: Path) -> None:
         Ledger.open(other, readonly=True)
 
 
+def test_a_ledger_named_with_hash_or_question_mark_or_analyzed_opens(tmp_path: Path) -> None:
+    """'payroll #12.csv.ledger.sqlite' opens again without a stray 'payroll ' file (the
+    read-only check's URI lost its '#'), and a ledger a database tool ran ANALYZE on
+    (its sqlite_stat1 table) is still a payrun ledger."""
+    for name in ("payroll #12.csv.ledger.sqlite", "pay?x.csv.ledger.sqlite"):
+        path = tmp_path / name
+        Ledger.open(path).close()
+        with sqlite3.connect(path) as db:
+            db.execute("ANALYZE")
+        Ledger.open(path).close()
+        Ledger.open(path, readonly=True).close()
+    assert sorted(p.name for p in tmp_path.iterdir() if "ledger" not in p.name) == []
+
+
 def test_a_ledger_another_program_holds_locked_says_so(tmp_path: Path) -> None:
     """A database browser holding the ledger in a transaction: the message says another
     program has it locked and to close it (not to check the disk's space)."""

@@ -22,6 +22,7 @@ from _run_helpers import (
     ledger_rows,
     make_rows,
     refuse,
+    return_submission,
     start_run,
     wait_until,
     write_batch,
@@ -160,6 +161,58 @@ def test_a_bank_that_stops_answering_ends_the_wait_with_one_clear_line(
     assert closing.startswith(f"incomplete: {said}") and again in closing, closing
     assert "HTTP 503" in closing and "run the same command again later" in closing, closing
     assert said in err and "Traceback" not in err, err
+
+
+def test_a_long_events_read_failing_at_its_last_page_is_not_silence(
+    start_bank: StartBank, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each read of the events takes 4 slow pages (2 events a page) and its last one fails
+    (503): the bank answered the first three, so the wait goes on to its own end ('ran
+    out'), not 'the bank gave no answer' (the silence was counted from the read's start)."""
+    from payrun.bank import BankClient, RetryPolicy, client  # noqa: PLC0415
+
+    monkeypatch.setattr(tracking, "_NO_ANSWER_SECONDS", 1.0)
+    monkeypatch.setattr(client, "PAGE_SIZE", 2)
+    defaults = BankClient.__init__.__kwdefaults__
+    assert defaults is not None
+    monkeypatch.setitem(defaults, "retry", RetryPolicy.no_wait(1))
+    bank = start_bank(deliver_after_ms=NEVER_DELIVERED)
+    batch, ledger = write_batch(tmp_path / "pay.csv", make_rows(5, 6, tag="LONG")), tmp_path / "l"
+    assert _run(batch, ledger) == 0
+    for row in ledger_rows(ledger)[:4]:  # 8 submission-updated events: delivered, returned
+        return_submission(bank, row["submission_url"])
+    serve = bank.app._serve_api  # noqa: SLF001
+    pages = [0]
+
+    async def slow_events(scope: Any, receive: Any, send: Any) -> None:
+        if scope["method"] == "GET" and scope["path"].endswith("/events"):
+            later = b"page%5Bafter%5D" in scope["query_string"] or b"page[after]" in scope[
+                "query_string"]  # fmt: skip
+            pages[0] = pages[0] + 1 if later else 0
+            await anyio.sleep(0.5)
+            if pages[0] >= 3:
+                await refusing(scope, receive, send)
+                return
+        await serve(scope, receive, send)
+
+    refusing = _answer_503()
+    monkeypatch.setattr(bank.app, "_serve_api", slow_events)
+    assert _run(batch, ledger, "--wait", "--wait-timeout", "5") == 3
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1].startswith("incomplete: the wait ran out after 5 seconds"), out
+
+
+def _answer_503() -> Callable[[Any, Any, Any], Any]:
+    body = json.dumps({"errors": [{"status": "503", "title": "unavailable"}]}).encode()
+
+    async def answer(scope: Any, receive: Any, send: Any) -> None:
+        headers = [(b"content-type", b"application/json"),
+                   (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return answer
 
 
 def test_ctrl_c_while_reading_submissions_starts_no_new_read(

@@ -34,6 +34,7 @@ __all__ = [
     "ValidationOptions",
     "check_base_url",
     "load_settings",
+    "without_userinfo",
 ]
 
 MAX_IN_FLIGHT_CAP = 50
@@ -155,6 +156,14 @@ def load_settings(
         msg = "PAYRUN_AUTH_SCHEME must be one word of letters and digits, such as ServiceAPIKey"
         raise ConfigError(msg)
     return Settings(base_url=url, api_key=key, auth_scheme=scheme)
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` without a ``user:password@`` part (older ledgers may hold one)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
 def check_base_url(url: str, *, source: str = "PAYRUN_BASE_URL") -> None:

@@ -17,6 +17,7 @@ from payrun.ledger import Ledger, LedgerRow
 __all__ = [
     "REPORT_COLUMNS",
     "Totals",
+    "ledger_batch_file",
     "read_ledger_rows",
     "report_records",
     "report_status",
@@ -50,6 +51,13 @@ def read_ledger_rows(path: Path) -> list[LedgerRow]:
     """Every row of a ledger, read-only and without its lock (works mid-run)."""
     with Ledger.open(path, readonly=True) as ledger:
         return ledger.rows()
+
+
+def ledger_batch_file(path: Path) -> Path | None:
+    """The batch file a ledger was made for (None for a ledger without its batch)."""
+    with Ledger.open(path, readonly=True) as ledger:
+        info = ledger.batch()
+    return None if info is None else Path(info.file_path)
 
 
 def report_records(rows: Iterable[LedgerRow]) -> list[dict[str, object]]:

@@ -15,7 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from payrun.config import RunOptions, Settings, ValidationOptions
+from payrun.config import RunOptions, Settings, ValidationOptions, without_userinfo
 from payrun.domain import PlainRow, RowStatus, RowVerdict
 from payrun.errors import BatchFileError, LedgerMismatchError
 from payrun.intake import read_batch
@@ -23,6 +23,7 @@ from payrun.ledger import (
     BatchInfo,
     Ledger,
     LedgerRow,
+    default_ledger_path,
     release_lock,
     take_lock,
     utc_now,
@@ -136,7 +137,8 @@ def file_sha256(path: Path) -> str:
 def _check_same_file(ledger: Ledger, info: BatchInfo, batch_path: Path) -> None:
     if file_sha256(batch_path) == info.file_sha256:
         return
-    if Path(info.file_path).name != batch_path.name:  # another batch's ledger: not a change
+    other = Path(info.file_path) != batch_path.resolve()  # its own ledger moved with it, or
+    if other and ledger.path != default_ledger_path(batch_path):  # another batch's ledger
         msg = (
             f"the ledger {ledger.path} belongs to another batch file, {info.file_path}, not"
             f" {batch_path}: leave out --ledger to pay {batch_path.name} with a ledger of its"
@@ -144,12 +146,8 @@ def _check_same_file(ledger: Ledger, info: BatchInfo, batch_path: Path) -> None:
         )
         raise LedgerMismatchError(msg)
     started = sum(1 for row in ledger.rows() if row.status in _STARTED)
-    unfinished = (
-        f" ({started} of its payments are created at the bank but not submitted yet:"
-        " only that run submits them)"
-        if started
-        else ""
-    )
+    unfinished = (f" ({started} of its payments are created at the bank but not submitted yet:"
+                  " only that run submits them)") if started else ""  # fmt: skip
     msg = (
         f"the ledger {ledger.path} was made for a different content of {batch_path.name}"
         f" (the file changed since its first run); first restore the original file and"
@@ -164,8 +162,8 @@ def check_same_bank(ledger: Ledger, settings: Settings, org: Organization) -> No
     """Refuse a ledger used with another bank or organization; bind a new one to this one."""
     info = ledger.batch()
     assert info is not None
-    for what, recorded, now in (
-        ("bank", info.base_url, settings.base_url),
+    for what, recorded, now in (  # an address kept by an older payrun may hold a password
+        ("bank", info.base_url and without_userinfo(info.base_url), settings.base_url),
         ("organization", info.organization_url, org.url),
     ):
         if recorded is not None and recorded != now:
@@ -178,6 +176,8 @@ def check_same_bank(ledger: Ledger, settings: Settings, org: Organization) -> No
             raise LedgerMismatchError(msg)
     if info.base_url is None:
         ledger.set_batch(base_url=settings.base_url, organization_url=org.url, started_at=utc_now())
+    elif info.base_url != settings.base_url:  # the same bank: a password kept before goes
+        ledger.set_batch(base_url=settings.base_url)
 
 
 def reopen_unfinished(book: RowBook) -> dict[int, str | None]:

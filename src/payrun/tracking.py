@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from payrun.domain import RowStatus
-from payrun.errors import AuthError, BankError, BankRejectedError
+from payrun.errors import AuthError, BankError, BankRejectedError, RateLimitedError
 from payrun.records import RowBook
 from payrun.refusal import refused_mid_run
 
@@ -95,9 +95,9 @@ def _moves(current: RowStatus, final: RowStatus) -> bool:
 
 
 def _no_answer(error: BankError) -> bool:
-    """A failure that says nothing came back from the bank: unreachable, lost, 5xx, busy
-    (a refusal such as 404 is an answer: the bank is there)."""
-    return not isinstance(error, BankRejectedError | AuthError)
+    """A failure that says nothing came back from the bank: unreachable, lost, 5xx (a
+    refusal such as 404, or a 429 from a busy organization, is an answer: the bank is there)."""
+    return not isinstance(error, BankRejectedError | AuthError | RateLimitedError)
 
 
 class _Tracker:
@@ -150,7 +150,7 @@ class _Tracker:
 
     def failed(self, error: BankError) -> None:
         if _no_answer(error):
-            self.failing, self.last_failure = True, str(error)
+            self.failing, self.last_failure = True, str(error).split(";")[0]  # not its advice
         else:  # a refusal is an answer: the bank is there
             self.answered()
 
@@ -168,6 +168,7 @@ class _Tracker:
             async for event in self.client.events(
                 self.org, event_type="submission-updated", created_since=self.since
             ):
+                self.answered()  # a page came: a long read that fails later was no silence
                 latest = max(latest, event.created_at)
                 if event.url not in self.seen:
                     self.seen.add(event.url)
@@ -293,9 +294,9 @@ async def follow_submissions(
                                            tracker.last_failure)  # fmt: skip
                     break
                 if anyio.current_time() >= next_progress:
-                    next_progress += _PROGRESS_SECONDS
+                    next_progress = anyio.current_time() + _PROGRESS_SECONDS
                     left = started + wait_seconds - anyio.current_time()
-                    note(_how_it_goes(book, len(tracker.waiting), left))
+                    note(_how_it_goes(tracker, left))
                 await anyio.sleep(interval)
     except AuthError as exc:
         raise refused_mid_run(exc, book.all(), reading=True) from exc
@@ -324,14 +325,15 @@ def _waiting_for(open_rows: int, seconds: float) -> str:
     )
 
 
-def _how_it_goes(book: RowBook, open_rows: int, left: float) -> str:
-    """The note every ``_PROGRESS_SECONDS`` of the wait."""
-    delivered = len(book.in_status(RowStatus.DELIVERED))
-    not_paid = len(book.in_status(RowStatus.FAILED, RowStatus.RETURNED))
+def _how_it_goes(tracker: _Tracker, left: float) -> str:
+    """The note every ``_PROGRESS_SECONDS`` of the wait, of the payments it follows."""
+    statuses = [tracker.book.get(number).status for number in tracker.tracked.values()]
+    delivered = statuses.count(RowStatus.DELIVERED)
+    not_paid = statuses.count(RowStatus.FAILED) + statuses.count(RowStatus.RETURNED)
     limit = "" if left == float("inf") else f" ({_seconds(max(0.0, round(left)))} left)"
     return (
         f"still waiting for the bank: {delivered} delivered, {not_paid} failed or returned,"
-        f" {_payments(open_rows)} not yet final{limit}"
+        f" {_payments(len(tracker.waiting))} not yet final{limit}"
     )
 
 

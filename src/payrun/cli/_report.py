@@ -11,7 +11,13 @@ from typing import Any
 
 from payrun.cli._output import file_path, reader_may_leave
 from payrun.errors import ConfigError, UsageError
-from payrun.ledger_report import REPORT_COLUMNS, read_ledger_rows, report_records, report_table
+from payrun.ledger_report import (
+    REPORT_COLUMNS,
+    ledger_batch_file,
+    read_ledger_rows,
+    report_records,
+    report_table,
+)
 from payrun.reporting import check_report_path, csv_cell, write_table
 
 __all__ = ["execute", "register"]
@@ -52,8 +58,10 @@ def execute(args: argparse.Namespace) -> int:
             raise UsageError(msg)
         ledger: Path = args.ledger
         parts = [("the ledger's file", ledger.with_name(ledger.name + s)) for s in ("-wal", "-shm")]
-        check_report_path(output, keep=[("the ledger", ledger), *parts])  # a folder, a missing
-        # folder or the ledger itself, said plainly
+        batch = ledger_batch_file(ledger)
+        kept = [("the ledger", ledger), *parts, *([("the batch file", batch)] if batch else [])]
+        check_report_path(output, keep=kept)  # a folder, a missing folder, or what the report
+        # must never overwrite, said plainly
         write_table(output, REPORT_COLUMNS, report_table(rows))
         return 0
     if fmt == "xlsx":

@@ -346,14 +346,20 @@ def _refuse_other_files(path: Path) -> None:
         msg = f"{other} (it is not an SQLite database): name another --ledger file"
         raise LedgerError(msg)
     try:
-        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)) as db:
+        with closing(sqlite3.connect(_read_only(path), uri=True, timeout=1.0)) as db:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.Error:
         return  # opening it for real says what is wrong
-    if tables - _OWN_TABLES:
-        shown = ", ".join(sorted(tables - _OWN_TABLES)[:5])
+    others = {t for t in tables - _OWN_TABLES if not t.startswith("sqlite_")}  # ANALYZE's too
+    if others:
+        shown = ", ".join(sorted(others)[:5])
         msg = f"{other}: it is a database of other tables ({shown}); name another --ledger file"
         raise LedgerError(msg)
+
+
+def _read_only(path: Path) -> str:
+    """The read-only URI of ``path`` ("#" or "?" in a name are escaped, not a query)."""
+    return f"{path.resolve().as_uri()}?mode=ro"
 
 
 def _add_batch_columns(connection: sqlite3.Connection) -> None:
@@ -367,7 +373,7 @@ def _add_batch_columns(connection: sqlite3.Connection) -> None:
 def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
     try:
         if readonly:
-            connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+            connection = sqlite3.connect(_read_only(path), uri=True, isolation_level=None)
         else:
             connection = sqlite3.connect(path, isolation_level=None)
             connection.execute("PRAGMA journal_mode=WAL")
