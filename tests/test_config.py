@@ -39,6 +39,19 @@ def test_key_file_wins_and_scheme_is_configurable(tmp_path: Path) -> None:
     assert settings.auth_scheme == "GriffinAPIKey"
 
 
+def test_a_key_file_named_from_home_is_found_without_a_shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PAYRUN_API_KEY_FILE='~/.payrun/api-key' as a crontab or systemd unit sets it (no
+    shell expands the '~'): the file in the home folder is read."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".payrun").mkdir()
+    (tmp_path / ".payrun" / "api-key").write_text("from-home\n", encoding="utf-8")
+    settings = load_settings(environ={"PAYRUN_BASE_URL": "https://bank.example",
+                                      "PAYRUN_API_KEY_FILE": "~/.payrun/api-key"})  # fmt: skip
+    assert settings.api_key == Secret("from-home")
+
+
 def test_a_key_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     """Windows editors start UTF-8 files with a BOM: it is not part of the key."""
     key = tmp_path / "key"

@@ -208,7 +208,8 @@ def _read_api_key(
         where = f"the API key file named by {source}"
         try:
             # Undecodable bytes become U+FFFD, which _checked_key refuses without showing.
-            data = _key_file_bytes(Path(path_text), where, stopped)
+            data = _key_file_bytes(Path(path_text).expanduser(), where, stopped)  # '~/...'
+            # as written in a crontab or a systemd unit, where no shell expands it
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             msg = f"cannot read {where}: {reason}; give the path of a file holding the key"

@@ -68,8 +68,8 @@ def _add_file_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--source-account",
-        help="account to pay from when the file has no"
-        " source_account column: an account URL or 'SORTCODE ACCOUNTNUMBER'",
+        help="account to pay from for rows without one (no source_account column, or a"
+        " blank cell): an account URL or 'SORTCODE ACCOUNTNUMBER'",
     )
     parser.add_argument("--sheet", help="the .xlsx sheet to read (default: the first)")
     parser.add_argument(
