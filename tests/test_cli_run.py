@@ -8,6 +8,7 @@ import http.server
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -297,6 +298,12 @@ def test_payrun_report_onto_its_own_ledger_is_refused(
     assert main(["report", str(ledger), "-o", str(batch)]) == 2  # the ledger knows its batch
     assert f"would overwrite the batch file {batch}" in capsys.readouterr().err
     assert batch.read_bytes() == paid
+    copied = tmp_path / "copy" / "pay.csv"  # a folder copied: its ledger names the first
+    copied.parent.mkdir()  # batch; BATCH.ledger.sqlite guards the BATCH beside it too
+    shutil.copy(batch, copied)
+    shutil.copy(ledger, copied.with_name("pay.csv.ledger.sqlite"))
+    assert main(["report", str(copied) + ".ledger.sqlite", "-o", str(copied)]) == 2
+    assert copied.read_bytes() == paid
 
 
 def test_a_report_failing_after_payment_keeps_the_summary_and_exit_code(
@@ -541,6 +548,26 @@ def test_a_changed_batch_reached_through_a_symlink_is_called_changed(
     err = capsys.readouterr().err
     assert "was made for a different content of current.csv" in err, err
     assert "2 of its payments are created at the bank but not submitted yet" in err, err
+
+
+def test_a_symlink_pointed_at_another_batch_is_not_called_changed(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """current.csv -> november.csv paid, then pointed at december.csv: the ledger belongs
+    to november.csv (named), and the way out is a new ledger, not 'restore the original'."""
+    start_bank()
+    november = write_batch(tmp_path / "november.csv", EMPLOYEES[:1])
+    december = write_batch(tmp_path / "december.csv", EMPLOYEES[1:2])
+    link = tmp_path / "current.csv"
+    link.symlink_to(november.name)
+    assert main(["run", str(link)]) == 0
+    link.unlink()
+    link.symlink_to(december.name)
+    capsys.readouterr()
+    assert main(["run", str(link)]) == 2
+    err = capsys.readouterr().err
+    assert f"belongs to another batch file, {november.resolve()}" in err, err
+    assert "name a new one with --ledger" in err and "restore" not in err, err
 
 
 def test_an_older_ledger_keeping_a_password_in_its_bank_address_is_resumed_and_cleaned(
@@ -1611,6 +1638,47 @@ def test_dry_run_counts_payees_an_earlier_run_made(
     assert main(["run", str(batch), "--dry-run", "--no-confirm-payees"]) == 0
     out = capsys.readouterr().out
     assert "payees: 2 rows to existing payees, 0 new payees to create" in out, out
+
+
+def test_dry_run_agrees_with_the_run_on_a_ledger_of_another_bank_and_on_create_only(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Dry runs the real run then contradicted: on a ledger bound to the bank written
+    another way, the dry run said 'everything would be paid' (exit 0) and the run refused
+    (exit 2); now both refuse. After --create-only, with the balance short of the created
+    payments, `--dry-run --create-only` failed them (exit 1) while the --create-only run
+    leaves them created (exit 0); now both exit 0."""
+    bank = start_bank(deliver_after_ms=20)
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:2])
+    assert main(["run", str(batch), "--create-only"]) == 0
+    monkeypatch.setenv("PAYRUN_BASE_URL", bank.base_url.replace("127.0.0.1", "localhost"))
+    capsys.readouterr()
+    assert main(["run", str(batch), "--dry-run"]) == 2
+    assert "was used with bank" in capsys.readouterr().err
+    assert main(["run", str(batch)]) == 2
+    monkeypatch.setenv("PAYRUN_BASE_URL", bank.base_url)
+    account = next(iter(bank.state.accounts))
+    httpx.post(f"{bank.base_url}/__sandbox/accounts/{account.rsplit('/', 1)[-1]}/balance",
+               json={"value": "1.00"}).raise_for_status()  # fmt: skip
+    assert main(["run", str(batch), "--dry-run", "--create-only"]) == 0
+    assert main(["run", str(batch), "--create-only"]) == 0
+    assert main(["run", str(batch), "--dry-run"]) == 1  # submitting them would fail: short
+
+
+def test_a_dry_run_with_new_payees_says_confirmation_of_payee_may_still_hold(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dry run asks Confirmation of Payee nothing, so with new payees its last line says
+    the rows are paid if the names match (a close match like 'Mia Davis' is then held)."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", [("Mia Davis", "110001", "22039287")])
+    assert main(["run", str(batch), "--dry-run"]) == 0
+    said = ("everything would be paid if Confirmation of Payee matches the 1 new payee (a"
+            " close match or no match is held, not paid)")  # fmt: skip
+    assert capsys.readouterr().out.splitlines()[-1] == said
+    assert main(["run", str(batch), "--dry-run", "--no-confirm-payees"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "everything would be paid"
 
 
 def test_dry_run_checks_held_rows_again_as_a_run_would(

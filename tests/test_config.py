@@ -50,6 +50,9 @@ def test_a_key_file_named_from_home_is_found_without_a_shell(
     settings = load_settings(environ={"PAYRUN_BASE_URL": "https://bank.example",
                                       "PAYRUN_API_KEY_FILE": "~/.payrun/api-key"})  # fmt: skip
     assert settings.api_key == Secret("from-home")
+    with pytest.raises(ConfigError, match="cannot read the API key file"):  # no such user
+        load_settings(environ={"PAYRUN_BASE_URL": "https://bank.example",
+                               "PAYRUN_API_KEY_FILE": "~nosuchuser-payrun/key"})  # fmt: skip
 
 
 def test_a_key_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:

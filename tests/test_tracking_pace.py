@@ -114,6 +114,26 @@ def test_submissions_are_read_one_by_one_only_as_a_paced_fallback(
     assert err.count(progress) in (2, 3) and "seconds left)" in err, err
 
 
+def test_a_busy_organization_gets_no_extra_reads(
+    start_bank: StartBank, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The events answered 429 (retries spent at once): the wait reads no submission on its
+    own (it switched to reading each one, more load on an organization that said it is
+    busy), and it does not end as if the bank were silent."""
+    from payrun.bank import BankClient, RetryPolicy  # noqa: PLC0415
+
+    monkeypatch.setattr(tracking, "_NO_ANSWER_SECONDS", 1.0)
+    defaults = BankClient.__init__.__kwdefaults__
+    assert defaults is not None
+    monkeypatch.setitem(defaults, "retry", RetryPolicy.no_wait(1))
+    bank = start_bank(deliver_after_ms=NEVER_DELIVERED)
+    _refuse_events(bank, monkeypatch, 429)
+    reads = submission_reads(bank, monkeypatch)
+    batch, ledger = write_batch(tmp_path / "pay.csv", make_rows(6, 5, tag="BUSY")), tmp_path / "l"
+    assert _run(batch, ledger, "--wait", "--wait-timeout", "4") == 3
+    assert reads == [], f"{len(reads)} submission reads while the organization is busy"
+
+
 def test_events_read_but_not_submissions_follow_the_events(
     start_bank: StartBank, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

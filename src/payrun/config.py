@@ -208,8 +208,7 @@ def _read_api_key(
         where = f"the API key file named by {source}"
         try:
             # Undecodable bytes become U+FFFD, which _checked_key refuses without showing.
-            data = _key_file_bytes(Path(path_text).expanduser(), where, stopped)  # '~/...'
-            # as written in a crontab or a systemd unit, where no shell expands it
+            data = _key_file_bytes(_home_expanded(path_text), where, stopped)
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             msg = f"cannot read {where}: {reason}; give the path of a file holding the key"
@@ -227,6 +226,15 @@ def _read_api_key(
         msg = "no API key: set PAYRUN_API_KEY or PAYRUN_API_KEY_FILE (or use --sandbox)"
         raise ConfigError(msg)
     return _checked_key(value, "PAYRUN_API_KEY")
+
+
+def _home_expanded(path_text: str) -> Path:
+    """'~/...' as a crontab or a systemd unit writes it (no shell expands it there); a
+    '~' that names no home folder stays as written (the read then says it is missing)."""
+    try:
+        return Path(path_text).expanduser()
+    except RuntimeError:
+        return Path(path_text)
 
 
 def _key_file_bytes(path: Path, where: str, stopped: Callable[[], bool]) -> bytes:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
+from payrun import run_start
 from payrun.approvals import refresh_created
 from payrun.config import RunOptions, Settings, ValidationOptions
 from payrun.domain import RowStatus
@@ -26,6 +27,7 @@ from payrun.errors import InterruptedRunError, PayrunError
 from payrun.execution import execute_rows
 from payrun.late_answers import bank_may_still_finish, remember_late_answers, wait_for_late_answers
 from payrun.ledger import (
+    BatchInfo,
     Ledger,
     LedgerRow,
     bank_identity,
@@ -39,7 +41,6 @@ from payrun.organization import find_organization
 from payrun.preflight import AccountPlan, Preflight
 from payrun.reconciliation import reconcile_rows
 from payrun.records import RowBook
-from payrun.run_start import check_same_bank, dry_run_book, open_run_ledger, reopen_unfinished
 from payrun.stopping import StopSignal
 from payrun.tracking import follow_submissions
 
@@ -52,13 +53,8 @@ _MAX_ROUNDS = 6
 _STOP_POLL_SECONDS = 0.25  # each wake-up costs CPU; a quarter second is prompt enough
 _GC_YOUNG_THRESHOLD = 50_000
 _UNPAID = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.SUBMITTING)
-_NOT_PAID = (
-    RowStatus.INVALID,
-    RowStatus.HELD,
-    RowStatus.FAILED,
-    RowStatus.RETURNED,
-    RowStatus.REJECTED,
-)
+_NOT_PAID = (RowStatus.INVALID, RowStatus.HELD, RowStatus.FAILED, RowStatus.RETURNED,
+             RowStatus.REJECTED)  # fmt: skip
 
 
 class RunObserver(Protocol):
@@ -135,12 +131,13 @@ async def run_batch(
     ledger_path = options.ledger_path or default_ledger_path(batch_path)
     stop = stop or StopSignal()
     if options.dry_run:
-        book = dry_run_book(batch_path, ledger_path, validation, options)
+        book, info = run_start.dry_run_book(batch_path, ledger_path, validation, options)
         late = bank_may_still_finish(ledger_path)  # then a run would wait before it checks
-        dry = functools.partial(_dry_run, book=book, settings=settings, options=options, late=late)
+        dry = functools.partial(_dry_run, book=book, settings=settings, options=options,
+                                late=late, recorded=(info, ledger_path))  # fmt: skip
         return await _with_client(settings, options, dry)
     is_new = not ledger_path.exists()
-    ledger = open_run_ledger(batch_path, ledger_path, validation, options)
+    ledger = run_start.open_run_ledger(batch_path, ledger_path, validation, options)
     try:
         book = RowBook(ledger.rows(), ledger=ledger, on_change=watcher.row_changed)
         with _collector_tuned():
@@ -241,11 +238,14 @@ def _preflight(
 
 
 async def _dry_run(
-    client: BankClient, book: RowBook, settings: Settings, options: RunOptions, *, late: bool
+    client: BankClient, book: RowBook, settings: Settings, options: RunOptions, *, late: bool,
+    recorded: tuple[BatchInfo | None, Path],
 ) -> RunOutcome:
     org = await find_organization(client, settings)
+    if recorded[0] is not None:  # a ledger of another bank or organization: as a run, exit 2
+        run_start.refuse_other_bank(recorded[0], recorded[1], settings, org)
     checks = _preflight(client, org, book, options)
-    checks.recall_holds(reopen_unfinished(book))  # held rows checked again, as a run would
+    checks.recall_holds(run_start.reopen_unfinished(book))  # held rows checked again, as in a run
     await checks.check_accounts()
     await checks.load_payees_and_payments()
     attention = [] if late else await reconcile_rows(  # reads only, as a run (which first
@@ -254,7 +254,7 @@ async def _dry_run(
     )  # fmt: skip
     await refresh_created(client, book, create_only=True)  # approved or rejected in the app
     checks.guard_repeats()
-    checks.check_balances()
+    checks.check_balances(created=not options.create_only)
     await checks.prepare_payees()
     rows = book.all()
     code = run_exit_code(rows, create_only=False, wait=False, dry_run=True, interrupted=False)
@@ -275,7 +275,7 @@ async def _pay(
 ) -> RunOutcome:
     started = utc_now()
     org = await find_organization(client, settings)
-    check_same_bank(ledger, settings, org)
+    run_start.check_same_bank(ledger, settings, org)
     batch = ledger.batch()
     assert batch is not None
     if batch.started_at is not None:  # --wait reads the events from the batch's start
@@ -298,7 +298,7 @@ async def _pay_locked(
     watcher: RunObserver,
     stop: StopSignal,
 ) -> RunOutcome:
-    reopen_unfinished(book)
+    run_start.reopen_unfinished(book)
     checks = _preflight(client, org, book, options, stop)
     watcher.note("checking source accounts, payees and recent payments")
     await checks.check_accounts()

@@ -36,12 +36,9 @@ if TYPE_CHECKING:
     from payrun.bank import Organization
 
 __all__ = [
-    "check_same_bank",
-    "dry_run_book",
-    "file_sha256",
-    "open_run_ledger",
+    "check_same_bank", "dry_run_book", "file_sha256", "open_run_ledger", "refuse_other_bank",
     "reopen_unfinished",
-]
+]  # fmt: skip
 
 
 _STARTED = frozenset({RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING})
@@ -83,23 +80,13 @@ def _record_new_batch(
         counter = _ValidCounter()
         with ledger.atomic():
             ledger.start(
-                BatchInfo(
-                    file_path=str(batch_path.resolve()),
-                    file_sha256=batch.sha256,
-                    valid_count=0,
-                    valid_total=Decimal(0),
-                    expect_count=options.expect_count,
-                    expect_total=options.expect_total,
-                    options=_options_text(validation),
-                ),
+                BatchInfo(file_path=str(batch_path.resolve()), file_sha256=batch.sha256,
+                          valid_count=0, valid_total=Decimal(0), expect_count=options.expect_count,
+                          expect_total=options.expect_total, options=_options_text(validation)),
                 counter.count(plain_or_verdicts(batch, validation)),
-            )
-            check_control_totals(
-                counter.valid,
-                counter.total,
-                expect_count=options.expect_count,
-                expect_total=options.expect_total,
-            )
+            )  # fmt: skip
+            check_control_totals(counter.valid, counter.total, expect_count=options.expect_count,
+                                 expect_total=options.expect_total)  # fmt: skip
             ledger.set_valid_totals(counter.valid, counter.total)
 
 
@@ -137,12 +124,12 @@ def file_sha256(path: Path) -> str:
 def _check_same_file(ledger: Ledger, info: BatchInfo, batch_path: Path) -> None:
     if file_sha256(batch_path) == info.file_sha256:
         return
-    other = Path(info.file_path) != batch_path.resolve()  # its own ledger moved with it, or
-    if other and ledger.path != default_ledger_path(batch_path):  # another batch's ledger
+    if Path(info.file_path) != batch_path.resolve():  # another file (a link pointed anew)
+        own = ledger.path.resolve() == default_ledger_path(batch_path).resolve()
+        way = "name a new one with --ledger" if own else "leave out --ledger, or name a new one"
         msg = (
             f"the ledger {ledger.path} belongs to another batch file, {info.file_path}, not"
-            f" {batch_path}: leave out --ledger to pay {batch_path.name} with a ledger of its"
-            " own, or name a new ledger file"
+            f" {batch_path}: to pay {batch_path.name} with a ledger of its own, {way}"
         )
         raise LedgerMismatchError(msg)
     started = sum(1 for row in ledger.rows() if row.status in _STARTED)
@@ -162,22 +149,28 @@ def check_same_bank(ledger: Ledger, settings: Settings, org: Organization) -> No
     """Refuse a ledger used with another bank or organization; bind a new one to this one."""
     info = ledger.batch()
     assert info is not None
+    refuse_other_bank(info, ledger.path, settings, org)
+    if info.base_url is None:
+        ledger.set_batch(base_url=settings.base_url, organization_url=org.url, started_at=utc_now())
+    elif info.base_url != settings.base_url:  # the same bank: a password kept before goes
+        ledger.set_batch(base_url=settings.base_url)
+
+
+def refuse_other_bank(info: BatchInfo, path: Path, settings: Settings, org: Organization) -> None:
+    """Raise ``LedgerMismatchError`` if the ledger at ``path`` was used with another bank
+    or organization (a dry run checks this too, without binding anything)."""
     for what, recorded, now in (  # an address kept by an older payrun may hold a password
         ("bank", info.base_url and without_userinfo(info.base_url), settings.base_url),
         ("organization", info.organization_url, org.url),
     ):
         if recorded is not None and recorded != now:
             msg = (
-                f"the ledger {ledger.path} was used with {what} {recorded}, not {now}; run it"
+                f"the ledger {path} was used with {what} {recorded}, not {now}; run it"
                 f" against the same {what} (the same address, written the same way), or start"
                 " a fresh ledger with --ledger NEW.ledger.sqlite for another bank (rows this"
                 " ledger paid would be held there as possible repeats)"
             )
             raise LedgerMismatchError(msg)
-    if info.base_url is None:
-        ledger.set_batch(base_url=settings.base_url, organization_url=org.url, started_at=utc_now())
-    elif info.base_url != settings.base_url:  # the same bank: a password kept before goes
-        ledger.set_batch(base_url=settings.base_url)
 
 
 def reopen_unfinished(book: RowBook) -> dict[int, str | None]:
@@ -200,8 +193,9 @@ def reopen_unfinished(book: RowBook) -> dict[int, str | None]:
 
 def dry_run_book(
     batch_path: Path, ledger_path: Path, validation: ValidationOptions, options: RunOptions
-) -> RowBook:
-    """The rows a dry run checks: the ledger's if it exists, else the file's (nothing written).
+) -> tuple[RowBook, BatchInfo | None]:
+    """The rows a dry run checks: the ledger's if it exists, else the file's (nothing
+    written); and the ledger's batch record, if any (its bank is checked once known).
 
     A ledger a run is paying right now is refused: its payments in flight are not recorded
     yet, so the dry run would call them repeats from outside the ledger.
@@ -219,10 +213,10 @@ def dry_run_book(
                     by_row = {r.row: r for r in changed}
                     rows = [by_row.get(r.row, r) for r in rows]
                 _check_totals(rows, options)
-                return RowBook(rows)
+                return RowBook(rows), info
     rows = _file_rows(batch_path, validation)
     _check_totals(rows, options)
-    return RowBook(rows)
+    return RowBook(rows), None
 
 
 def _check_totals(rows: list[LedgerRow], options: RunOptions) -> None:

@@ -186,8 +186,8 @@ class _Tracker:
             self.answered()
             return self._fall_back()
         except BankError as exc:
-            self.failed(exc)
-            return self._fall_back()
+            self.failed(exc)  # a busy organization (429) gets no extra reads: next round
+            return False if isinstance(exc, RateLimitedError) else self._fall_back()
         self.answered()
         self.since = latest - timedelta(seconds=5)  # overlap; duplicates are dropped by URL
         return True

@@ -44,6 +44,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(handler=execute)
 
 
+_DEFAULT_SUFFIX = ".ledger.sqlite"  # BATCH.ledger.sqlite, beside its batch
+
+
 def execute(args: argparse.Namespace) -> int:
     """Write the report to a file or stdout."""
     rows = read_ledger_rows(args.ledger)
@@ -58,8 +61,10 @@ def execute(args: argparse.Namespace) -> int:
             raise UsageError(msg)
         ledger: Path = args.ledger
         parts = [("the ledger's file", ledger.with_name(ledger.name + s)) for s in ("-wal", "-shm")]
-        batch = ledger_batch_file(ledger)
-        kept = [("the ledger", ledger), *parts, *([("the batch file", batch)] if batch else [])]
+        batches = [ledger_batch_file(ledger)]  # where it was, and beside a default-named one
+        if ledger.name.endswith(_DEFAULT_SUFFIX):  # (a folder moved or copied since)
+            batches.append(ledger.with_name(ledger.name.removesuffix(_DEFAULT_SUFFIX)))
+        kept = [("the ledger", ledger), *parts, *(("the batch file", b) for b in batches if b)]
         check_report_path(output, keep=kept)  # a folder, a missing folder, or what the report
         # must never overwrite, said plainly
         write_table(output, REPORT_COLUMNS, report_table(rows))

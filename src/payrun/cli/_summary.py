@@ -262,11 +262,21 @@ def print_dry_run(outcome: RunOutcome, *, confirm_payees: bool = True) -> None:
     if done:
         paid = _many(done, "row")
         _say(f"{paid} already paid by this ledger's earlier runs (nothing more to do)")
-    _say(
-        "everything would be paid"
-        if outcome.exit_code == 0
-        else "some rows would not be paid: see above"
-    )
+    _say(_dry_run_verdict(outcome, confirm_payees=confirm_payees))
+
+
+def _dry_run_verdict(outcome: RunOutcome, *, confirm_payees: bool) -> str:
+    """The dry run's last line: would everything be paid (and on what condition)."""
+    to_check = sum(plan.payees_to_create for plan in outcome.plans) if confirm_payees else 0
+    if outcome.exit_code != 0:
+        return "some rows would not be paid: see above"
+    if to_check:  # a dry run asks Confirmation of Payee nothing: the run may still hold
+        return (
+            f"everything would be paid if Confirmation of Payee matches the {to_check} new"
+            f" {'payee' if to_check == 1 else 'payees'} (a close match or no match is held,"
+            " not paid)"
+        )
+    return "everything would be paid"
 
 
 def _counted(table: dict[str, tuple[int, Decimal]]) -> dict[str, dict[str, object]]:
