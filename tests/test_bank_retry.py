@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+import anyio
 import pytest
 
 from payrun.bank import DEFAULT_RETRY, RetryPolicy
@@ -119,6 +120,27 @@ async def test_waits_stay_within_max_wait() -> None:
     with pytest.raises(_Flaky):
         await policy.call(fn, retry_if=_retryable)
     assert time.monotonic() - started < 4 * 0.03 + 0.3
+
+
+async def test_waits_are_full_jitter_not_the_plain_exponential(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each wait is drawn from [0, cap], so clients refused together spread out (plain
+    exponential backoff would wait the cap, 1 s here, every time)."""
+    waits: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    async def fn() -> None:
+        raise _Flaky
+
+    monkeypatch.setattr(anyio, "sleep", record)
+    policy = RetryPolicy(attempts=41, max_seconds=600, initial_wait=1.0, max_wait=1.0)
+    with pytest.raises(_Flaky):
+        await policy.call(fn, retry_if=_retryable)
+    assert len(waits) == 40 and all(0 <= w <= 1.0 for w in waits), waits
+    assert min(waits) < 0.5 and len(set(waits)) > 30, waits
 
 
 def test_policy_is_frozen_and_validated() -> None:

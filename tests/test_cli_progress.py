@@ -89,6 +89,26 @@ def test_json_lines_are_objects() -> None:
     assert events[-1]["done"] == 1
 
 
+def test_a_terminal_gets_the_bar_with_rate_eta_and_failures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a terminal the text format draws the bar: rows done of total, rate, time left
+    (ETA) and rows not paid."""
+    from rich.progress import MofNCompleteColumn, TimeRemainingColumn  # noqa: PLC0415
+
+    terminal = io.StringIO()
+    monkeypatch.setattr(terminal, "isatty", lambda: True)
+    monkeypatch.setattr("sys.stderr", terminal)
+    observer = make_observer(log_format="text", create_only=False)
+    assert isinstance(observer, BarObserver)
+    columns = observer._progress.columns  # noqa: SLF001 - what the bar shows
+    kinds = {type(c) for c in columns}
+    assert {MofNCompleteColumn, TimeRemainingColumn} <= kinds, columns
+    texts = " ".join(str(getattr(c, "text_format", "")) for c in columns)
+    assert "rows/s" in texts and "not paid" in texts, texts
+    assert make_observer(log_format="json", create_only=False).__class__ is LineObserver
+
+
 def test_no_terminal_means_log_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     """Off a terminal the text format writes log lines rather than a bar."""
     monkeypatch.setattr("sys.stderr", io.StringIO())

@@ -106,10 +106,26 @@ def report(ledger: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, A
 def test_run_pays_every_row_once_and_rerun_pays_nothing(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A run submits every row; the same command again exits 0 and sends no new payment."""
+    """A run submits every row; the same command again exits 0 and sends no new payment.
+    The summary counts and totals per status and per account; the ledger (WAL mode) keeps
+    the batch's file, control totals, start and end; the report has every column."""
+    import sqlite3
+
     bank = start_bank()
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
-    assert main(["run", str(batch)]) == 0
+    ledger = tmp_path / "pay.csv.ledger.sqlite"
+    assert main(["run", str(batch), "--expect-count", "4", "--expect-total", "400.00"]) == 0
+    out = capsys.readouterr().out
+    for table in ("rows by status:", f"from {SOURCE}:"):
+        assert re.search(rf"{table}\n  submitted +4 rows +£ +400\.00\n", out), out
+    with sqlite3.connect(ledger) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        recorded = db.execute("SELECT file_path, expect_count, expect_total, started_at,"
+                              " ended_at FROM batch").fetchone()  # fmt: skip
+    assert recorded[:3] == (str(batch.resolve()), 4, "400.00") and all(recorded[3:]), recorded
+    assert main(["report", str(ledger)]) == 0
+    assert capsys.readouterr().out.lstrip("\ufeff").splitlines()[0] == (
+        "row,row_id,payee_name,amount,reference,status,payment_url,submission_url,error")
     rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
     assert [r["status"] for r in rows] == ["submitted"] * 4
     assert all(r["payment_url"] and r["submission_url"] for r in rows)
@@ -125,14 +141,16 @@ def test_dry_run_creates_nothing(
     """A dry run reads only: no payee, CoP request or payment is created, and no ledger."""
     bank = start_bank()
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
-    payees_before = len(bank.state.payees)
+    payees_before, cop_before = len(bank.state.payees), len(bank.state.cop_requests)
     assert main(["run", str(batch), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "would pay 4 rows" in out and "2 new payees to check and create" in out
+    assert re.search(r"\(/v0/bank/accounts/ba\.[\w-]+\), available £[\d,]+\.\d\d", out), out
     assert main(["run", str(batch), "--dry-run", "--no-confirm-payees"]) == 0
     assert "2 new payees to create" in capsys.readouterr().out
     assert payment_groups(bank) == []
     assert len(bank.state.payees) == payees_before
+    assert len(bank.state.cop_requests) == cop_before  # no Confirmation of Payee asked
     assert not (tmp_path / "pay.csv.ledger.sqlite").exists()
 
 
@@ -458,6 +476,26 @@ def test_deactivated_payee_fails_the_row(
     assert rows[0]["status"] == "failed"
     assert "cannot be reactivated" in rows[0]["error"]
     assert rows[1]["status"] == "submitted"
+
+
+def test_a_closed_account_fails_its_rows_and_one_named_by_url_pays(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Step 3: a source account that is not open fails its rows with the reason, nothing
+    created; a source account given by its URL (not sort code and number) is found and pays."""
+    seed = default_seed()
+    seed["accounts"][1]["account-status"] = "closed"
+    bank = start_bank(seed=seed)
+    batch = write_batch(tmp_path / "closed.csv", EMPLOYEES[:1], source="040004 30000002")
+    assert main(["run", str(batch)]) == 1
+    [row] = report(tmp_path / "closed.csv.ledger.sqlite", capsys)
+    assert row["status"] == "failed" and "closed" in row["error"], row
+    assert payment_groups(bank) == []
+    address = bank.state.account_by_address[("040004", "30000001")]
+    url = f"/v0/bank/accounts/{address.rsplit('/', 1)[-1]}"
+    batch = write_batch(tmp_path / "by-url.csv", EMPLOYEES[1:2], source=url)
+    assert main(["run", str(batch)]) == 0
+    assert [(g["account_url"], g["payments"]) for g in payment_groups(bank)] == [(url, 1)]
 
 
 def test_frozen_account_fails_its_rows_before_anything_is_created(
@@ -1011,6 +1049,24 @@ def test_repeat_guard_holds_a_rerun_with_a_fresh_ledger(
         == 0
     )
     assert all(g["payments"] == 2 for g in payment_groups(bank))
+
+
+def test_the_repeat_guard_looks_back_duplicate_window_days_3_by_default(
+    start_bank: StartBank, tmp_path: Path
+) -> None:
+    """A payment made 4 days ago is outside the default 3-day window (the file is paid on a
+    fresh ledger), and inside `--duplicate-window 5` (held as a possible repeat)."""
+    from datetime import timedelta
+
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    assert main(["run", str(batch)]) == 0
+    for payment in bank.state.payments.values():  # as if paid 4 days ago
+        payment.created_at -= timedelta(days=4)
+    fresh = ["--ledger", str(tmp_path / "fresh.sqlite"), "--dry-run"]
+    assert main(["run", str(batch), *fresh, "--duplicate-window", "5"]) == 1
+    assert main(["run", str(batch), *fresh]) == 0
+    assert main(["run", str(batch), *fresh, "--duplicate-window", "3"]) == 0
 
 
 def test_ledger_of_another_bank_is_refused(
