@@ -78,6 +78,17 @@ def _refuse_events(bank: RunningSandbox, monkeypatch: pytest.MonkeyPatch, status
            lambda method, path: method == "GET" and path.endswith("/events"))
 
 
+def _quick_silence(monkeypatch: pytest.MonkeyPatch, attempts: int) -> None:
+    """A second of no answer ends a wait (60 s for users), and each request gives up after
+    ``attempts`` tries at once (not a minute of retries)."""
+    from payrun.bank import BankClient, RetryPolicy  # noqa: PLC0415
+
+    monkeypatch.setattr(tracking, "_NO_ANSWER_SECONDS", 1.0)
+    defaults = BankClient.__init__.__kwdefaults__
+    assert defaults is not None
+    monkeypatch.setitem(defaults, "retry", RetryPolicy.no_wait(attempts))
+
+
 def _run(batch: Path, ledger: Path, *extra: str) -> int:
     return main(["run", str(batch), "--ledger", str(ledger), "--no-confirm-payees", *extra])
 
@@ -120,12 +131,7 @@ def test_a_busy_organization_gets_no_extra_reads(
     """The events answered 429 (retries spent at once): the wait reads no submission on its
     own (it switched to reading each one, more load on an organization that said it is
     busy), and it does not end as if the bank were silent."""
-    from payrun.bank import BankClient, RetryPolicy  # noqa: PLC0415
-
-    monkeypatch.setattr(tracking, "_NO_ANSWER_SECONDS", 1.0)
-    defaults = BankClient.__init__.__kwdefaults__
-    assert defaults is not None
-    monkeypatch.setitem(defaults, "retry", RetryPolicy.no_wait(1))
+    _quick_silence(monkeypatch, 1)
     bank = start_bank(deliver_after_ms=NEVER_DELIVERED)
     _refuse_events(bank, monkeypatch, 429)
     reads = submission_reads(bank, monkeypatch)
@@ -159,12 +165,7 @@ def test_a_bank_that_stops_answering_ends_the_wait_with_one_clear_line(
     """Every read during the wait answered 503 (retries spent at once): after the bank has
     given no answer for the limit (1 s here, 60 by default), the wait ends long before
     --wait-timeout, exit 3, and the summary's last line says why and what to do."""
-    from payrun.bank import BankClient, RetryPolicy  # noqa: PLC0415
-
-    monkeypatch.setattr(tracking, "_NO_ANSWER_SECONDS", 1.0)
-    defaults = BankClient.__init__.__kwdefaults__
-    assert defaults is not None
-    monkeypatch.setitem(defaults, "retry", RetryPolicy.no_wait(2))
+    _quick_silence(monkeypatch, 2)
     bank = start_bank(deliver_after_ms=NEVER_DELIVERED)
     refuse(bank, monkeypatch, 503, "unavailable",
            lambda method, path: method == "GET"
@@ -190,13 +191,10 @@ def test_a_long_events_read_failing_at_its_last_page_is_not_silence(
     """Each read of the events takes 4 slow pages (2 events a page) and its last one fails
     (503): the bank answered the first three, so the wait goes on to its own end ('ran
     out'), not 'the bank gave no answer' (the silence was counted from the read's start)."""
-    from payrun.bank import BankClient, RetryPolicy, client  # noqa: PLC0415
+    from payrun.bank import client  # noqa: PLC0415
 
-    monkeypatch.setattr(tracking, "_NO_ANSWER_SECONDS", 1.0)
+    _quick_silence(monkeypatch, 1)
     monkeypatch.setattr(client, "PAGE_SIZE", 2)
-    defaults = BankClient.__init__.__kwdefaults__
-    assert defaults is not None
-    monkeypatch.setitem(defaults, "retry", RetryPolicy.no_wait(1))
     bank = start_bank(deliver_after_ms=NEVER_DELIVERED)
     batch, ledger = write_batch(tmp_path / "pay.csv", make_rows(5, 6, tag="LONG")), tmp_path / "l"
     assert _run(batch, ledger) == 0
