@@ -152,6 +152,11 @@ def test_dry_run_creates_nothing(
     assert len(bank.state.payees) == payees_before
     assert len(bank.state.cop_requests) == cop_before  # no Confirmation of Payee asked
     assert not (tmp_path / "pay.csv.ledger.sqlite").exists()
+    report_path = tmp_path / "r.csv"
+    assert main(["run", str(batch), "--dry-run", "--report", str(report_path)]) == 0
+    assert f"a dry run writes no report: {report_path} is left as it was" in (
+        capsys.readouterr().err)
+    assert not report_path.exists()
 
 
 def test_dry_run_reports_unpayable_rows(start_bank: StartBank, tmp_path: Path) -> None:

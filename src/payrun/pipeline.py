@@ -210,8 +210,9 @@ async def _guarded(stop: StopSignal, body: Callable[[], Awaitable[RunOutcome]]) 
         raise
     if not result:
         msg = (
-            "stopped at once: nothing more was sent, and a request whose answer was not"
-            " recorded is checked with the bank first; run the same command again to resume"
+            "stopped: nothing more was sent (a request already sent got its answer), and a"
+            " request whose answer was not recorded is checked with the bank first; run the"
+            " same command again to resume"
         )
         raise InterruptedRunError(msg)
     return result[0]

@@ -238,6 +238,8 @@ def execute(args: argparse.Namespace) -> int:
         if folder is not None:
             _say_where(options, as_json=args.log_format == "json")
         observer = _observer(args)
+        if args.dry_run and args.report is not None:  # said, not silently ignored
+            observer.note(f"a dry run writes no report: {args.report} is left as it was")
         refusal = None
         try:
             outcome = anyio.run(
