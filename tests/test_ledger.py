@@ -202,6 +202,24 @@ def test_a_ledger_another_program_holds_locked_says_so(tmp_path: Path) -> None:
         holder.close()
 
 
+def test_without_a_usable_lock_folder_a_run_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither ~/.cache/payrun nor /tmp/payrun-UID usable (files where the folders would
+    be): the lock that stops two runs of one file paying at once cannot be taken, so the
+    run is refused (it went on without it) with what to do."""
+    from payrun.ledger import _lock, take_batch_lock
+
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / ".cache").write_text("x", encoding="utf-8")
+    (tmp_path / "tmp").write_text("x", encoding="utf-8")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(_lock, "_TMP_FOLDER", str(tmp_path / "tmp" / "payrun"))
+    with pytest.raises(LedgerError, match="cannot take the lock that stops two runs") as refused:
+        take_batch_lock("sha", "bank", tmp_path / "l.sqlite")
+    assert "make one of them a folder of this user's" in str(refused.value)
+
+
 def test_default_path_is_beside_batch(tmp_path: Path) -> None:
     """BATCH.ledger.sqlite sits beside the batch file."""
     assert default_ledger_path(tmp_path / "pay.csv") == tmp_path / "pay.csv.ledger.sqlite"

@@ -290,13 +290,18 @@ def test_a_ledger_being_paid_refuses_a_second_run_naming_the_holder(
         assert_exactly_once(bank, rows, ledger, "the run that held the lock")
 
 
-@pytest.mark.parametrize("spelling", ["same", "localhost"])
+@pytest.mark.parametrize("spelling", ["same", "localhost", "no ~/.cache"])
 def test_the_same_file_through_another_ledger_at_once_is_refused(
-    slow_bank: RunningSandbox, tmp_path: Path, spelling: str
+    slow_bank: RunningSandbox, tmp_path: Path, spelling: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A copy of the file paid through a second ledger while the first run pays (the bank's
-    address written the same way, or as localhost): exit 2, nothing sent; afterwards that
-    ledger holds every row as a possible repeat."""
+    address written the same way, or as localhost; or a home folder whose ~/.cache cannot
+    be used, where the lock was skipped and both runs paid every row): exit 2, nothing
+    sent; afterwards that ledger holds every row as a possible repeat."""
+    if spelling == "no ~/.cache":  # a file where the folder would be: the lock goes to /tmp
+        (tmp_path / "home").mkdir()
+        (tmp_path / "home" / ".cache").write_text("not a folder", encoding="utf-8")
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
     rows = make_rows(6 + len(spelling), 100, tag="C")
     batch, ledger = _batch(tmp_path, rows)
     copy_folder = tmp_path / "copy"

@@ -7,8 +7,10 @@ even by kill -9, so a crashed run never leaves a stale lock behind.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from payrun.errors import LedgerError, LedgerLockedError
@@ -18,6 +20,7 @@ _LOCK_PATIENCE = 1.0
 for an instant to see whether a run is paying, and a refused first run removes its new
 ledger while holding it."""
 _LOCK_RETRY_SECONDS = 0.05
+_TMP_FOLDER = "/tmp/payrun"  # noqa: S108 - /tmp/payrun-UID, checked private before use
 
 __all__ = [
     "bank_identity",
@@ -99,23 +102,32 @@ def take_batch_lock(file_sha256: str, bank: str, ledger_path: Path) -> int | Non
     ``--ledger`` given twice) would each pay every row: the repeat guard reads the bank
     before paying, so it only catches a run that starts after the other one has paid.
     ``bank`` names the bank and organization (``bank_identity``). The lock lives in this
-    user's ``~/.cache/payrun`` (whatever TMPDIR says, so cron and a shell meet there), so it
-    covers the runs of one user on one machine; the kernel drops it when the process dies.
-    Best effort: if no private folder can be used, the ledger's own lock still holds.
+    user's ``~/.cache/payrun`` (whatever TMPDIR says, so cron and a shell meet there), or,
+    when that cannot be used (no home folder, a read-only one), in ``/tmp/payrun-UID``; so
+    it covers the runs of one user on one machine; the kernel drops it when the process
+    dies. When neither can be used the run is refused: paying without it could pay twice.
     """
     if sys.platform == "win32":  # pragma: no cover - payrun runs on Linux and macOS
         return None
     import fcntl
     import hashlib
 
-    folder = _private_folder()
-    if folder is None:
-        return None
     key = hashlib.sha256(f"{file_sha256} {bank}".encode()).hexdigest()[:40]
-    try:
-        fd = os.open(folder / f"batch-{key}.lock", os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600)
-    except OSError:
-        return None
+    fd = None
+    flags = os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW
+    for folder in _private_folders():
+        try:
+            fd = os.open(folder / f"batch-{key}.lock", flags, 0o600)
+            break
+        except OSError:
+            continue
+    if fd is None:
+        msg = (
+            "cannot take the lock that stops two runs of the same file from paying at once:"
+            f" neither ~/.cache/payrun nor {_TMP_FOLDER}-{os.getuid()} can be used by this user;"
+            " make one of them a folder of this user's (mode 0700), then run again"
+        )
+        raise LedgerError(msg)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -148,17 +160,24 @@ def bank_identity(base_url: str, organization_url: str) -> str:
     return f"{parts.scheme}://{host}:{port}{parts.path.rstrip('/')} {organization_url}"
 
 
-def _private_folder() -> Path | None:
-    """``~/.cache/payrun``, made 0700 and owned by this user; else None."""
+def _private_folders() -> Iterator[Path]:
+    """``~/.cache/payrun`` then ``/tmp/payrun-UID``: each made 0700 if missing, and given
+    only if it is a folder owned by this user and closed to others."""
+    candidates = [Path(f"{_TMP_FOLDER}-{os.getuid()}")]
     try:
-        folder = Path.home() / ".cache" / "payrun"
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = folder.lstat()
-    except (OSError, RuntimeError):  # no home folder, or it cannot be written
-        return None
-    if info.st_uid != os.getuid() or info.st_mode & 0o077 or not folder.is_dir():
-        return None  # someone else's, or open to others: not a place for a lock
-    return folder
+        home = Path.home()
+    except RuntimeError:  # no home folder known
+        home = None
+    if home is not None and home.is_dir():  # never makes a home folder that is not there
+        candidates.insert(0, home / ".cache" / "payrun")
+    for folder in candidates:
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            info = folder.lstat()
+        except OSError:  # it cannot be written
+            continue
+        if info.st_uid == os.getuid() and not info.st_mode & 0o077 and stat.S_ISDIR(info.st_mode):
+            yield folder  # else someone else's, or open to others: not a place for a lock
 
 
 def _read_holder(fd: int) -> str | None:
