@@ -1795,6 +1795,52 @@ def test_dry_run_shows_rows_cop_would_hold_again_as_the_real_run_holds_them(
     assert main(["run", str(batch), "--no-confirm-payees"]) == 0
 
 
+@pytest.mark.parametrize("closed", ["stdin", "stdout", "stderr", "stdout and stderr", "full"])
+def test_a_scheduler_closing_or_filling_a_standard_stream_changes_nothing_paid(
+    tmp_path: Path, closed: str
+) -> None:
+    """Started with stdin, stdout or stderr closed (as some schedulers do), or stdout on a
+    full disk: the run pays, exits with its own code (it aborted with 134 in uvloop, or
+    exited 1 with a traceback), and JSON log lines never land on stdout."""
+    from _run_helpers import assert_exactly_once, make_rows  # noqa: PLC0415
+    from _run_helpers import write_batch as write_rows  # noqa: PLC0415
+
+    with serve_in_thread() as bank:
+        rows = make_rows(12, 6, tag="FD" + closed[:3].upper())
+        batch, ledger = write_rows(tmp_path / "pay.csv", rows), tmp_path / "pay.sqlite"
+        shut = {"stdin": [0], "stdout": [1], "stderr": [2], "stdout and stderr": [1, 2]}
+        numbers = shut.get(closed, [])
+        def close_them() -> None:
+            for number in numbers:
+                os.close(number)
+
+        full = Path("/dev/full") if closed == "full" else tmp_path / "out"
+        with full.open("w") as out, (tmp_path / "err").open("w") as err:
+            (tmp_path / "out").touch()
+            done = subprocess.run(
+                run_args(batch, ledger, "--log-format", "json"), env=run_env(bank),
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err, timeout=RUN_TIMEOUT_S,
+                check=False, preexec_fn=close_them,  # noqa: PLW1509
+            )  # fmt: skip
+        assert done.returncode == 0, (tmp_path / "err").read_text()
+        assert_exactly_once(bank, rows, ledger, f"with {closed} closed")
+    out_lines = (tmp_path / "out").read_text().splitlines()
+    assert all(json.loads(line)["event"] == "summary" for line in out_lines), out_lines
+    if closed in ("stdin", "full"):
+        assert json.loads((tmp_path / "err").read_text().splitlines()[-1])["event"] == "finished"
+
+
+def test_validate_json_keeps_names_under_an_ascii_locale(tmp_path: Path) -> None:
+    """LC_ALL=C and PYTHONIOENCODING=ascii: `validate --format json` escapes non-ASCII
+    text as JSON does (\\u00eb), not as '?' (the data was lost)."""
+    batch = write_batch(tmp_path / "pay.csv", [("Zoë Müller", "309089", "00705473")])
+    env = {**os.environ, "LC_ALL": "C", "PYTHONIOENCODING": "ascii"}
+    command = [sys.executable, "-m", "payrun", "validate", str(batch), "--format", "json"]
+    done = subprocess.run(command, env=env, capture_output=True, timeout=60, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    assert b"set ('\\u00eb\\u00fc')" in done.stdout, done.stdout  # it was '??'
+
+
 def test_a_sandbox_run_logs_json_from_its_first_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import importlib
 import itertools
+import os
 import signal
 import sys
 import threading
@@ -110,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     stop = StopSignal()
     previous = _catch_signals(stop)
+    _standard_streams_open()
     _printable_anywhere()
     try:
         return _main(argv, stop, previous)
@@ -122,6 +124,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 signal.signal(number, signal.SIG_IGN)
         else:
             _restore_signals(previous)
+
+
+def _standard_streams_open() -> None:
+    """A scheduler may start payrun with stdin, stdout or stderr closed: each closed one
+    is opened on /dev/null, so that no file the run opens (a socket, the ledger) takes its
+    number, and output meant for stderr never lands on stdout."""
+    for number, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(number)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one
+            if opened != number:  # pragma: no cover - a lower one was free: leave it be
+                os.close(opened)
+                continue
+        if getattr(sys, name) is None:  # Python starts with None for a closed stream
+            setattr(sys, name, open(number, "r" if number == 0 else "w", closefd=False))  # noqa: SIM115
 
 
 def _printable_anywhere() -> None:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["error_line", "file_path", "reader_may_leave", "silence"]
+__all__ = ["error_line", "file_path", "json_text", "reader_may_leave", "silence"]
 
 
 def silence(stream: TextIO) -> None:
@@ -49,22 +49,38 @@ def error_line(message: str, *, as_json: bool = False, exit_code: int | None = N
         if exit_code is not None:
             ended = {"time": now, "event": "finished", "exit_code": exit_code}
             lines.append(json.dumps({**ended, "message": f"ended with exit code {exit_code}"}))
-            with reader_may_leave():  # stdout's one object: here, how the command ended
+            with reader_may_leave(run=True):  # stdout's one object: how the command ended
                 print(json.dumps({"event": "error", "exit_code": exit_code, "message": message}))  # noqa: T201
-    with reader_may_leave(sys.stderr):
+    with reader_may_leave(sys.stderr, run=True):
         for line in lines:
             print(line, file=sys.stderr)  # noqa: T201 - the CLI's one error line
 
 
 @contextlib.contextmanager
-def reader_may_leave(stream: TextIO | None = None) -> Iterator[None]:
-    """Write to ``stream`` (default stdout) inside; if its reader has gone, stop quietly."""
+def reader_may_leave(stream: TextIO | None = None, *, run: bool = False) -> Iterator[None]:
+    """Write to ``stream`` (default stdout) inside; if its reader has gone, stop quietly.
+
+    ``run``: the output of a payment run (its log, its summary), which must never change
+    what was paid nor the exit code: a stream that cannot be written at all (closed, a
+    full disk) is silenced too. A listing's output is its result: that failure propagates.
+    """
     target = sys.stdout if stream is None else stream
     try:
         yield
         target.flush()  # a block-buffered pipe fails here, or at exit where it cannot be caught
     except BrokenPipeError:
         silence(target)
+    except OSError:
+        if not run:
+            raise
+        silence(target)
+
+
+def json_text(document: object) -> str:
+    """One JSON document for stdout: non-ASCII as itself on a UTF-8 stream, else as \\u
+    escapes (an ASCII-only locale would turn it into '?', losing the data)."""
+    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
+    return json.dumps(document, ensure_ascii=encoding != "utf8")
 
 
 def file_path(text: str) -> Path:

@@ -118,7 +118,7 @@ class LineObserver:
             line = json.dumps(record, default=str)
         else:
             line = f"{time.strftime('%H:%M:%S')} {message}"
-        with reader_may_leave(self._stream):  # a closed log must never stop a payment run
+        with reader_may_leave(self._stream, run=True):  # a closed log never stops a run
             print(line, file=self._stream, flush=True)  # noqa: T201 - the log is the output
 
     def started(self, *, total: int, done: int) -> None:
@@ -183,7 +183,7 @@ def finished_line(outcome: RunOutcome, *, report: Path | None) -> None:
         "ledger": None if outcome.ledger_path is None else str(outcome.ledger_path),
         "report": None if report is None else str(report),
     }
-    with reader_may_leave(sys.stderr):
+    with reader_may_leave(sys.stderr, run=True):
         print(json.dumps(record), file=sys.stderr, flush=True)  # noqa: T201 - the log
 
 

@@ -261,7 +261,7 @@ def execute(args: argparse.Namespace) -> int:
             observer.close()
     as_json = args.log_format == "json"  # stdout: one JSON object instead of the text
     if outcome.dry_run:
-        with reader_may_leave():
+        with reader_may_leave(run=True):
             if as_json:
                 print_document(dry_run_document(outcome))
             else:
@@ -355,7 +355,7 @@ def _say_where(options: RunOptions, *, as_json: bool) -> None:
     if as_json:  # JSON logs stay JSON from the first line
         record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": "note"}
         message = json.dumps({**record, "message": message})
-    with reader_may_leave(sys.stderr):
+    with reader_may_leave(sys.stderr, run=True):
         print(message, file=sys.stderr)  # noqa: T201 - where to find the results
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 
-from payrun.cli._output import error_line, reader_may_leave
+from payrun.cli._output import error_line, json_text, reader_may_leave
 from payrun.cli._progress import finished_line
 from payrun.config import RunOptions
 from payrun.domain import RowStatus, format_money
@@ -135,7 +134,7 @@ def show_run(
     report = options.report_path
     failure = write_run_report(report, outcome.rows) if report is not None else None
     written = None if failure else report
-    with reader_may_leave():  # a closed stdout ends the summary, never the run's exit code
+    with reader_may_leave(run=True):  # a closed stdout ends the summary, not the exit code
         if as_json:
             document = summary_document(
                 outcome,
@@ -370,4 +369,4 @@ def dry_run_document(outcome: RunOutcome) -> dict[str, object]:
 
 def print_document(document: dict[str, object]) -> None:
     """One JSON object on one line of stdout."""
-    _say(json.dumps(document, ensure_ascii=False))
+    _say(json_text(document))

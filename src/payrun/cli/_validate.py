@@ -13,7 +13,7 @@ import sys
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from payrun.cli._output import file_path, reader_may_leave
+from payrun.cli._output import file_path, json_text, reader_may_leave
 from payrun.config import DEFAULT_MAX_AMOUNT, DEFAULT_MAX_ROWS, ValidationOptions
 from payrun.errors import ConfigError, UsageError
 from payrun.intake import read_batch, sheet_note
@@ -123,7 +123,7 @@ def execute(args: argparse.Namespace) -> int:
         write_validation_report(args.report, summary)
     with reader_may_leave():  # `payrun validate BATCH | head` ends quietly, same exit code
         if args.format == "json":
-            sys.stdout.write(json.dumps(validation_document(summary), ensure_ascii=False) + "\n")
+            sys.stdout.write(json_text(validation_document(summary)) + "\n")
         else:
             name = batch.path.name
             if batch.sheet is not None:  # which sheet was read: the clerk may expect another
