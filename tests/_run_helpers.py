@@ -17,7 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -316,6 +316,19 @@ def count_status(ledger: Path, *statuses: str) -> int:
         return 0
 
 
+def error_answer(status: int, title: str) -> Callable[[Any, Any, Any], Awaitable[None]]:
+    """An ASGI handler answering ``status`` with the bank's JSON error body."""
+    body = json.dumps({"errors": [{"status": str(status), "title": title}]}).encode()
+
+    async def answer(scope: Any, receive: Any, send: Any) -> None:
+        headers = [(b"content-type", b"application/json"),
+                   (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return answer
+
+
 def refuse(
     bank: RunningSandbox,
     monkeypatch: pytest.MonkeyPatch,
@@ -326,16 +339,13 @@ def refuse(
     """Fault injection in the real server: answer ``status`` to requests ``when`` picks
     (method, path); the rest go to the sandbox. Returns how to stop refusing."""
     serve_api = bank.app._serve_api  # noqa: SLF001 - the server's own request handler
-    body = json.dumps({"errors": [{"status": str(status), "title": title}]}).encode()
+    answer = error_answer(status, title)
 
     async def refusing(scope: Any, receive: Any, send: Any) -> None:
         if not when(scope["method"], scope["path"]):
             await serve_api(scope, receive, send)
             return
-        headers = [(b"content-type", b"application/json"),
-                   (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await answer(scope, receive, send)
 
     monkeypatch.setattr(bank.app, "_serve_api", refusing)
     return lambda: monkeypatch.setattr(bank.app, "_serve_api", serve_api)
