@@ -330,11 +330,11 @@ async def test_outcomes_reach_the_ledger_within_a_flush_period_while_submits_dra
 ) -> None:
     """After the last create, an account's remaining submits use intents committed ahead
     (no commit of their own): their outcomes still reach the disk within the engine's
-    flush period (0.25 s), not only at the end of the pass."""
+    flush period (1 s), not only at the end of the pass."""
     import time
 
     async with _bank(300) as (_, c):
-        ledger = _ledger_of(tmp_path / "lag.ledger.sqlite", await _rows(c, 12))
+        ledger = _ledger_of(tmp_path / "lag.ledger.sqlite", await _rows(c, 12))  # 3.6 s of submits
         book = RowBook(ledger.rows(), ledger=ledger)
         noted: dict[int, float] = {}
         lags: list[float] = []
@@ -357,4 +357,4 @@ async def test_outcomes_reach_the_ledger_within_a_flush_period_while_submits_dra
         await _execute(c, book, book.all(), per_account_submits=1, create_workers=8)
         ledger.close()
     assert len(lags) == 12 and not noted
-    assert max(lags) < 0.6, sorted(lags)  # before the fix: 0.9-2.4 s (up to 8 round trips)
+    assert max(lags) < 1.5, sorted(lags)  # without the flush: 1.2-3.6 s (up to 12 round trips)

@@ -70,10 +70,11 @@ _NEXT_STEP = {
     " again (it looks the payee up again)",
 }
 """What to do next after the bank refused a create or submit, by the bank's code."""
-_AHEAD = 8  # intents committed with each one for the next rows of its queue (RowBook.intent)
-LATE_ANSWER_SECONDS = 30.0  # a bank that did not answer in time may finish later: as long
-# as payrun waited for it (transport.REQUEST_TIMEOUT) passes before payrun looks
-_WATCH_SECONDS = 0.25  # how often the engine looks at the stop flag and flushes outcomes
+_AHEAD = 32  # intents committed with each one for the next rows of its queue (RowBook.intent)
+LATE_ANSWER_SECONDS = 30.0  # a bank that did not answer in time may finish later: payrun
+# looks once as long as it waited for the answer (transport.REQUEST_TIMEOUT) has passed
+_WATCH_SECONDS = 0.25  # how often the engine looks at the stop flag
+_FLUSH_SECONDS = 1.0  # how long an outcome waits at most for the next intent's commit
 
 
 class StopFlag(Protocol):
@@ -187,14 +188,16 @@ class _Engine:
         return self.result
 
     async def _watch_stop(self) -> None:
-        """Flush held outcomes and look at the stop flag a few times a second (until the
-        workers have all ended: the last submits' outcomes go to disk on time too)."""
-        # The stop flag is set by a signal handler, which cannot set an anyio Event: look at
-        # it a few times a second (each wake-up costs CPU, so not more often than that).
+        """Look at the stop flag a few times a second, and flush held outcomes once a second
+        (until the workers have all ended: the last submits' outcomes go to disk on time too)."""
+        # A signal handler sets the stop flag (it cannot set an anyio Event): look at it.
         stopped = False
+        flush_at = anyio.current_time() + _FLUSH_SECONDS
         while True:
             await anyio.sleep(_WATCH_SECONDS)
-            self._book.tick()  # an outcome waits at most this long for the next intent
+            if (now := anyio.current_time()) >= flush_at:  # a commit costs CPU: not more often
+                flush_at = now + _FLUSH_SECONDS
+                self._book.tick()  # an outcome waits at most this long for the next intent
             if not stopped and self._stop.is_set():
                 stopped = True
                 self._stop_all()
@@ -386,14 +389,8 @@ async def execute_rows(
 
     Both lists are emptied once planned (the engine works from row numbers and the book).
     """
-    engine = _Engine(
-        client,
-        book,
-        per_account_submits=per_account_submits,
-        create_workers=create_workers,
-        create_only=create_only,
-        stop=stop,
-    )
+    engine = _Engine(client, book, per_account_submits=per_account_submits,
+                     create_workers=create_workers, create_only=create_only, stop=stop)  # fmt: skip
     engine.plan(to_create, to_submit)
     to_create.clear()  # the engine keeps row numbers: let the rows' old versions be freed
     to_submit.clear()
