@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from payrun.config import DEFAULT_MAX_ROWS
 from payrun.domain import RowProblem
@@ -27,8 +27,9 @@ from payrun.intake._csv import MAX_FIELD_BYTES, open_csv
 from payrun.intake._damage import ROW, Damage
 from payrun.intake._headers import COLUMNS, ColumnSpec, HeaderMap, map_header, normalize_header
 from payrun.intake._sniff import BatchFormat, sniff_format
-from payrun.intake._xlsx import Cell, XlsxSource, cell_text, open_xlsx
-from payrun.intake._zip import MAX_UNCOMPRESSED_BYTES, sheet_choice
+
+if TYPE_CHECKING:  # the .xlsx reader is loaded only for a workbook (a CSV run starts faster)
+    from payrun.intake._xlsx import Cell, XlsxSource
 
 __all__ = [
     "COLUMNS",
@@ -139,6 +140,8 @@ def read_batch(
         sha256, sheet_name = source.sha256, None
         records: Iterator[tuple[int, list[Any]]] = source.records()
     else:
+        from payrun.intake._xlsx import open_xlsx  # noqa: PLC0415 - only for a workbook
+
         workbook = open_xlsx(path, sheet=sheet)
         sha256, sheet_name = workbook.sha256, workbook.sheet_name
         records = workbook.records()
@@ -175,7 +178,7 @@ def _header_cells(
     records: Iterator[tuple[int, list[Any]]], path: Path, sheet: str | None
 ) -> tuple[int, list[str]]:
     for number, cells in records:
-        texts = [cell if isinstance(cell, str) else cell_text("", cell)[0] for cell in cells]
+        texts = [cell if isinstance(cell, str) else _cell_text("", cell)[0] for cell in cells]
         if any(text.strip() for text in texts):
             return number, texts  # leading blank rows are skipped; numbers stay the sheet's
     if sheet is not None:
@@ -290,6 +293,7 @@ def _xlsx_raw_row(header: HeaderMap, book: XlsxSource) -> Callable[[int, list[An
     indexes = tuple(index for _, index in positions)
     needed = max(indexes, default=-1) + 1
     pick = itemgetter(*indexes) if len(indexes) > 1 else (lambda cells: (cells[indexes[0]],))
+    from payrun.intake._xlsx import cell_text  # noqa: PLC0415 - loaded with the workbook
 
     def raw_row(number: int, cells: list[Any]) -> RawRow:
         if len(cells) >= needed:
@@ -297,7 +301,7 @@ def _xlsx_raw_row(header: HeaderMap, book: XlsxSource) -> Callable[[int, list[An
         else:
             picked = tuple(cells[i] if i < len(cells) else "" for i in indexes)
         values: dict[str, str] = dict(zip(names, picked, strict=True))
-        damage = _typed_cells(values, number, book)
+        damage = _typed_cells(values, number, book, cell_text)
         if hidden and number in hidden:
             return RawRow(number, values, hidden_row)
         in_row = marked.get(number) if marked else None
@@ -331,7 +335,10 @@ def _check_hidden_columns(header: HeaderMap, book: XlsxSource) -> None:
         raise BatchFileError(msg, path=book.path)
 
 
-def _typed_cells(values: dict[str, Any], number: int, book: XlsxSource) -> dict[str, Damage] | None:
+def _typed_cells(
+    values: dict[str, Any], number: int, book: XlsxSource,
+    cell_text: Callable[[str, Cell], tuple[str, Damage | None]],
+) -> dict[str, Damage] | None:
     """Turn non-text cells into text in place; return the damage their types show."""
     damage: dict[str, Damage] | None = None
     for name, cell in values.items():
@@ -357,6 +364,8 @@ def sheet_note(path: Path, sheet: str | None) -> tuple[str, str | None] | None:
             return None
     except BatchFileError:
         return None  # reading the file will say what is wrong with it
+    from payrun.intake._zip import sheet_choice  # noqa: PLC0415 - only for a workbook
+
     choice = sheet_choice(path, sheet)
     if choice is None:
         return None
@@ -368,3 +377,20 @@ def sheet_note(path: Path, sheet: str | None) -> tuple[str, str | None] | None:
             f" pay, name it with --sheet {active!r}"
         )
     return f"reading sheet {chosen!r} of {path.name}", warning
+
+
+def _cell_text(name: str, cell: Cell) -> tuple[str, Damage | None]:
+    """A workbook cell as text (only workbooks have cells that are not text; the header)."""
+    from payrun.intake._xlsx import cell_text  # noqa: PLC0415 - loaded with the workbook
+
+    return cell_text(name, cell)
+
+
+def __getattr__(name: str) -> Any:
+    """``MAX_UNCOMPRESSED_BYTES`` comes from the .xlsx reader, loaded when first asked for."""
+    if name == "MAX_UNCOMPRESSED_BYTES":
+        from payrun.intake._zip import MAX_UNCOMPRESSED_BYTES  # noqa: PLC0415
+
+        return MAX_UNCOMPRESSED_BYTES
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
