@@ -14,8 +14,7 @@ requests wait until the holders drop below it, so no slot is granted above the l
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from types import TracebackType
 
 import anyio
 import anyio.lowlevel
@@ -84,24 +83,24 @@ class AdaptiveLimiter:
         """The most slots ever held at once."""
         return self._peak
 
-    @asynccontextmanager
-    async def slot(self, *, urgent: bool = False) -> AsyncIterator[int]:
-        """Hold one slot for the body of the ``async with``; yields the window generation.
+    def slot(self, *, urgent: bool = False) -> _Slot:
+        """Hold one slot for the body of an ``async with``, which gets the window generation.
 
         Waiters are served in order, every ``urgent`` one before any other: a request
         never overtakes one that waits, except an urgent one overtaking an ordinary one.
         """
+        return _Slot(self, urgent)
+
+    async def _take(self, urgent: bool) -> int:  # noqa: FBT001 - private, called per request
+        """Take a slot (at once when one is free and nobody waits ahead); its generation."""
         await anyio.lowlevel.checkpoint_if_cancelled()  # never start a request once cancelled
         if self._held < self._limit and not self._urgent and (urgent or not self._waiting):
             self._held += 1  # a free slot is taken without a trip through the event loop
         else:
             await self._wait(self._urgent if urgent else self._waiting)
-        try:
-            if self._held > self._peak:
-                self._peak = self._held
-            yield self._generation
-        finally:
-            self._release()
+        if self._held > self._peak:
+            self._peak = self._held
+        return self._generation
 
     async def _wait(self, queue: deque[anyio.Event]) -> None:
         """Wait in ``queue`` until a releasing holder hands this waiter its slot."""
@@ -147,3 +146,24 @@ class AdaptiveLimiter:
             if self._limit < self._cap:
                 self._limit += 1
                 self._grant()
+
+
+class _Slot:
+    """``async with limiter.slot():`` (a class, not a generator: it is entered per request)."""
+
+    __slots__ = ("_limiter", "_urgent")
+
+    def __init__(self, limiter: AdaptiveLimiter, urgent: bool) -> None:  # noqa: FBT001
+        self._limiter = limiter
+        self._urgent = urgent
+
+    async def __aenter__(self) -> int:
+        return await self._limiter._take(self._urgent)  # noqa: SLF001 - the limiter's own helper
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._limiter._release()  # noqa: SLF001
