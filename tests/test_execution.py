@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -358,3 +359,34 @@ async def test_outcomes_reach_the_ledger_within_a_flush_period_while_submits_dra
         ledger.close()
     assert len(lags) == 12 and not noted
     assert max(lags) < 1.5, sorted(lags)  # without the flush: 1.2-3.6 s (up to 12 round trips)
+
+
+async def test_the_sign_of_life_stays_on_time_while_requests_only_wait_for_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While no intent is committed (every request waits for a slow answer), the engine's
+    watcher still commits alive_at as soon as ``ALIVE_SECONDS`` have passed, within one
+    look at the stop flag (0.25 s), not only with the once-a-second flush of outcomes."""
+    import time
+
+    import payrun.records
+
+    monkeypatch.setattr(payrun.records, "ALIVE_SECONDS", 0.3)
+    async with _bank(0) as (app, c):
+        ledger = _ledger_of(tmp_path / "alive.ledger.sqlite", await _rows(c, 1))
+        app.latency_s = 2.5  # one create, answered after 2.5 s: no intent meanwhile
+        book = RowBook(ledger.rows(), ledger=ledger)
+        marks: list[float] = []
+        set_batch = Ledger.set_batch
+
+        def timed_set_batch(self: Ledger, **values: Any) -> None:
+            if "alive_at" in values:
+                marks.append(time.monotonic())
+            set_batch(self, **values)
+
+        monkeypatch.setattr(Ledger, "set_batch", timed_set_batch)
+        await _execute(c, book, book.all(), create_only=True)
+        ledger.close()
+    gaps = [later - earlier for earlier, later in itertools.pairwise(marks)]
+    assert len(marks) >= 5, marks
+    assert max(gaps) < 0.3 + 0.25 + 0.15, gaps  # with the 1 s flush alone: up to 1.0 s

@@ -197,7 +197,8 @@ class _Engine:
             await anyio.sleep(_WATCH_SECONDS)
             if (now := anyio.current_time()) >= flush_at:  # a commit costs CPU: not more often
                 flush_at = now + _FLUSH_SECONDS
-                self._book.tick()  # an outcome waits at most this long for the next intent
+                self._book.flush()  # an outcome waits at most this long for the next intent
+            self._book.alive()  # on time even while requests only retry or wait for answers
             if not stopped and self._stop.is_set():
                 stopped = True
                 self._stop_all()
