@@ -389,4 +389,4 @@ async def test_the_sign_of_life_stays_on_time_while_requests_only_wait_for_answe
         ledger.close()
     gaps = [later - earlier for earlier, later in itertools.pairwise(marks)]
     assert len(marks) >= 5, marks
-    assert max(gaps) < 0.3 + 0.25 + 0.15, gaps  # with the 1 s flush alone: up to 1.0 s
+    assert max(gaps) < 0.9, gaps  # due every 0.3 s, seen within 0.25 s; with the 1 s flush: 1.0 s

@@ -188,8 +188,9 @@ class _Engine:
         return self.result
 
     async def _watch_stop(self) -> None:
-        """Look at the stop flag a few times a second, and flush held outcomes once a second
-        (until the workers have all ended: the last submits' outcomes go to disk on time too)."""
+        """Look at the stop flag and the sign of life a few times a second, and flush held
+        outcomes once a second (until the workers have all ended: the last submits' outcomes
+        go to disk on time too)."""
         # A signal handler sets the stop flag (it cannot set an anyio Event): look at it.
         stopped = False
         flush_at = anyio.current_time() + _FLUSH_SECONDS

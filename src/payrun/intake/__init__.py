@@ -380,7 +380,7 @@ def sheet_note(path: Path, sheet: str | None) -> tuple[str, str | None] | None:
 
 
 def _cell_text(name: str, cell: Cell) -> tuple[str, Damage | None]:
-    """A workbook cell as text (only workbooks have cells that are not text; the header)."""
+    """A header cell that is not text (only a workbook has such cells) as text."""
     from payrun.intake._xlsx import cell_text  # noqa: PLC0415 - loaded with the workbook
 
     return cell_text(name, cell)
