@@ -358,3 +358,47 @@ def return_submission(sandbox: RunningSandbox, submission_url: str,
     ps = submission_url.rstrip("/").rsplit("/", 1)[-1]
     httpx.post(f"{sandbox.base_url}/__sandbox/submissions/{ps}/return", json={"reason": reason},
                timeout=30).raise_for_status()
+
+
+Rewrite = Callable[[str, str, int, bytes], "tuple[int, bytes] | None"]
+"""``(method, path, status, body) -> (status, body)`` to change an answer, or None to keep it."""
+
+
+def rewrite_answers(
+    bank: RunningSandbox,
+    monkeypatch: pytest.MonkeyPatch,
+    rewrite: Rewrite,
+    *,
+    headers: Callable[[str, str], list[tuple[bytes, bytes]]] | None = None,
+) -> Callable[[], None]:
+    """A hostile network between payrun and the real server: every API answer the sandbox
+    gives passes through ``rewrite`` (after the bank has acted on the request), and
+    ``headers(method, path)`` may replace the answer's headers (content-length is recomputed).
+    Returns how to stop rewriting."""
+    serve_api = bank.app._serve_api  # noqa: SLF001 - the server's own request handler
+
+    async def rewriting(scope: Any, receive: Any, send: Any) -> None:
+        started: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def capture(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                started.update(message)
+            else:
+                chunks.append(message.get("body", b""))
+
+        await serve_api(scope, receive, capture)
+        method, path = scope["method"], scope["path"]
+        status, body = started["status"], b"".join(chunks)
+        changed = rewrite(method, path, status, body)
+        if changed is not None:
+            status, body = changed
+        kept = [(k, v) for k, v in started["headers"] if k.lower() != b"content-length"]
+        if headers is not None:
+            kept = headers(method, path) or kept
+        kept.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": kept})
+        await send({"type": "http.response.body", "body": body})
+
+    monkeypatch.setattr(bank.app, "_serve_api", rewriting)
+    return lambda: monkeypatch.setattr(bank.app, "_serve_api", serve_api)
