@@ -142,7 +142,7 @@ def read_batch(
     else:
         from payrun.intake._xlsx import open_xlsx  # noqa: PLC0415 - only for a workbook
 
-        workbook = open_xlsx(path, sheet=sheet)
+        workbook = open_xlsx(path, sheet=sheet, max_rows=max_rows)
         sha256, sheet_name = workbook.sha256, workbook.sheet_name
         records = workbook.records()
     try:
