@@ -1939,3 +1939,18 @@ def test_https_to_a_plain_http_port_is_a_setting(
     err = capsys.readouterr().err
     assert "cannot talk https with" in err and "Traceback" not in err, err
     assert payment_groups(bank) == []
+
+
+def test_run_refuses_a_csv_whose_quote_swallows_rows(
+    tmp_path: Path, sandbox_server: RunningSandbox
+) -> None:
+    """An unclosed quote in row 4 of the 40-row sample: run pays nothing (not 2 rows),
+    exits 2 naming the row and column, and leaves no ledger."""
+    text = (Path(__file__).parents[1] / "samples" / "payroll.csv").read_text()
+    batch = tmp_path / "payroll.csv"
+    batch.write_text(text.replace(",George Taylor,", ',"George Taylor,', 1))
+    ledger = tmp_path / "payroll.csv.ledger.sqlite"
+    done = finish(start_run(sandbox_server, batch, ledger), time.monotonic())
+    assert done.returncode == 2, done.describe()
+    assert "row 4 (line 4 of the file), column payee_name" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["payroll.csv"]
