@@ -26,15 +26,18 @@ import pytest
 from _run_helpers import (
     RUN_TIMEOUT_S,
     closed_pipe,
+    count_status,
     finish,
     kill_group,
     ledger_rows,
+    make_rows,
     refuse,
     run_args,
     run_env,
     start_run,
     wait_until,
 )
+from _run_helpers import write_batch as write_trial_batch
 from payrun.cli import main
 from payrun.sandbox import RunningSandbox, default_seed, serve_in_thread
 
@@ -1939,3 +1942,40 @@ def test_https_to_a_plain_http_port_is_a_setting(
     err = capsys.readouterr().err
     assert "cannot talk https with" in err and "Traceback" not in err, err
     assert payment_groups(bank) == []
+
+
+def test_run_refuses_a_csv_whose_quote_swallows_rows(
+    tmp_path: Path, sandbox_server: RunningSandbox
+) -> None:
+    """An unclosed quote in row 4 of the 40-row sample: run pays nothing (not 2 rows),
+    exits 2 naming the row and column, and leaves no ledger."""
+    text = (Path(__file__).parents[1] / "samples" / "payroll.csv").read_text()
+    batch = tmp_path / "payroll.csv"
+    batch.write_text(text.replace(",George Taylor,", ',"George Taylor,', 1))
+    ledger = tmp_path / "payroll.csv.ledger.sqlite"
+    done = finish(start_run(sandbox_server, batch, ledger), time.monotonic())
+    assert done.returncode == 2, done.describe()
+    assert "row 4 (line 4 of the file), column payee_name" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["payroll.csv"]
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_ledger_deleted_or_replaced_mid_run_stops_it_with_exit_3(
+    start_bank: StartBank, tmp_path: Path, how: str
+) -> None:
+    """The ledger removed (or swapped for another file) while paying: the run notices the
+    file is no longer the one it writes and stops with exit 3, never "done"."""
+    bank = start_bank(latency_ms=150)
+    batch = write_trial_batch(tmp_path / "pay.csv", make_rows(71, 40, tag="G"))
+    ledger = tmp_path / "pay.ledger.sqlite"
+    started = time.monotonic()
+    process = start_run(bank, batch, ledger, "--max-in-flight", "2")
+    wait_until(lambda: count_status(ledger, "submitted") >= 1, RUN_TIMEOUT_S, "a payment")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{ledger}{suffix}").unlink()
+    if how == "replaced":
+        ledger.write_bytes(b"")
+    done = finish(process, started)
+    assert done.returncode == 3, done.describe()
+    assert f"the ledger {ledger} was {how}" in done.stderr, done.describe()
+    assert "done" not in done.stdout.splitlines()[-1:], done.describe()

@@ -274,3 +274,61 @@ def test_output_into_a_closed_pipe_ends_quietly_with_the_verdict(
             env=env, stdout=gone, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
         )
     assert (done.returncode, done.stderr) == (1, "")
+
+
+def _unclosed_quote(tmp_path: Path) -> Path:
+    """The 40-row sample with one quote opened before "George Taylor" (row 4) and never closed."""
+    text = (SAMPLES / "payroll.csv").read_text()
+    path = tmp_path / "payroll.csv"
+    path.write_text(text.replace(",George Taylor,", ',"George Taylor,', 1))
+    return path
+
+
+def test_an_unclosed_quote_refuses_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One unclosed quote in row 4 of the 40-row sample: exit 2 naming the row, the column
+    and the 37 lines it swallowed, not "3 rows: 2 valid"."""
+    code, out, err = run(["validate", str(_unclosed_quote(tmp_path))], capsys)
+    assert code == 2, out + err
+    assert "row 4 (line 4 of the file), column payee_name" in err
+    assert "swallows the next 37 lines (to line 41)" in err and err.count("\n") == 1
+
+
+def test_a_quote_closed_lines_later_in_an_amount_refuses_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A quote opened in an amount and closed by a stray quote two lines down: refused."""
+    path = tmp_path / "pay.csv"
+    path.write_text(
+        "payee_name,sort_code,account_number,amount,reference\n"
+        'Ada Lee,12-34-56,12345678,"10.00,SALARY\n'
+        "Bob Ray,12-34-56,12345678,20.00,SALARY\n"
+        'Cy Doe,12-34-56,12345678,30.00,SAL"ARY\n'
+        "Di Fox,12-34-56,12345678,40.00,SALARY\n"
+    )
+    code, _, err = run(["validate", str(path)], capsys)
+    assert code == 2 and "row 2 (line 2 of the file), column amount" in err, err
+    assert "swallows the next 2 lines (to line 4)" in err
+
+
+def test_notes_over_several_lines_in_an_ignored_column_are_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A notes column payrun ignores may hold a quoted note over two lines; a quote there
+    that swallows whole rows of the file still refuses it."""
+    header = "payee_name,sort_code,account_number,amount,reference,notes\n"
+    fine = tmp_path / "notes.csv"
+    fine.write_text(
+        header + 'Ada Lee,12-34-56,12345678,10.00,SALARY,"first line\nsecond, line"\n'
+        "Bob Ray,12-34-56,12345678,20.00,SALARY,\n"
+    )
+    code, out, err = run(["validate", str(fine), "--source-account", "040004 30000001"], capsys)
+    assert code == 0 and "2 rows: 2 valid" in out, out + err
+    broken = tmp_path / "broken.csv"
+    broken.write_text(
+        header + 'Ada Lee,12-34-56,12345678,10.00,SALARY,"no end\n'
+        "Bob Ray,12-34-56,12345678,20.00,SALARY,\nCy Doe,12-34-56,12345678,30.00,SALARY,\n"
+    )
+    code, _, err = run(["validate", str(broken)], capsys)
+    assert code == 2 and "row 2 (line 2 of the file), column 'notes'" in err, err

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import socket
 import sqlite3
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -17,7 +20,8 @@ import pytest
 from _run_helpers import fresh_python
 from payrun.domain import PaymentInstruction, RowProblem, RowStatus, RowVerdict
 from payrun.errors import LedgerError, LedgerLockedError
-from payrun.ledger import BatchInfo, Ledger, default_ledger_path
+from payrun.ledger import BatchInfo, Ledger, default_ledger_path, take_lock
+from payrun.ledger._lock import check_ledger_path
 
 
 def _verdict(row: int, *, valid: bool = True) -> RowVerdict:
@@ -367,3 +371,79 @@ def test_a_ledger_of_an_earlier_payrun_gets_the_late_until_and_alive_at_columns(
         again.set_batch(late_until=until, alive_at=alive)
         batch = again.batch()
         assert batch is not None and (batch.late_until, batch.alive_at) == (until, alive)
+
+
+@contextlib.contextmanager
+def _socket_at(path: Path) -> Iterator[Path]:
+    """A listening Unix socket file at ``path``."""
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+        yield path
+
+
+def test_a_device_is_refused_by_looking_only() -> None:
+    """/dev/null as a ledger is refused as a device; the check only stats the path."""
+    with pytest.raises(LedgerError, match="the ledger /dev/null is a device, not a file"):
+        check_ledger_path(Path("/dev/null"))
+
+
+def test_a_ledger_path_that_is_not_a_file_is_refused_before_any_change(tmp_path: Path) -> None:
+    """A socket, a folder or a link to nothing: refused with one line, its mode kept, and
+    no lock file made beside it (neither by a run nor by a dry run's look)."""
+    folder = tmp_path / "folder"
+    folder.mkdir(mode=0o755)
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    with _socket_at(tmp_path / "s") as sock:
+        sock.chmod(0o755)
+        for path, kind in ((sock, "a socket"), (folder, "a folder"),
+                           (dangling, "a symbolic link to nothing")):
+            with pytest.raises(LedgerError, match=re.escape(f"the ledger {path} is {kind}")):
+                Ledger.open(path)
+            with pytest.raises(LedgerError, match=re.escape(f"the ledger {path} is {kind}")):
+                take_lock(path)
+            assert not path.with_name(path.name + ".lock").exists()
+        assert stat.S_IMODE(sock.stat().st_mode) == stat.S_IMODE(folder.stat().st_mode) == 0o755
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_pipe_as_the_ledger_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """A FIFO as the ledger: refused at once (nothing reads or waits on it), mode kept."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo, 0o644)
+    code = (
+        "import sys; from pathlib import Path; from payrun.ledger import Ledger\n"
+        "try:\n    Ledger.open(Path(sys.argv[1]))\nexcept Exception as exc:\n    print(exc)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=30,
+        check=True,
+    )
+    assert f"the ledger {fifo} is a pipe, not a file" in done.stdout, done
+    assert stat.S_IMODE(fifo.stat().st_mode) == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]
+
+
+def test_an_existing_empty_file_keeps_its_mode(tmp_path: Path) -> None:
+    """An empty file the user made (mktemp, touch) becomes the ledger with its mode kept:
+    payrun sets the mode only of a file it creates."""
+    path = tmp_path / "mine.sqlite"
+    path.touch(mode=0o640)
+    path.chmod(0o640)
+    with Ledger.open(path) as opened:
+        opened.start(_info(), [_verdict(2)])
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+def test_an_immutable_ledger_says_it_cannot_be_written(tmp_path: Path) -> None:
+    """A ledger made immutable (chattr +i): "cannot write the ledger", not "create"."""
+    path = tmp_path / "batch.ledger.sqlite"
+    with Ledger.open(path) as opened:
+        opened.start(_info(), [_verdict(2)])
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False).returncode:
+        pytest.skip("chattr +i does not work here")
+    try:
+        with pytest.raises(LedgerError, match=re.escape(f"cannot write the ledger {path}")):
+            Ledger.open(path)
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)

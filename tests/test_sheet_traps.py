@@ -4,6 +4,10 @@ cells, float noise, and CSV amounts that a delimiter changed (real files, real p
 from __future__ import annotations
 
 import datetime as dt
+import io
+import os
+import subprocess
+import sys
 import zipfile
 from collections.abc import Iterator
 from decimal import Decimal
@@ -13,11 +17,14 @@ from typing import Any
 import openpyxl  # type: ignore[import-untyped]
 import pytest
 
+from _run_helpers import run, run_env
 from payrun.cli import main
 from payrun.config import ValidationOptions
 from payrun.domain import RowVerdict
 from payrun.errors import BatchFileError
 from payrun.intake import read_batch
+from payrun.intake._extent import scan_extent
+from payrun.sandbox import RunningSandbox
 from payrun.validation import validate_rows
 
 COLS = ["payee_name", "sort_code", "account_number", "amount", "reference", "source_account"]
@@ -439,3 +446,90 @@ def test_a_date_format_on_a_text_column_is_still_a_date(tmp_path: Path) -> None:
     book.save(path)
     (ada,) = _verdicts(path)
     assert [c for c, _ in _errors(ada)] == ["reference"] and "date" in ada.errors[0].message
+
+
+def _far_workbook(path: Path, far: str) -> Path:
+    """A small valid sheet with one more cell at ``far`` (openpyxl declares the range too)."""
+    book = _book(path, ("Pay", [_row("Ann Lee", "10.00")]))
+    book["Pay"][far] = "x"
+    book.save(path)
+    return path
+
+
+def _payrun(*args: str, sandbox: RunningSandbox | None = None) -> subprocess.CompletedProcess[str]:
+    """payrun in a child process: a Rust abort there is exit 134, not a dead pytest."""
+    env = run_env(sandbox) if sandbox is not None else dict(os.environ)
+    return subprocess.run(
+        [sys.executable, "-m", "payrun", *args], capture_output=True, text=True, env=env,
+        timeout=120, check=False,
+    )
+
+
+def test_a_cell_far_away_is_refused_before_calamine_lays_out_the_sheet(tmp_path: Path) -> None:
+    """One cell at XFD1048576 (a 512 GB grid for calamine): validate says so in one line."""
+    path = _far_workbook(tmp_path / "far.xlsx", "XFD1048576")
+    done = _payrun("validate", str(path))
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "reaches row 1,048,576" in done.stderr and "Ctrl+End" in done.stderr
+    wide = _payrun("validate", str(_far_workbook(tmp_path / "wide.xlsx", "XFD5")))
+    assert wide.returncode == 2 and "reaches column XFD" in wide.stderr, wide.stderr[-2000:]
+
+
+def test_a_refused_sheet_leaves_no_ledger(tmp_path: Path, sandbox_server: RunningSandbox) -> None:
+    """`run` on a workbook reaching XFD1048576: exit 2, and no half-made ledger."""
+    path = _far_workbook(tmp_path / "far.xlsx", "XFD1048576")
+    ledger = tmp_path / "far.ledger.sqlite"
+    done = run(sandbox_server, path, ledger)
+    assert done.returncode == 2, done.describe()
+    assert "reaches row 1,048,576" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["far.xlsx"]
+
+
+def test_cells_without_references_are_placed_as_calamine_places_them(tmp_path: Path) -> None:
+    """Cells with no reference are placed after the last (10,000 in a row reach past ALL)."""
+    path = _far_workbook(tmp_path / "norefs.xlsx", "F2")
+    many = '<c t="inlineStr"><is><t>x</t></is></c>' * 10_000
+    _rewrite(path, ("</sheetData>", f'<row r="3">{many}</row><row>{many}</row></sheetData>'))
+    done = _payrun("validate", str(path))
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "reaches column NTP" in done.stderr  # column 10,000 of row 3
+    with pytest.raises(BatchFileError, match="reaches row 4, more than a header and 2 payment"):
+        read_batch(path, max_rows=2)
+
+
+def test_a_declared_range_is_not_what_is_laid_out(tmp_path: Path) -> None:
+    """A sheet declaring A1:XFD1048576 around two rows is read as the two rows it holds;
+    --max-rows counts the rows the cells reach, blank or not."""
+    path = tmp_path / "declared.xlsx"
+    _book(path, ("Pay", [_row("Ann Lee", "10.00")])).save(path)
+    _rewrite(path, ('<dimension ref="A1:F2"', '<dimension ref="A1:XFD1048576"'))
+    (verdict,) = _verdicts(path)
+    assert verdict.instruction is not None
+    far = _far_workbook(tmp_path / "far.xlsx", "A40")
+    with pytest.raises(BatchFileError, match="reaches row 40, more than a header and 10 payment"):
+        read_batch(far, max_rows=10)
+    with read_batch(far, max_rows=39) as batch:
+        assert len(list(batch.rows)) == 2
+
+
+@pytest.mark.parametrize(
+    ("xml", "rows", "columns"),
+    [
+        (b'<row r="1"><c r="A1"/><c r="B1"/></row><row r="7"><c r="C7"/></row>', 7, 3),
+        (b'<row r="9"><c r="A9"/></row><row r="2"><c r="B2"/></row>', 9, 2),
+        (b'<row r="3"><c r="A003"/><c r="ZZ1"/></row>', 3, 702),
+        (b"<row r='5'><c s='1' r='XFD12'/></row>", 12, 16_384),
+        (b'<x:row r="2"><x:c r="D1048576"/></x:row>', 1_048_576, 4),
+        (b'<row r="4"><c/><c/><c>' + b'<v>1</v></c></row><row><c r="B5"/><c/></row>', 5, 3),
+        (b'<cols><col min="1" max="16384"/></cols><row r="2"><c r="A2"/></row>', 2, 1),
+    ],
+)
+def test_the_extent_is_where_the_cells_are(xml: bytes, rows: int, columns: int) -> None:
+    """Out of order, leading zeros, other quotes and attribute order, prefixes, no
+    references, non-cell tags: the last row and column are bounded, in chunks of any size."""
+    sheet = b"<worksheet><sheetData>" + xml + b"</sheetData></worksheet>"
+    for size in (5, 17, len(sheet)):
+        extent = scan_extent(io.BytesIO(sheet).read, size)
+        # cells all within A to Z may count as reaching Z: the bound is what matters
+        assert extent.rows == rows and columns <= extent.columns <= max(columns, 26), size

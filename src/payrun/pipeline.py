@@ -148,6 +148,7 @@ async def run_batch(
                     stop, lambda: _pay(c, ledger, book, settings, options, watcher, stop)
                 ),
             )
+        ledger.check_in_place()
         ledger.set_batch(ended_at=utc_now())
     except BaseException as exc:
         if is_new:

@@ -171,7 +171,8 @@ class RowBook:
         self.alive()
 
     def alive(self) -> None:
-        """Commit the time as the batch's ``alive_at``, if ``ALIVE_SECONDS`` have passed.
+        """Commit the time as the batch's ``alive_at``, if ``ALIVE_SECONDS`` have passed,
+        once the ledger file is found still in place (not deleted or replaced).
 
         Besides each ``tick``, every intent checks it just before its call goes out: a run
         killed while sending leaves a time at most ``ALIVE_SECONDS`` before its last request,
@@ -184,6 +185,7 @@ class RowBook:
         self._next_alive = now + ALIVE_SECONDS
         self._ensure_writable()
         try:
+            self._ledger.check_in_place()
             self._ledger.set_batch(alive_at=utc_now())
         except LedgerError as exc:
             self._broken = exc
@@ -196,6 +198,8 @@ class RowBook:
 
     @staticmethod
     def _rerun(cause: BaseException) -> str:
+        if isinstance(cause, LedgerWriteError):  # it says what to do itself
+            return str(cause)
         return f"{cause}; then run the same command again (nothing is paid twice)"
 
     def set_many(self, rows: Iterable[int], **values: Any) -> None:

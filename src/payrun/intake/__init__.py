@@ -23,7 +23,7 @@ from payrun.config import DEFAULT_MAX_ROWS
 from payrun.domain import RowProblem
 from payrun.errors import BatchFileError
 from payrun.intake._amounts import AmountSuspect, amount_suspect
-from payrun.intake._csv import MAX_FIELD_BYTES, open_csv
+from payrun.intake._csv import MAX_FIELD_BYTES, QuoteCheck, open_csv
 from payrun.intake._damage import ROW, Damage
 from payrun.intake._headers import COLUMNS, ColumnSpec, HeaderMap, map_header, normalize_header
 from payrun.intake._sniff import BatchFormat, sniff_format
@@ -138,11 +138,12 @@ def read_batch(
     if kind == "csv":
         source = open_csv(path)
         sha256, sheet_name = source.sha256, None
-        records: Iterator[tuple[int, list[Any]]] = source.records()
+        quotes = QuoteCheck(path, source.delimiter)
+        records: Iterator[tuple[int, list[Any]]] = source.records(on_lines=quotes)
     else:
         from payrun.intake._xlsx import open_xlsx  # noqa: PLC0415 - only for a workbook
 
-        workbook = open_xlsx(path, sheet=sheet)
+        workbook = open_xlsx(path, sheet=sheet, max_rows=max_rows)
         sha256, sheet_name = workbook.sha256, workbook.sheet_name
         records = workbook.records()
     try:
@@ -156,6 +157,7 @@ def read_batch(
         header = map_header(names, path=path)
         limit = _RowLimit(max_rows, path)
         if kind == "csv":
+            quotes.header = header
             suspect = amount_suspect(header, source.delimiter)
             cells = _csv_cells(records, header, limit, suspect)
             raw_row = _csv_raw_row(header, suspect)

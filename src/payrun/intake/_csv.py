@@ -3,7 +3,8 @@
 Input: a path already sniffed as text. Output: ``CsvSource`` with the file's sha256, the
 detected encoding (utf-8, utf-8-sig or cp1252) and delimiter (``,`` or ``;``), and
 ``records()``, a generator of ``(row_number, fields)`` that never holds the whole file.
-Raises ``BatchFileError`` for undecodable text, NUL bytes and fields over 1 MB;
+Raises ``BatchFileError`` for undecodable text, NUL bytes, fields over 1 MB and, with a
+``QuoteCheck``, a quote that swallows lines of the file;
 ``csv.Error`` and ``UnicodeDecodeError`` are translated here and nowhere else.
 """
 
@@ -18,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from payrun.errors import BatchFileError
+from payrun.intake._headers import HeaderMap
 
-__all__ = ["MAX_FIELD_BYTES", "CsvSource", "open_csv"]
+__all__ = ["MAX_FIELD_BYTES", "CsvSource", "QuoteCheck", "open_csv"]
 
 MAX_FIELD_BYTES = 1_048_576
 """A field over 1 MB is a broken file (often an unclosed quote), not a payment."""
@@ -37,8 +39,12 @@ class CsvSource:
     encoding: str
     delimiter: str
 
-    def records(self) -> Iterator[tuple[int, list[str]]]:
-        """Yield ``(row_number, fields)``; the header is row 1, as in a spreadsheet."""
+    def records(self, *, on_lines: QuoteCheck | None = None) -> Iterator[tuple[int, list[str]]]:
+        """Yield ``(row_number, fields)``; the header is row 1, as in a spreadsheet.
+
+        A row whose quoted fields ran across line breaks (it took several lines of the
+        file) is given to ``on_lines`` before it is yielded, which may refuse the file.
+        """
         # csv's field limit is process-wide; 1 MB is a bound every caller can live with.
         csv.field_size_limit(MAX_FIELD_BYTES)
         numbers = itertools.count(1)
@@ -47,7 +53,15 @@ class CsvSource:
                 reader = csv.reader(handle, delimiter=self.delimiter, strict=False)
                 # zip takes the row's number before reading it: the failing row is the
                 # number before the next one (read below, after an error)
-                yield from zip(numbers, reader, strict=False)
+                if on_lines is None:
+                    yield from zip(numbers, reader, strict=False)
+                    return
+                line = 0
+                for number, fields in zip(numbers, reader, strict=False):
+                    if reader.line_num - line > 1:
+                        on_lines(number, line + 1, reader.line_num, fields)
+                    line = reader.line_num
+                    yield number, fields
         except csv.Error as exc:
             row = next(numbers) - 1
             raise BatchFileError(_csv_message(self.path, row, exc), path=self.path) from exc
@@ -57,6 +71,52 @@ class CsvSource:
         except OSError as exc:
             msg = f"cannot read the batch file {self.path}: {exc.strerror or exc}"
             raise BatchFileError(msg, path=self.path) from exc
+
+
+class QuoteCheck:
+    """Refuse a row whose quote swallowed lines of the file: an unclosed ``"`` makes the
+    rest of the file one cell, and every row after it vanishes.
+
+    A line break inside a column payrun reads (payee name, sort code, account number,
+    amount, reference, source account, row id, currency) is always that: none of them
+    holds one. A column payrun ignores (notes, say) may hold text over several lines, but
+    not a line that reads as a whole row of this file (as many delimiters as the header).
+    ``header`` is set once the header row is read; rows before it are not checked.
+    """
+
+    def __init__(self, path: Path, delimiter: str) -> None:
+        self.path, self.delimiter = path, delimiter
+        self.header: HeaderMap | None = None
+
+    def __call__(self, row: int, first: int, last: int, fields: list[str]) -> None:
+        """Check a row that took lines ``first`` to ``last`` of the file."""
+        if self.header is None:
+            return
+        read = {index: name for name, index in self.header.positions}
+        headers = self.header.headers
+        for index, text in enumerate(fields):
+            if "\n" not in text and "\r" not in text:
+                continue
+            name = read.get(index)
+            if name is None and not self._holds_a_row(text, len(headers)):
+                continue
+            if name is None:
+                name = repr(headers[index][:40]) if index < len(headers) else f"{index + 1}"
+            raise self._refusal(row, name, first, last)
+
+    def _holds_a_row(self, text: str, width: int) -> bool:
+        lines = text.splitlines()[1:]
+        return any(line.count(self.delimiter) >= width - 1 for line in lines)
+
+    def _refusal(self, row: int, column: str, first: int, last: int) -> BatchFileError:
+        swallowed = last - first
+        msg = (
+            f"{self.path.name}: a quote (\") opens a cell in row {row} (line {first} of the"
+            f" file), column {column}, and is not closed on that line: it swallows the next"
+            f" {swallowed} line{'s' if swallowed != 1 else ''} (to line {last}), so the rows"
+            " there are not read; close or remove the quote, then run again"
+        )
+        return BatchFileError(msg, path=self.path)
 
 
 def open_csv(path: Path) -> CsvSource:

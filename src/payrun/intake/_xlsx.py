@@ -21,7 +21,14 @@ import python_calamine as calamine
 
 from payrun.errors import BatchFileError
 from payrun.intake._damage import Damage
-from payrun.intake._zip import SheetMarks, check_workbook_zip, sheet_marks, sheet_states
+from payrun.intake._extent import extent_problem
+from payrun.intake._zip import (
+    SheetMarks,
+    check_workbook_zip,
+    sheet_extent,
+    sheet_marks,
+    sheet_states,
+)
 
 __all__ = ["DIGIT_COLUMNS", "Cell", "XlsxSource", "cell_text", "open_xlsx"]
 
@@ -57,8 +64,13 @@ class XlsxSource:
             raise _translated(self.path, exc) from exc
 
 
-def open_xlsx(path: Path, *, sheet: str | None) -> XlsxSource:
-    """Check the zip, open the workbook and pick the first sheet or the one named."""
+def open_xlsx(path: Path, *, sheet: str | None, max_rows: int) -> XlsxSource:
+    """Check the zip, open the workbook and pick the first sheet or the one named.
+
+    A sheet whose cells reach past ``max_rows`` payment rows (and the header), or too far
+    to the right, is refused before calamine lays it out in one grid (it would abort the
+    process asking for more memory than there is).
+    """
     check_workbook_zip(path)
     book = _guard(path, lambda: calamine.CalamineWorkbook.from_path(str(path)))
     names = list(book.sheet_names)
@@ -68,6 +80,10 @@ def open_xlsx(path: Path, *, sheet: str | None) -> XlsxSource:
     index = _sheet_index(path, names, sheet)
     if sheet is None:
         _check_first_sheet_visible(path, names)
+    problem = extent_problem(sheet_extent(path, index), max_rows=max_rows)
+    if problem is not None:
+        msg = f"{path.name}: sheet {names[index]!r} {problem}"
+        raise BatchFileError(msg, path=path)
     # calamine releases the GIL while it parses the sheet: scan its XML meanwhile.
     marks_found = _Background(lambda: sheet_marks(path, index))
     try:

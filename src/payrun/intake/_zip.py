@@ -6,17 +6,20 @@ sizes are read from the zip directory, before anything is inflated). ``sheet_mar
 finds what python-calamine cannot report about the chosen sheet's cells: formulas (it
 hands back a formula's cached value, or nothing, as if typed in), Excel error values like
 #N/A (it hands back nothing), merged cells (only the first holds the value) and rows
-hidden or filtered out. ``sheet_states`` says which sheets are hidden.
+hidden or filtered out. ``sheet_extent`` says how far the sheet's cells reach, before
+calamine lays them out in one grid. ``sheet_states`` says which sheets are hidden.
 """
 
 from __future__ import annotations
 
 import posixpath
 import zipfile
+import zlib
 from pathlib import Path
 from xml.etree import ElementTree
 
 from payrun.errors import BatchFileError
+from payrun.intake._extent import Extent, scan_extent
 from payrun.intake._formats import style_damage
 from payrun.intake._marks import SheetMarks, scan_sheet
 
@@ -25,6 +28,7 @@ __all__ = [
     "SheetMarks",
     "check_workbook_zip",
     "sheet_choice",
+    "sheet_extent",
     "sheet_marks",
     "sheet_states",
 ]
@@ -66,6 +70,18 @@ def sheet_marks(path: Path, sheet_index: int) -> SheetMarks:
             with archive.open(member) as stream:
                 return scan_sheet(stream.read, _CHUNK, styles)
     except (zipfile.BadZipFile, ElementTree.ParseError, KeyError, ValueError, OSError) as exc:
+        msg = f"{path.name} is a corrupt .xlsx workbook ({exc}): save it again from Excel"
+        raise BatchFileError(msg, path=path) from exc
+
+
+def sheet_extent(path: Path, sheet_index: int) -> Extent:
+    """The last row and column the n-th sheet's cells reach (calamine's grid is that big)."""
+    try:
+        with zipfile.ZipFile(path) as archive, archive.open(
+            _sheet_member(archive, sheet_index)
+        ) as stream:
+            return scan_extent(stream.read, _CHUNK)
+    except (zipfile.BadZipFile, zlib.error, EOFError, KeyError, ValueError, OSError) as exc:
         msg = f"{path.name} is a corrupt .xlsx workbook ({exc}): save it again from Excel"
         raise BatchFileError(msg, path=path) from exc
 

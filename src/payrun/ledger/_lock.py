@@ -24,6 +24,7 @@ _TMP_FOLDER = "/tmp/payrun"  # noqa: S108 - /tmp/payrun-UID, checked private bef
 
 __all__ = [
     "bank_identity",
+    "check_ledger_path",
     "create_private",
     "release_lock",
     "take_batch_lock",
@@ -32,21 +33,92 @@ __all__ = [
 
 
 def create_private(path: Path) -> None:
-    """Create the ledger file readable by its owner only (0600) before SQLite opens it."""
+    """Create the ledger file readable by its owner only (0600) before SQLite opens it.
+
+    A file already there keeps its mode (payrun did not make it: its owner chose who may
+    read it) and must be a regular file this process can write.
+    """
     try:
-        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-        os.close(fd)
-        os.chmod(path, 0o600)
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    except FileExistsError:
+        _check_writable(path)
+        return
     except OSError as exc:
         msg = (
             f"cannot create the ledger {path}: {exc.strerror};"
             " check the folder exists and is writable"
         )
         raise LedgerError(msg) from None
+    try:
+        # the umask may have taken the owner's own bits away: this file is payrun's to set
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def _check_writable(path: Path) -> None:
+    """Open an existing ledger for writing (never blocking on a pipe) and close it again."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        msg = (
+            f"cannot write the ledger {path}: {exc.strerror}; make the file writable by this"
+            " user (it may be read-only or immutable: lsattr shows an i), or pass another --ledger"
+        )
+        raise LedgerError(msg) from None
+    try:
+        # replaced by something else since ``check_ledger_path`` looked
+        _refuse_unusual(path, os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+
+
+def check_ledger_path(path: Path) -> None:
+    """Refuse a ledger path naming anything but a regular file (or nothing yet), before
+    anything is opened, locked or made beside it: a device, a pipe, a socket, a folder, a
+    symbolic link to nothing. A file path of a missing folder is left to ``take_lock``."""
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        if path.is_symlink():
+            msg = (
+                f"the ledger {path} is a symbolic link to nothing: remove the link or pass"
+                " another --ledger"
+            )
+            raise LedgerError(msg) from None
+        return
+    except OSError as exc:
+        msg = f"cannot use the ledger {path}: {exc.strerror}; pass another --ledger"
+        raise LedgerError(msg) from None
+    _refuse_unusual(path, mode)
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+    (stat.S_ISFIFO, "a pipe"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _refuse_unusual(path: Path, mode: int) -> None:
+    if stat.S_ISREG(mode):
+        return
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    msg = (
+        f"the ledger {path} is {kind}, not a file: pass --ledger a file's path (a new"
+        " ledger file is created there)"
+    )
+    raise LedgerError(msg)
 
 
 def take_lock(path: Path) -> int | None:
-    """Hold an exclusive lock on ``PATH.lock`` for the process's life (released even on kill -9)."""
+    """Hold an exclusive lock on ``PATH.lock`` for the process's life (released even on kill -9).
+
+    ``path`` is checked first (``check_ledger_path``): no lock file is made beside a device.
+    """
+    check_ledger_path(path)
     if sys.platform == "win32":  # pragma: no cover - payrun runs on Linux and macOS
         return None
     import fcntl

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from payrun.domain import PlainRow, RowStatus, RowVerdict, format_money
-from payrun.errors import LedgerError
+from payrun.errors import LedgerError, LedgerWriteError
 from payrun.ledger._lock import create_private, release_lock, take_lock
 from payrun.ledger._records import (
     ROW_SELECT,
@@ -96,10 +96,19 @@ def default_ledger_path(batch_path: Path) -> Path:
 class Ledger:
     """An open ledger file. Use ``Ledger.open(path)``; close it (or use ``with``) when done."""
 
-    def __init__(self, path: Path, connection: sqlite3.Connection, lock_fd: int | None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        connection: sqlite3.Connection,
+        lock_fd: int | None,
+        *,
+        identity: tuple[int, int] | None = None,
+    ) -> None:
         self.path = path
         self._db = connection
         self._lock_fd = lock_fd
+        self._identity = identity
+        """(device, inode) of the file a writer opened: ``check_in_place`` compares it."""
         self._depth = 0
         self._sql_cache: dict[tuple[str, ...], str] = {}
 
@@ -115,10 +124,31 @@ class Ledger:
             if not readonly:
                 create_private(path)
             connection = _connect(path, readonly=readonly)
+            identity = None if readonly else _identity(path)
         except BaseException:
             release_lock(lock_fd)
             raise
-        return cls(path, connection, lock_fd)
+        return cls(path, connection, lock_fd, identity=identity)
+
+    def check_in_place(self) -> None:
+        """Raise ``LedgerWriteError`` when ``path`` no longer names the file this run opened
+        (deleted, or replaced by another file): what the run writes would be lost with it."""
+        if self._identity is None:
+            return
+        try:
+            now = _identity(self.path)
+        except LedgerError:
+            how = "deleted"
+        else:
+            if now == self._identity:
+                return
+            how = "replaced by another file"
+        msg = (
+            f"the ledger {self.path} was {how} while this run was using it: payrun stopped"
+            " sending (what it recorded went with the old file); run the same command again:"
+            " rows the bank already holds are then held as possible repeats, not paid again"
+        )
+        raise LedgerWriteError(msg)
 
     def close(self) -> None:
         """Close the database and release the lock."""
@@ -355,6 +385,16 @@ def _refuse_other_files(path: Path) -> None:
         shown = ", ".join(sorted(others)[:5])
         msg = f"{other}: it is a database of other tables ({shown}); name another --ledger file"
         raise LedgerError(msg)
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    """(device, inode) of the file at ``path``; ``LedgerError`` when there is none."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        msg = f"cannot find the ledger {path}: {exc.strerror}"
+        raise LedgerError(msg) from None
+    return info.st_dev, info.st_ino
 
 
 def _read_only(path: Path) -> str:
