@@ -17,7 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -381,7 +381,7 @@ def rewrite_answers(
         started: dict[str, Any] = {}
         chunks: list[bytes] = []
 
-        async def capture(message: dict[str, Any]) -> None:
+        async def capture(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 started.update(message)
             else:

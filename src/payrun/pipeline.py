@@ -374,6 +374,7 @@ async def _execute_rounds(
             create_workers=options.max_in_flight,
             create_only=options.create_only,
             stop=stop,
+            payee_details=checks.payee_details,
         )
         remember_late_answers(ledger, result)  # for this run's check and, if stopped, the next
         if result.fatal is not None:

@@ -5,6 +5,11 @@ connection, Ctrl-C or kill -9). Output: each such row moved to what the bank sho
 ``created`` (the payment exists), ``pending`` (it does not: safe to create again),
 ``submitted`` or back to ``created`` (no submission: safe to submit again). Rows the bank
 cannot settle without guessing stay ``creating`` with an explanation, and are returned.
+
+Payments are looked for on the bank's clock (``client.clock``): made since a row's first
+intent, as the bank stamps it. An answer about another payment than the row's (a
+submission of another payment, or one already recorded for another row; a payment read
+that names another payment) settles nothing: the row stays as it is, with a note.
 """
 
 from __future__ import annotations
@@ -85,8 +90,9 @@ async def _reconcile_creating(
                 )
             ambiguous.extend(r.row for r in rows)
             continue
+        offset = client.clock.offset
         since = (
-            min(r.intent_at for r in rows if r.intent_at) - CLOCK_SKEW
+            min(r.intent_at for r in rows if r.intent_at) + offset - CLOCK_SKEW
             if any(r.intent_at for r in rows)
             else None
         )
@@ -94,7 +100,11 @@ async def _reconcile_creating(
         if seen is None or (since is not None and seen and seen[0].created_at > since):
             seen = await fetch_recent_payments(client, account, since=since or _epoch())
         result = match_half_created(
-            rows, seen, known_payment_urls=book.known_payment_urls(), payee_details=payee_details
+            rows,
+            seen,
+            known_payment_urls=book.known_payment_urls(),
+            payee_details=payee_details,
+            bank_offset=offset,
         )
         for number, url in result.matched.items():
             book.set(number, status=RowStatus.CREATED, payment_url=url, error=None)
@@ -161,6 +171,10 @@ async def _settle_by_submissions(
     async def worker() -> None:
         async for row in receive:
             submissions = await _submissions(client, row, must_read=none is not None)
+            foreign = _foreign(book, row, submissions)
+            if foreign is not None:
+                book.set(row.row, error=foreign)
+                continue
             latest = max(submissions, key=lambda s: s.created_at) if submissions else None
             if latest is None:
                 if none is not None:
@@ -181,10 +195,32 @@ async def _settle_by_submissions(
                 group.start_soon(worker)
 
 
+def _foreign(book: RowBook, row: LedgerRow, submissions: list[Submission] | None) -> str | None:
+    """Why the bank's answer about the row's submissions is about something else (None:
+    it is not): a submission of another payment, or one recorded for another row."""
+    why = None
+    if submissions is None:
+        why = "a read of the row's payment or its latest submission named another one"
+    for submission in submissions or ():
+        holder = book.submission_holder(submission.url)
+        if submission.payment_url and submission.payment_url != row.payment_url:
+            why = f"it named {submission.url}, a submission of another payment"
+        elif holder is not None and holder != row.row:
+            why = f"it named {submission.url}, the submission recorded for row {holder}"
+    if why is None:
+        return None
+    return (
+        f"payrun asked the bank for this row's submissions and the answer was not about this"
+        f" row's payment ({why}), so nothing was recorded from it; run the same command again"
+        " to check again (nothing is paid twice)"
+    )
+
+
 async def _submissions(
     client: BankClient, row: LedgerRow, *, must_read: bool
-) -> list[Submission]:
-    """The payment's submissions (or its latest one).
+) -> list[Submission] | None:
+    """The payment's submissions (or its latest one); None when a read of the payment, or
+    of its latest submission, was answered with another one.
 
     A row left submitting must be settled, so a failed read stops the run. For a created
     row whose submissions list cannot be read, the payment itself says whether it has a
@@ -200,9 +236,12 @@ async def _submissions(
         if must_read:
             raise
     payment = await client.get_payment(row.payment_url)
+    if payment.url != row.payment_url:
+        return None
     if payment.latest_submission_url is None:
         return []
-    return [await client.get_submission(payment.latest_submission_url)]
+    latest = await client.get_submission(payment.latest_submission_url)
+    return [latest] if latest.url == payment.latest_submission_url else None
 
 
 def _epoch() -> datetime:

@@ -1,0 +1,177 @@
+"""Answers about another payment than the one asked for (issue 17, D4).
+
+A create answer replayed for the next create (a stale answer), a create answer whose
+details differ from the request, a submit answer naming another payment, and a "get
+payment" answer for another payment: each is an unknown outcome, settled with the bank,
+never recorded as the row's own. The ledger itself refuses one payment URL for two rows.
+
+Real CLI runs against the sandbox bank over loopback HTTP, with ``rewrite_answers``
+changing answers after the bank acted on the request.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from _run_helpers import (
+    BatchRow,
+    assert_exactly_once,
+    ledger_rows,
+    make_rows,
+    rewrite_answers,
+    run,
+    write_batch,
+)
+from payrun.sandbox import RunningSandbox, serve_in_thread
+
+_CREATE = re.compile(r"^/v0/bank/accounts/[^/]+/payments$")
+_SUBMIT = re.compile(r"^/v0/payments/[^/]+/submissions$")
+_PAYMENT = re.compile(r"^/v0/payments/[^/]+$")
+
+
+@pytest.fixture
+def bank() -> Iterator[RunningSandbox]:
+    """A fresh sandbox bank for one test."""
+    with serve_in_thread(rng_seed=17, deliver_after_ms=50) as sandbox:
+        yield sandbox
+
+
+def _rows(count: int) -> list[BatchRow]:
+    """``count`` rows of different payees and amounts, row 2 for £1.00."""
+    rows = make_rows(17, count, tag="W")
+    rows[1] = BatchRow(**{**_fields(rows[1]), "amount": "1.00"})
+    return rows
+
+
+def _fields(row: BatchRow) -> dict[str, str]:
+    return {name: getattr(row, name) for name in BatchRow.__slots__}
+
+
+def _api(bank: RunningSandbox) -> httpx.Client:
+    return httpx.Client(base_url=bank.base_url, timeout=30,
+                        headers={"Authorization": f"ServiceAPIKey {bank.api_key}"})
+
+
+def _no_url_twice(ledger: Path) -> None:
+    """No payment URL and no submission URL is recorded for two rows."""
+    rows = ledger_rows(ledger)
+    for column in ("payment_url", "submission_url"):
+        counts = Counter(r[column] for r in rows if r[column])
+        assert all(n == 1 for n in counts.values()), (column, counts)
+
+
+def _replay_first(pattern: re.Pattern[str], method: str = "POST") -> object:
+    """A rewrite giving the second answer to ``pattern`` the first one's body."""
+    first: list[bytes] = []
+    answered = [0]
+
+    def rewrite(verb: str, path: str, status: int, body: bytes) -> tuple[int, bytes] | None:
+        if verb != method or not pattern.match(path) or status >= 300:  # noqa: PLR2004
+            return None
+        answered[0] += 1
+        if not first:
+            first.append(body)
+            return None
+        if answered[0] == 2:  # noqa: PLR2004 - the second answer only
+            return status, first[0]
+        return None
+
+    return rewrite
+
+
+def test_a_create_answer_replayed_for_the_next_create_is_not_recorded_as_its_payment(
+    bank: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first create answer given again for the second create: that row's payment is
+    found at the bank and paid once; no row is recorded with another row's payment."""
+    rows = _rows(4)
+    batch = write_batch(tmp_path / "b.csv", rows)
+    ledger = tmp_path / "b.ledger.sqlite"
+    rewrite_answers(bank, monkeypatch, _replay_first(_CREATE))  # type: ignore[arg-type]
+    done = run(bank, batch, ledger, "--max-in-flight", "1")
+    assert done.returncode == 0, done.describe()
+    _no_url_twice(ledger)
+    assert_exactly_once(bank, rows, ledger, done.describe())
+    again = run(bank, batch, ledger)
+    assert again.returncode == 0, again.describe()
+    assert_exactly_once(bank, rows, ledger, again.describe())
+
+
+def test_a_create_answer_for_a_payment_made_elsewhere_is_checked_with_the_bank(
+    bank: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create answer naming a payment this ledger never made (another file's, to another
+    payee for another amount) is an unknown outcome: the row's own payment is looked up at
+    the bank and paid once, and the other payment is left unsubmitted."""
+    other = make_rows(18, 1, tag="X")
+    elsewhere = tmp_path / "other.ledger.sqlite"
+    made = run(bank, write_batch(tmp_path / "other.csv", other), elsewhere, "--create-only")
+    assert made.returncode == 0, made.describe()
+    other_url = ledger_rows(elsewhere)[0]["payment_url"]
+    with _api(bank) as api:
+        other_answer = api.get(other_url).content
+    rows = _rows(3)
+    batch = write_batch(tmp_path / "b.csv", rows)
+    ledger = tmp_path / "b.ledger.sqlite"
+    changed: list[bool] = []
+
+    def rewrite(method: str, path: str, status: int, body: bytes) -> tuple[int, bytes] | None:
+        if method != "POST" or not _CREATE.match(path) or changed or status >= 300:  # noqa: PLR2004
+            return None
+        changed.append(True)
+        return status, other_answer
+
+    rewrite_answers(bank, monkeypatch, rewrite)
+    done = run(bank, batch, ledger)
+    assert done.returncode == 0, done.describe()
+    assert changed
+    assert_exactly_once(bank, rows, ledger, done.describe())
+    assert other_url not in {r["payment_url"] for r in ledger_rows(ledger)}
+    assert not bank.state.payments[other_url.rsplit("/", 1)[-1]].submission_ids
+
+
+def test_a_submit_answer_naming_another_payment_is_checked_with_the_bank(
+    bank: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first submit answer given again for the second submit: that row's submission is
+    looked up at the bank; each row records its own submission, each payment submitted once."""
+    rows = _rows(4)
+    batch = write_batch(tmp_path / "b.csv", rows)
+    ledger = tmp_path / "b.ledger.sqlite"
+    rewrite_answers(bank, monkeypatch, _replay_first(_SUBMIT))  # type: ignore[arg-type]
+    done = run(bank, batch, ledger, "--max-in-flight", "1")
+    assert done.returncode == 0, done.describe()
+    _no_url_twice(ledger)
+    assert_exactly_once(bank, rows, ledger, done.describe())
+
+
+def test_a_payment_read_answered_with_another_payment_changes_no_row(
+    bank: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After --create-only, one payment is rejected in the bank's app; every read of a
+    payment is then answered with that rejected payment: only its own row is rejected."""
+    rows = _rows(2)
+    batch = write_batch(tmp_path / "b.csv", rows)
+    ledger = tmp_path / "b.ledger.sqlite"
+    first = run(bank, batch, ledger, "--create-only")
+    assert first.returncode == 0, first.describe()
+    rejected_url = ledger_rows(ledger)[0]["payment_url"]
+    with _api(bank) as api:
+        api.patch(rejected_url, json={"rejection-reason": "wrong"}).raise_for_status()
+        rejected = api.get(rejected_url).content
+
+    def rewrite(method: str, path: str, status: int, body: bytes) -> tuple[int, bytes] | None:
+        if method == "GET" and _PAYMENT.match(path):
+            return 200, rejected
+        return None
+
+    rewrite_answers(bank, monkeypatch, rewrite)
+    again = run(bank, batch, ledger, "--create-only")
+    statuses = [r["status"] for r in ledger_rows(ledger)]
+    assert statuses == ["rejected", "created"], again.describe()
