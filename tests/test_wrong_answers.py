@@ -175,3 +175,31 @@ def test_a_payment_read_answered_with_another_payment_changes_no_row(
     again = run(bank, batch, ledger, "--create-only")
     statuses = [r["status"] for r in ledger_rows(ledger)]
     assert statuses == ["rejected", "created"], again.describe()
+
+
+def test_a_submissions_list_of_another_payment_is_not_adopted(
+    bank: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After --create-only, row 1's payment is approved in the bank's app; every list of a
+    payment's submissions is then answered with row 1's: row 2 does not take row 1's
+    submission as its own, and the run submits row 2's payment (each paid once)."""
+    rows = _rows(2)
+    batch = write_batch(tmp_path / "b.csv", rows)
+    ledger = tmp_path / "b.ledger.sqlite"
+    first = run(bank, batch, ledger, "--create-only")
+    assert first.returncode == 0, first.describe()
+    approved = ledger_rows(ledger)[0]["payment_url"]
+    with _api(bank) as api:
+        api.post(f"{approved}/submissions", json={"payment-scheme": "fps"}).raise_for_status()
+        listed = api.get(f"{approved}/submissions").content
+
+    def rewrite(method: str, path: str, status: int, body: bytes) -> tuple[int, bytes] | None:
+        if method == "GET" and _SUBMIT.match(path):
+            return 200, listed
+        return None
+
+    rewrite_answers(bank, monkeypatch, rewrite)
+    again = run(bank, batch, ledger)
+    assert again.returncode == 0, again.describe()
+    _no_url_twice(ledger)
+    assert_exactly_once(bank, rows, ledger, again.describe())

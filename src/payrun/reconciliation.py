@@ -9,7 +9,8 @@ cannot settle without guessing stay ``creating`` with an explanation, and are re
 Payments are looked for on the bank's clock (``client.clock``): made since a row's first
 intent, as the bank stamps it. An answer about another payment than the row's (a
 submission of another payment, or one already recorded for another row; a payment read
-that names another payment) settles nothing: the row stays as it is, with a note.
+that names another payment) settles nothing: it is a failed read, and the run stops
+(exit 3) with the row as it was.
 """
 
 from __future__ import annotations
@@ -170,11 +171,7 @@ async def _settle_by_submissions(
 
     async def worker() -> None:
         async for row in receive:
-            submissions = await _submissions(client, row, must_read=none is not None)
-            foreign = _foreign(book, row, submissions)
-            if foreign is not None:
-                book.set(row.row, error=foreign)
-                continue
+            submissions = await _submissions(client, book, row, must_read=none is not None)
             latest = max(submissions, key=lambda s: s.created_at) if submissions else None
             if latest is None:
                 if none is not None:
@@ -195,41 +192,42 @@ async def _settle_by_submissions(
                 group.start_soon(worker)
 
 
-def _foreign(book: RowBook, row: LedgerRow, submissions: list[Submission] | None) -> str | None:
-    """Why the bank's answer about the row's submissions is about something else (None:
-    it is not): a submission of another payment, or one recorded for another row."""
-    why = None
-    if submissions is None:
-        why = "a read of the row's payment or its latest submission named another one"
-    for submission in submissions or ():
+def _own(book: RowBook, row: LedgerRow, submissions: list[Submission]) -> list[Submission]:
+    """``submissions``, once checked to be the row's payment's: one of another payment, or
+    one recorded for another row, makes the answer unusable (``BankError``: the run stops,
+    nothing recorded from it, and the next run asks again)."""
+    for submission in submissions:
         holder = book.submission_holder(submission.url)
         if submission.payment_url and submission.payment_url != row.payment_url:
-            why = f"it named {submission.url}, a submission of another payment"
-        elif holder is not None and holder != row.row:
-            why = f"it named {submission.url}, the submission recorded for row {holder}"
-    if why is None:
-        return None
-    return (
-        f"payrun asked the bank for this row's submissions and the answer was not about this"
-        f" row's payment ({why}), so nothing was recorded from it; run the same command again"
-        " to check again (nothing is paid twice)"
+            raise _foreign(row, f"{submission.url}, a submission of another payment")
+        if holder is not None and holder != row.row:
+            raise _foreign(row, f"{submission.url}, the submission recorded for row {holder}")
+    return submissions
+
+
+def _foreign(row: LedgerRow, named: str) -> BankError:
+    msg = (
+        f"the bank answered a question about the submissions of row {row.row}'s payment"
+        f" {row.payment_url} with {named}; nothing was recorded from it and nothing more"
+        " is sent: run the same command again to ask again (nothing is paid twice)"
     )
+    return BankError(msg)
 
 
 async def _submissions(
-    client: BankClient, row: LedgerRow, *, must_read: bool
-) -> list[Submission] | None:
-    """The payment's submissions (or its latest one); None when a read of the payment, or
-    of its latest submission, was answered with another one.
+    client: BankClient, book: RowBook, row: LedgerRow, *, must_read: bool
+) -> list[Submission]:
+    """The payment's submissions (or its latest one), checked to be its own (``_own``).
 
     A row left submitting must be settled, so a failed read stops the run. For a created
     row whose submissions list cannot be read, the payment itself says whether it has a
     submission: it is submitted only when it has none (the bank does not promise to refuse
-    a second live submission); when neither can be read the run stops (exit 3).
+    a second live submission); when neither can be read, or the payment read names
+    another payment, the run stops (exit 3).
     """
     assert row.payment_url is not None
     try:
-        return await client.payment_submissions(row.payment_url)
+        return _own(book, row, await client.payment_submissions(row.payment_url))
     except AuthError:
         raise
     except BankError:
@@ -237,11 +235,13 @@ async def _submissions(
             raise
     payment = await client.get_payment(row.payment_url)
     if payment.url != row.payment_url:
-        return None
+        raise _foreign(row, f"the payment {payment.url}")
     if payment.latest_submission_url is None:
         return []
     latest = await client.get_submission(payment.latest_submission_url)
-    return [latest] if latest.url == payment.latest_submission_url else None
+    if latest.url != payment.latest_submission_url:
+        raise _foreign(row, f"{latest.url}, not its latest submission")
+    return _own(book, row, [latest])
 
 
 def _epoch() -> datetime:

@@ -113,7 +113,8 @@ class _Tracker:
         self.client = client
         self.org = org
         self.book = book
-        self.since = client.clock.to_bank(since) - timedelta(minutes=1)  # the bank's clock
+        # Events carry the bank's created-at: the batch start is read on the bank's clock.
+        self.since = client.clock.to_bank(since) - timedelta(minutes=1)
         self.stopped = stopped
         self.seen: set[str] = set()
         self.events_refused = False  # 403 on the events: poll from then on
@@ -239,7 +240,8 @@ class _Tracker:
                     self.failed(exc)
                 else:
                     self.answered()
-                    if submission.url == url:  # an answer about another one settles nothing
+                    # An answer about another submission settles nothing.
+                    if submission.url == url:
                         self.settle(url, submission.status, submission.reason)
                 self._read_later(url)
 

@@ -17,7 +17,8 @@ from email.utils import parsedate_to_datetime
 
 __all__ = ["BankClock"]
 
-_HALF_SECOND = timedelta(milliseconds=500)  # a Date header is cut to the second: its middle
+_HALF_SECOND = timedelta(milliseconds=500)
+"""A Date header is cut to the second: the bank's time was on average half a second later."""
 
 
 def _utc_now() -> datetime:
@@ -31,8 +32,10 @@ class BankClock:
 
     def __init__(self) -> None:
         self._offset = timedelta(0)
-        self._date: str | None = None  # the last Date header read (parsed once per change)
-        self._dated = False  # a Date header was measured: created-at is then not needed
+        # The last Date header read: the header changes once a second, so it is parsed once.
+        self._date: str | None = None
+        # A Date header was measured: created-at, less precise, is then not needed.
+        self._dated = False
 
     @property
     def offset(self) -> timedelta:
@@ -52,7 +55,8 @@ class BankClock:
             stamp = parsedate_to_datetime(header)
         except (TypeError, ValueError, IndexError):
             return
-        if stamp.tzinfo is None:  # "-0000": a time in UTC from a source that does not say so
+        # "-0000" is a time in UTC from a source that does not say where it is.
+        if stamp.tzinfo is None:
             stamp = stamp.replace(tzinfo=UTC)
         self._offset = stamp + _HALF_SECOND - _utc_now()
         self._dated = True

@@ -156,7 +156,8 @@ class SandboxApp:
             module.register(self.router)
         self.admin = Router()
         _admin.register(self.admin)
-        self._date = (-1, b"")  # the second the Date header was made for, and its value
+        # The second the Date header was last made for, and its value.
+        self._date = (-1, b"")
 
     @property
     def sandbox(self) -> SandboxState:
