@@ -77,7 +77,8 @@ CREATE TABLE IF NOT EXISTS rows (
 );
 """
 _UNIQUE = (("rows_payment_url", "payment_url"), ("rows_submission_url", "submission_url"))
-"""Index name, column: one bank payment (or submission) is never recorded for two rows."""
+"""Index name, column: one bank payment (or submission) is never recorded for two rows
+(partial indexes: the many rows with none cost nothing)."""
 
 _UPDATABLE = frozenset(
     {
@@ -387,7 +388,10 @@ def _add_unique_indexes(connection: sqlite3.Connection, path: Path) -> None:
     that already records one payment or submission for two rows, naming them."""
     for index, column in _UNIQUE:
         try:
-            connection.execute(f"CREATE UNIQUE INDEX IF NOT EXISTS {index} ON rows ({column})")
+            connection.execute(
+                f"CREATE UNIQUE INDEX IF NOT EXISTS {index} ON rows ({column})"
+                f" WHERE {column} IS NOT NULL"
+            )
         except sqlite3.IntegrityError:
             url, rows = connection.execute(
                 f"SELECT {column}, GROUP_CONCAT(row, ', ') FROM rows"  # noqa: S608
