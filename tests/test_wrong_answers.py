@@ -11,6 +11,7 @@ changing answers after the bank acted on the request.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -203,3 +204,54 @@ def test_a_submissions_list_of_another_payment_is_not_adopted(
     assert again.returncode == 0, again.describe()
     _no_url_twice(ledger)
     assert_exactly_once(bank, rows, ledger, again.describe())
+
+
+def _srd_payee(bank: RunningSandbox, row: BatchRow, srd: str) -> None:
+    """A payee for ``row`` made in the bank's app with SRD on its CoP request: the bank
+    writes the SRD on every payment to it instead of the payment's reference."""
+    with _api(bank) as api:
+        org_url = api.get("/v0/index").json()["organization-url"]
+        found = api.post(f"{org_url}/bank/accounts/search",
+                         json={"search-query": row.source_account.split()[1]})
+        owner = found.json()["search-results"][0]["owner-url"]
+        cop = api.post(f"{org_url}/cop-request", json={
+            "account-number": row.account_number, "bank-id": row.sort_code,
+            "account-classification": "personal", "name": row.payee_name,
+            "requester-legal-person-url": owner, "secondary-reference-data": srd})
+        cop.raise_for_status()
+        api.post(f"{owner}/bank/payees", json={
+            "account-holder": row.payee_name, "account-number": row.account_number,
+            "bank-id": row.sort_code, "cop-request-url": cop.json()["cop-request-url"],
+        }).raise_for_status()
+
+
+def test_a_create_answer_that_cannot_be_matched_is_never_made_again(
+    bank: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bank writes an SRD payrun cannot see (its payees list leaves out the CoP
+    requests) on the row's payment: the create answer's reference differs from the row's
+    and reconciliation finds no payment with the row's reference; the row is left for a
+    person (exit 3), never created a second time."""
+    row = _rows(2)[0]
+    _srd_payee(bank, row, "ROLL 0042-7")
+    batch = write_batch(tmp_path / "b.csv", [row])
+    ledger = tmp_path / "b.ledger.sqlite"
+
+    def no_cop_requests(
+        method: str, path: str, status: int, body: bytes
+    ) -> tuple[int, bytes] | None:
+        if method == "GET" and path.endswith("/bank/payees") and status == 200:  # noqa: PLR2004
+            page = json.loads(body)
+            page.pop("included", None)
+            return status, json.dumps(page).encode()
+        return None
+
+    rewrite_answers(bank, monkeypatch, no_cop_requests)
+    done = run(bank, batch, ledger)
+    assert done.returncode == 3, done.describe()
+    [recorded] = ledger_rows(ledger)
+    assert recorded["status"] == "creating", recorded
+    assert "bank's app" in recorded["error"], recorded
+    made = [p for p in list(bank.state.payments.values())
+            if p.creditor_account_number == row.account_number]
+    assert len(made) == 1, made

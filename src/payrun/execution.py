@@ -104,6 +104,9 @@ class ExecutionResult:
     """A request found the bank unreachable after its retries: the pass stopped early."""
     settle_at: float = 0.0  # anyio's clock: no earlier is the bank asked about a late answer
     fatal: PayrunError | None = None
+    answered_otherwise: set[int] = field(default_factory=set)
+    """Rows whose create the bank answered with another payment than theirs: it did
+    something, so reconciliation does not create them again on finding nothing."""
 
 
 @dataclass(slots=True, eq=False)
@@ -298,6 +301,7 @@ class _Engine:
         foreign = self._foreign_payment(row, payment)
         if foreign is not None:
             self._not_asked_for(number, "create", f"{foreign} ({payment.url})")
+            self.result.answered_otherwise.add(number)
             return False
         self._client.clock.observe_created(payment.created_at, sent=sent, received=utc_now())
         self._book.record(number, status=RowStatus.CREATED, payment_url=payment.url, error=None)

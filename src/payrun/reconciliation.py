@@ -16,7 +16,7 @@ that names another payment) settles nothing: it is a failed read, and the run st
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -40,6 +40,12 @@ __all__ = [
 ]
 
 _READ_WORKERS = 20
+_PUZZLING = (
+    "the bank answered this row's create with another payment than the one asked for, and"
+    " shows no payment matching this row: check the account's payments in the bank's app"
+    " (one to this payee for this amount may be this row's, its reference rewritten), reject"
+    " any that is this row's, then run again: the row is then created once"
+)
 
 
 async def fetch_recent_payments(
@@ -56,10 +62,17 @@ async def reconcile_rows(
     accounts: Mapping[str, BankAccount],
     payee_details: Mapping[str, PayeeFacts],
     payments: Mapping[str, list[Payment]] | None = None,
+    answered_otherwise: Collection[int] = (),
 ) -> list[int]:
-    """Settle every ``creating`` and ``submitting`` row; return rows needing a person."""
+    """Settle every ``creating`` and ``submitting`` row; return rows needing a person.
+
+    ``answered_otherwise``: rows whose create the bank answered with another payment than
+    theirs in this run; one of them the bank shows no payment for stays ``creating`` and
+    needs a person (the bank did something: it is not created again in this run).
+    """
     ambiguous = await _reconcile_creating(
-        client, book, accounts=accounts, payee_details=payee_details, payments=payments or {}
+        client, book, accounts=accounts, payee_details=payee_details, payments=payments or {},
+        answered_otherwise=answered_otherwise,
     )
     await _reconcile_submitting(client, book)
     return ambiguous
@@ -72,6 +85,7 @@ async def _reconcile_creating(
     accounts: Mapping[str, BankAccount],
     payee_details: Mapping[str, PayeeFacts],
     payments: Mapping[str, list[Payment]],
+    answered_otherwise: Collection[int],
 ) -> list[int]:
     by_account: dict[str, list[LedgerRow]] = defaultdict(list)
     for row in book.in_status(RowStatus.CREATING):
@@ -109,7 +123,16 @@ async def _reconcile_creating(
         )
         for number, url in result.matched.items():
             book.set(number, status=RowStatus.CREATED, payment_url=url, error=None)
-        book.set_many(result.not_made, status=RowStatus.PENDING, intent_at=None, error=None)
+        puzzling = [n for n in result.not_made if n in answered_otherwise]
+        book.set_many(
+            [n for n in result.not_made if n not in answered_otherwise],
+            status=RowStatus.PENDING,
+            intent_at=None,
+            error=None,
+        )
+        for number in puzzling:
+            book.set(number, error=_PUZZLING)
+        ambiguous.extend(puzzling)
         for number in result.ambiguous:
             book.set(
                 number,
