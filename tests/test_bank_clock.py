@@ -33,6 +33,7 @@ from _run_helpers import (
     write_batch,
 )
 from payrun.bank import BankClock
+from payrun.bank.clock import parse_http_date
 from payrun.sandbox import serve_in_thread
 
 BEHIND_S = -180.0
@@ -47,6 +48,10 @@ def test_the_clock_reads_the_date_header() -> None:
     assert abs(clock.offset - timedelta(minutes=-3)) < timedelta(seconds=2)
     clock.observe_date("not a date")
     assert abs(clock.offset - timedelta(minutes=-3)) < timedelta(seconds=2)
+    assert parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT") == datetime(
+        1994, 11, 6, 8, 49, 37, tzinfo=UTC
+    )
+    assert parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT") is None
 
 
 def test_a_created_payment_measures_the_clock_only_without_a_date_header() -> None:
