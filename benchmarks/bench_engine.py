@@ -45,21 +45,42 @@ class _Never:
 
 
 class CannedBank(LeanClient):
-    """Answers every create with one payment and every submit with one submission."""
+    """Answers each create with a payment of its own (the canned one under a new URL, from
+    the account and for the amount asked) and each submit with a submission of its own
+    naming that payment (payrun checks that an answer is about what it asked for)."""
 
     def __init__(self, payment: bytes, submission: bytes, delay: float) -> None:
         super().__init__("https://bank.invalid", {"Authorization": "ServiceAPIKey x"})
         self._payment, self._submission, self._delay = payment, submission, delay
+        self._payment_url = _field(payment, b"payment-url")
+        self._submission_url = _field(submission, b"submission-url")
+        self._account_url = _field(submission, b"account-url")
         self.requests = 0
 
     async def request(
         self, method: str, url: str, *, params: Any = None, json: Any = None
     ) -> Answer:
-        """Wait the delay, then answer 201 with the canned body for this kind of call."""
+        """Wait the delay, then answer 201 with this call's own payment or submission."""
         await asyncio.sleep(self._delay)
         self.requests += 1
-        body = self._submission if url.endswith("/submissions") else self._payment
+        number = str(self.requests).encode()
+        if url.endswith("/submissions"):
+            body = self._submission.replace(
+                self._submission_url, self._submission_url + number
+            ).replace(self._payment_url, url.removesuffix("/submissions").encode())
+        else:
+            amount = json["payment-amount"]["value"].encode()
+            body = (
+                self._payment.replace(self._payment_url, self._payment_url + number)
+                .replace(b'"value":"1.00"', b'"value":"' + amount + b'"')
+                .replace(self._account_url, url.removesuffix("/payments").encode())
+            )
         return Answer(201, body)
+
+
+def _field(body: bytes, name: bytes) -> bytes:
+    """The text of one string field of a canned JSON body."""
+    return body.split(b'"' + name + b'":"', 1)[1].split(b'"', 1)[0]
 
 
 async def canned_bodies() -> tuple[bytes, bytes, str, str]:

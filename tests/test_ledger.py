@@ -447,3 +447,52 @@ def test_an_immutable_ledger_says_it_cannot_be_written(tmp_path: Path) -> None:
             Ledger.open(path)
     finally:
         subprocess.run(["chattr", "-i", str(path)], check=True)
+def test_one_payment_or_submission_url_is_refused_for_two_rows(ledger: Ledger) -> None:
+    """The ledger refuses to record a payment URL (or a submission URL) a second row holds."""
+    ledger.update_many([2], payment_url="/v0/payments/pm.1", submission_url="/v0/submissions/ps.1")
+    with pytest.raises(LedgerError, match="one bank payment or submission for two rows"):
+        ledger.update_many([3], payment_url="/v0/payments/pm.1")
+    with pytest.raises(LedgerError, match="one bank payment or submission for two rows"):
+        ledger.update_each([(3, {"submission_url": "/v0/submissions/ps.1"})])
+    assert [r.payment_url for r in ledger.rows()] == ["/v0/payments/pm.1", None, None]
+
+
+def _drop_unique_indexes(path: Path) -> None:
+    """Make the file look like a ledger of a payrun before the unique indexes."""
+    with sqlite3.connect(path) as db:
+        db.execute("DROP INDEX rows_payment_url")
+        db.execute("DROP INDEX rows_submission_url")
+
+
+def test_a_ledger_of_an_earlier_payrun_gets_the_unique_indexes_on_open(ledger: Ledger) -> None:
+    """A ledger written before the unique indexes gets them when a run opens it."""
+    path = ledger.path
+    ledger.close()
+    _drop_unique_indexes(path)
+    with Ledger.open(path) as again:
+        again.update_many([2], payment_url="/v0/payments/pm.1")
+        with pytest.raises(LedgerError, match="for two rows"):
+            again.update_many([3], payment_url="/v0/payments/pm.1")
+
+
+def test_an_earlier_ledger_holding_one_payment_for_two_rows_is_refused_naming_them(
+    ledger: Ledger,
+) -> None:
+    """An older ledger already recording one payment for two rows is refused on open, with
+    the rows and the payment named and what to do; reading it (a report) still works."""
+    path = ledger.path
+    ledger.close()
+    _drop_unique_indexes(path)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE rows SET payment_url = '/v0/payments/pm.7' WHERE row IN (2, 3)")
+    with pytest.raises(LedgerError) as refused:
+        Ledger.open(path)
+    message = str(refused.value)
+    assert "rows 2, 3" in message and "/v0/payments/pm.7" in message, message
+    assert "bank's app" in message and "new file" in message, message
+    with Ledger.open(path, readonly=True) as reading:
+        assert len(reading.rows()) == 3
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE rows SET payment_url = NULL WHERE row = 3")
+    with Ledger.open(path) as again:  # the refused open let go of its lock
+        assert again.rows()[0].payment_url == "/v0/payments/pm.7"

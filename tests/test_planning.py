@@ -14,6 +14,7 @@ from payrun.ledger import LedgerRow
 from payrun.planning import (
     PayeeFacts,
     PayeeIndex,
+    PaymentCheck,
     account_classification,
     check_control_totals,
     find_repeats,
@@ -100,6 +101,40 @@ def test_payment_before_intent_is_ignored() -> None:
     old = _pay("/p/1", at=T0 - timedelta(minutes=5))
     result = match_half_created([_row(2)], [old], known_payment_urls=set(), payee_details={})
     assert result.not_made == [2]
+
+
+def test_a_payment_is_placed_after_the_intent_on_the_bank_clock() -> None:
+    """A bank 3 minutes behind stamps a row's payment 3 minutes before its intent: matched
+    with that offset, and a payment older than the intent on the bank's clock is not."""
+    made = _pay("/p/1", at=T0 - timedelta(minutes=3) + timedelta(seconds=1))
+    behind = timedelta(minutes=-3)
+    found = match_half_created(
+        [_row(2)], [made], known_payment_urls=set(), payee_details={}, bank_offset=behind
+    )
+    assert found.matched == {2: "/p/1"}
+    older = _pay("/p/2", at=T0 - timedelta(minutes=5))
+    result = match_half_created(
+        [_row(2)], [older], known_payment_urls=set(), payee_details={}, bank_offset=behind
+    )
+    assert result.not_made == [2]
+
+
+def test_a_payment_check_compares_a_payment_with_its_row() -> None:
+    """PaymentCheck: the row's amount, creditor and reference match; another amount, payee
+    or reference does not; a rejected payment never does."""
+    check = PaymentCheck({})
+    row = _row(2)._replace(payee_url="/payees/1")
+    def to_payee(url: str) -> _Payment:
+        return _pay("/p/1", creditor_payee_url=url, creditor_sort_code=None,
+                    creditor_account_number=None)
+
+    assert check.matches(row, to_payee("/payees/1"))
+    assert check.matches(row, _pay("/p/1"))  # shown as the row's account, no payee URL
+    assert not check.matches(row, to_payee("/payees/2"))
+    assert not check.matches(row, _pay("/p/1", creditor_account_number="99998888"))
+    assert not check.matches(row, _pay("/p/1", amount="1.00"))
+    assert not check.matches(row, _pay("/p/1", reference="OTHER"))
+    assert not check.matches(row, _pay("/p/1", rejected=True))
 
 
 def test_known_payments_are_not_matched_again() -> None:

@@ -399,3 +399,22 @@ async def test_a_failed_commit_leaves_rows_ahead_unsent_and_unchanged(
         await book.intent(3, RowStatus.CREATING)
     assert book.get(3).status is RowStatus.PENDING
     ledger.close()
+
+
+def test_the_book_knows_which_row_holds_each_payment_and_submission(tmp_path: Path) -> None:
+    """payment_holder and submission_holder follow every change, a URL moved or cleared."""
+    ledger = _ledger(tmp_path)
+    book = RowBook(ledger.rows(), ledger=ledger)
+    book.set(2, payment_url="/v0/payments/pm.1")
+    book.record(3, payment_url="/v0/payments/pm.2", submission_url="/v0/submissions/ps.2")
+    assert book.payment_holder("/v0/payments/pm.1") == 2
+    assert book.submission_holder("/v0/submissions/ps.2") == 3
+    book.set(2, payment_url=None)
+    assert book.payment_holder("/v0/payments/pm.1") is None
+    assert book.known_payment_urls() == {"/v0/payments/pm.2"}
+    book.flush()
+    ledger.close()
+    with Ledger.open(ledger.path) as again:
+        reopened = RowBook(again.rows(), ledger=again)
+        assert reopened.payment_holder("/v0/payments/pm.2") == 3
+        assert reopened.submission_holder("/v0/submissions/ps.2") == 3

@@ -63,8 +63,8 @@ async def _mark_rejected(client: BankClient, book: RowBook) -> None:
 
 
 async def _is_rejected(client: BankClient, row: LedgerRow) -> bool:
-    """True when the bank shows the row's payment rejected; False if it cannot be read
-    (the row stays created: the next run reads it again)."""
+    """True when the bank shows the row's payment rejected; False if it cannot be read, or
+    the answer is about another payment (the row stays created: the next run reads it again)."""
     assert row.payment_url is not None
     try:
         payment = await client.get_payment(row.payment_url)
@@ -72,4 +72,4 @@ async def _is_rejected(client: BankClient, row: LedgerRow) -> bool:
         raise
     except BankError:
         return False
-    return payment.rejected
+    return payment.url == row.payment_url and payment.rejected

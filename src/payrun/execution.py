@@ -15,7 +15,11 @@ Scheduling (one task group, long-lived workers, no task per row):
 - on a stop request nothing new starts; in-flight requests finish (the caller bounds that).
 
 A create or submit whose outcome is unknown stays ``creating``/``submitting`` for
-``reconciliation``; it is never resent blindly. A 401/403 stops the engine: it is
+``reconciliation``; it is never resent blindly. So does one whose answer is not for what
+was asked: a create answer whose payment differs from the request (source account,
+creditor, amount, reference) or is already another row's, a submit answer for another
+payment or whose submission is another row's (a stale or replayed answer); such a payment
+or submission is never recorded as the row's. A 401/403 stops the engine: it is
 ``ExecutionResult.fatal``, a ``RefusedMidRunError`` saying what was done once payments exist.
 """
 
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING, Protocol
@@ -39,12 +43,13 @@ from payrun.errors import (
     OutcomeUnknownError,
     PayrunError,
 )
-from payrun.ledger import LedgerRow
+from payrun.ledger import LedgerRow, utc_now
+from payrun.planning import PayeeFacts, PaymentCheck
 from payrun.records import RowBook
 from payrun.refusal import refused_mid_run
 
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
-    from payrun.bank import BankClient
+    from payrun.bank import BankClient, Payment, Submission
 
 __all__ = ["ExecutionResult", "StopFlag", "execute_rows"]
 
@@ -73,6 +78,7 @@ _NEXT_STEP = {
 _AHEAD = 32  # intents committed with each one for the next rows of its queue (RowBook.intent)
 LATE_ANSWER_SECONDS = 30.0  # a bank that did not answer in time may finish later: payrun
 # looks once as long as it waited for the answer (transport.REQUEST_TIMEOUT) has passed
+_OUTBOUND = "outbound-payment"
 _WATCH_SECONDS = 0.25  # how often the engine looks at the stop flag
 _FLUSH_SECONDS = 1.0  # how long an outcome waits at most for the next intent's commit
 
@@ -98,6 +104,9 @@ class ExecutionResult:
     """A request found the bank unreachable after its retries: the pass stopped early."""
     settle_at: float = 0.0  # anyio's clock: no earlier is the bank asked about a late answer
     fatal: PayrunError | None = None
+    answered_otherwise: set[int] = field(default_factory=set)
+    """Rows whose create the bank answered with another payment than theirs: it did
+    something, so reconciliation does not create them again on finding nothing."""
 
 
 @dataclass(slots=True, eq=False)
@@ -129,9 +138,11 @@ class _Engine:
         create_workers: int,
         create_only: bool,
         stop: StopFlag,
+        payee_details: Mapping[str, PayeeFacts],
     ) -> None:
         self._client = client
         self._book = book
+        self._check = PaymentCheck(payee_details)
         self._submits = per_account_submits
         self._create_workers = create_workers
         self._create_only = create_only
@@ -279,6 +290,7 @@ class _Engine:
     async def _create(self, number: int, ahead: Iterable[int]) -> bool:
         row = await self._book.intent(number, RowStatus.CREATING, ahead=ahead)
         assert row.account_url is not None and row.payee_url is not None
+        sent = utc_now()
         try:
             payment = await self._client.create_payment(
                 row.account_url, payee_url=row.payee_url, amount=row.amount, reference=row.reference
@@ -286,6 +298,12 @@ class _Engine:
         except BankError as exc:
             self._after_failure(number, exc, before=RowStatus.PENDING, action="create")
             return False
+        foreign = self._foreign_payment(row, payment)
+        if foreign is not None:
+            self._not_asked_for(number, "create", f"{foreign} ({payment.url})")
+            self.result.answered_otherwise.add(number)
+            return False
+        self._client.clock.observe_created(payment.created_at, sent=sent, received=utc_now())
         self._book.record(number, status=RowStatus.CREATED, payment_url=payment.url, error=None)
         self.result.created += 1
         return True
@@ -298,10 +316,47 @@ class _Engine:
         except BankError as exc:
             self._after_failure(number, exc, before=RowStatus.CREATED, action="submit")
             return
+        foreign = self._foreign_submission(row, submission)
+        if foreign is not None:
+            self._not_asked_for(number, "submit", f"{foreign} ({submission.url})")
+            return
         self._book.record(
             number, status=RowStatus.SUBMITTED, submission_url=submission.url, error=None
         )
         self.result.submitted += 1
+
+    def _foreign_payment(self, row: LedgerRow, payment: Payment) -> str | None:
+        """Why a create answer's payment is not the one the row asked for (None: it is)."""
+        holder = self._book.payment_holder(payment.url)
+        if holder is not None and holder != row.row:
+            return f"it names the payment already recorded for row {holder}"
+        if payment.account_url is not None and payment.account_url != row.account_url:
+            return "it names a payment from another account"
+        if payment.direction not in ("", _OUTBOUND) or not self._check.matches(row, payment):
+            return "it names a payment with another creditor, amount or reference"
+        return None
+
+    def _foreign_submission(self, row: LedgerRow, submission: Submission) -> str | None:
+        """Why a submit answer is not for the row's payment (None: it is)."""
+        holder = self._book.submission_holder(submission.url)
+        if holder is not None and holder != row.row:
+            return f"it names the submission already recorded for row {holder}"
+        if submission.payment_url and submission.payment_url != row.payment_url:
+            return f"it names a submission of another payment, {submission.payment_url}"
+        return None
+
+    def _not_asked_for(self, number: int, action: str, why: str) -> None:
+        """An answer about something else: what the call did is unknown, so the row stays
+        mid-call for reconciliation, and what the answer named is not recorded."""
+        self._book.record(
+            number,
+            error=(
+                f"the bank's answer to the {action} was not for this row's payment: {why};"
+                " payrun checks with the bank what the request did before trying again, so"
+                " it is never paid twice"
+            ),
+        )
+        self.result.unknown += 1
 
     def _after_failure(
         self, number: int, exc: BankError, *, before: RowStatus, action: str
@@ -386,13 +441,23 @@ async def execute_rows(
     create_workers: int,
     create_only: bool,
     stop: StopFlag,
+    payee_details: Mapping[str, PayeeFacts] | None = None,
 ) -> ExecutionResult:
     """Create ``to_create`` rows (then submit them) and submit ``to_submit`` rows.
 
     Both lists are emptied once planned (the engine works from row numbers and the book).
+    ``payee_details`` (payee URL -> its account and SRD) is what a create answer is checked
+    against when the bank shows the creditor as an account or rewrote the reference.
     """
-    engine = _Engine(client, book, per_account_submits=per_account_submits,
-                     create_workers=create_workers, create_only=create_only, stop=stop)  # fmt: skip
+    engine = _Engine(
+        client,
+        book,
+        per_account_submits=per_account_submits,
+        create_workers=create_workers,
+        create_only=create_only,
+        stop=stop,
+        payee_details=payee_details or {},
+    )
     engine.plan(to_create, to_submit)
     to_create.clear()  # the engine keeps row numbers: let the rows' old versions be freed
     to_submit.clear()

@@ -354,6 +354,7 @@ async def _execute_rounds(
     """Execute, reconcile what came back unknown, and go again while progress is possible;
     the rows needing attention, and whether the bank was found unreachable."""
     unreachable = False
+    answered_otherwise: set[int] = set()
     for round_number in range(_MAX_ROUNDS):
         pending = book.in_status(RowStatus.PENDING)
         to_create = [r for r in pending if r.payee_url and r.account_url in checks.accounts]
@@ -375,8 +376,10 @@ async def _execute_rounds(
             create_workers=options.max_in_flight,
             create_only=options.create_only,
             stop=stop,
+            payee_details=checks.payee_details,
         )
         remember_late_answers(ledger, result)  # for this run's check and, if stopped, the next
+        answered_otherwise |= result.answered_otherwise
         if result.fatal is not None:
             raise result.fatal
         unreachable = result.unreachable
@@ -386,7 +389,11 @@ async def _execute_rounds(
             if not await wait_for_late_answers(ledger, book, stop, watcher.note):
                 break
             attention = await reconcile_rows(
-                client, book, accounts=checks.accounts, payee_details=checks.payee_details
+                client,
+                book,
+                accounts=checks.accounts,
+                payee_details=checks.payee_details,
+                answered_otherwise=answered_otherwise,
             )
     return attention, unreachable
 

@@ -26,6 +26,7 @@ __all__ = [
     "PayeeFacts",
     "PayeeIndex",
     "PayeeLike",
+    "PaymentCheck",
     "PaymentLike",
     "Reconciliation",
     "account_classification",
@@ -36,7 +37,8 @@ __all__ = [
 ]
 
 CLOCK_SKEW = timedelta(minutes=1)
-"""How far the bank's clock may lag ours when matching payments to committed intents."""
+"""The margin kept when matching payments to committed intents on the bank's clock: what
+measuring the bank's clock (``BankClock``) may miss, and a clock that moved since."""
 
 _DEFAULT_REFERENCE_PREFIX = "sent from "
 _DID_NOT_PAY = frozenset({"failed", "returned"})
@@ -234,6 +236,21 @@ def _payment_match(
     return _reference_match(row.reference, payment, payees, srds)
 
 
+class PaymentCheck:
+    """Whether a payment is one a row asked for, against one set of payee details."""
+
+    __slots__ = ("_payees", "_srds")
+
+    def __init__(self, payee_details: Mapping[str, PayeeFacts]) -> None:
+        self._payees = payee_details
+        self._srds = _srds_by_account(payee_details)
+
+    def matches(self, row: LedgerRow, payment: PaymentLike) -> bool:
+        """True when the payment is not rejected and has the row's amount, creditor (payee
+        or account) and reference (as typed, or as the bank rewrites it)."""
+        return _payment_match(row, payment, self._payees, self._srds) > 0
+
+
 @dataclass(frozen=True, slots=True)
 class Reconciliation:
     """What the bank shows for rows whose create outcome was unknown."""
@@ -252,8 +269,13 @@ def match_half_created(
     *,
     known_payment_urls: set[str],
     payee_details: Mapping[str, PayeeFacts],
+    bank_offset: timedelta = timedelta(0),
 ) -> Reconciliation:
     """Match rows left ``creating`` to payments this ledger has not recorded yet.
+
+    A payment counts for a group when the bank made it after the group's first intent
+    (``bank_offset``: how far the bank's clock is ahead of ours, its ``created-at`` being
+    the bank's time), less ``CLOCK_SKEW``.
 
     Rows with the same payee account, amount and reference are interchangeable, so a group
     of k such rows with m <= k candidate payments takes them in intent order and the rest
@@ -269,7 +291,7 @@ def match_half_created(
     free = sorted(
         (p for p in payments if p.url not in known_payment_urls), key=lambda p: p.created_at
     )
-    claims = _claims(groups, free, payee_details)
+    claims = _claims(groups, free, payee_details, bank_offset)
     matched: dict[int, str] = {}
     not_made: list[int] = []
     ambiguous: list[int] = []
@@ -294,12 +316,13 @@ def _claims(
     groups: Mapping[_Key, Sequence[LedgerRow]],
     free: Sequence[PaymentLike],
     payees: Mapping[str, PayeeFacts],
+    bank_offset: timedelta,
 ) -> dict[str, dict[_Key, int]]:
     """Payment URL -> the groups it matches (made after their first intent), and how well."""
     claims: dict[str, dict[_Key, int]] = defaultdict(dict)
     srds = _srds_by_account(payees)
     for key, group in groups.items():
-        since = _since(group)
+        since = _since(group, bank_offset)
         for payment in free:
             if since is None or payment.created_at >= since:
                 strength = _payment_match(group[0], payment, payees, srds)
@@ -357,10 +380,11 @@ def _assign(
     return assigned
 
 
-def _since(group: Sequence[LedgerRow]) -> datetime | None:
-    """The earliest intent of a group, less the clock skew (None: no intent recorded)."""
+def _since(group: Sequence[LedgerRow], bank_offset: timedelta) -> datetime | None:
+    """The earliest intent of a group on the bank's clock, less the clock skew (None: no
+    intent recorded)."""
     intents = [r.intent_at for r in group if r.intent_at]
-    return min(intents) - CLOCK_SKEW if intents else None
+    return min(intents) + bank_offset - CLOCK_SKEW if intents else None
 
 
 def find_repeats(

@@ -26,7 +26,7 @@ from payrun.errors import (
     OutcomeUnknownError,
     RateLimitedError,
 )
-from payrun.ledger import LedgerRow, utc_now
+from payrun.ledger import LedgerRow
 from payrun.payee_check import confirm_payee, cop_verdict, held_again_reason
 from payrun.planning import CLOCK_SKEW, PayeeFacts, PayeeIndex, find_repeats
 from payrun.reconciliation import fetch_recent_payments
@@ -176,14 +176,19 @@ class Preflight:
         await _run_pool(sorted({a.owner_url for a in self.accounts.values()}), load)
 
     async def load_payments(self) -> None:
-        """Read each account's recent outbound payments (repeat guard and reconciliation)."""
-        now = utc_now()
+        """Read each account's recent outbound payments (repeat guard and reconciliation),
+        on the bank's clock: the window back from its now, and since rows' intents as it
+        stamps them."""
+        clock = self.client.clock
+        now = clock.now()
         wanted: list[tuple[BankAccount, datetime]] = []
         groups = self.book.by_account(*_OPEN)
         for account in self.accounts.values():
             rows = groups.get(account.url, [])
             intents = [r.intent_at for r in rows if r.intent_at and r.status == RowStatus.CREATING]
-            since = min([now - self.duplicate_window, *(t - CLOCK_SKEW for t in intents)])
+            since = min(
+                [now - self.duplicate_window, *(clock.to_bank(t) - CLOCK_SKEW for t in intents)]
+            )
             if rows and (self.duplicate_window or intents):
                 wanted.append((account, since))
 

@@ -5,12 +5,18 @@ connection, Ctrl-C or kill -9). Output: each such row moved to what the bank sho
 ``created`` (the payment exists), ``pending`` (it does not: safe to create again),
 ``submitted`` or back to ``created`` (no submission: safe to submit again). Rows the bank
 cannot settle without guessing stay ``creating`` with an explanation, and are returned.
+
+Payments are looked for on the bank's clock (``client.clock``): made since a row's first
+intent, as the bank stamps it. An answer about another payment than the row's (a
+submission of another payment, or one already recorded for another row; a payment read
+that names another payment) settles nothing: it is a failed read, and the run stops
+(exit 3) with the row as it was.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -34,6 +40,12 @@ __all__ = [
 ]
 
 _READ_WORKERS = 20
+_PUZZLING = (
+    "the bank answered this row's create with another payment than the one asked for, and"
+    " shows no payment matching this row: check the account's payments in the bank's app"
+    " (one to this payee for this amount may be this row's, its reference rewritten), reject"
+    " any that is this row's, then run again: the row is then created once"
+)
 
 
 async def fetch_recent_payments(
@@ -50,10 +62,17 @@ async def reconcile_rows(
     accounts: Mapping[str, BankAccount],
     payee_details: Mapping[str, PayeeFacts],
     payments: Mapping[str, list[Payment]] | None = None,
+    answered_otherwise: Collection[int] = (),
 ) -> list[int]:
-    """Settle every ``creating`` and ``submitting`` row; return rows needing a person."""
+    """Settle every ``creating`` and ``submitting`` row; return rows needing a person.
+
+    ``answered_otherwise``: rows whose create the bank answered with another payment than
+    theirs in this run; one of them the bank shows no payment for stays ``creating`` and
+    needs a person (the bank did something: it is not created again in this run).
+    """
     ambiguous = await _reconcile_creating(
-        client, book, accounts=accounts, payee_details=payee_details, payments=payments or {}
+        client, book, accounts=accounts, payee_details=payee_details, payments=payments or {},
+        answered_otherwise=answered_otherwise,
     )
     await _reconcile_submitting(client, book)
     return ambiguous
@@ -66,6 +85,7 @@ async def _reconcile_creating(
     accounts: Mapping[str, BankAccount],
     payee_details: Mapping[str, PayeeFacts],
     payments: Mapping[str, list[Payment]],
+    answered_otherwise: Collection[int],
 ) -> list[int]:
     by_account: dict[str, list[LedgerRow]] = defaultdict(list)
     for row in book.in_status(RowStatus.CREATING):
@@ -85,8 +105,9 @@ async def _reconcile_creating(
                 )
             ambiguous.extend(r.row for r in rows)
             continue
+        offset = client.clock.offset
         since = (
-            min(r.intent_at for r in rows if r.intent_at) - CLOCK_SKEW
+            min(r.intent_at for r in rows if r.intent_at) + offset - CLOCK_SKEW
             if any(r.intent_at for r in rows)
             else None
         )
@@ -94,11 +115,24 @@ async def _reconcile_creating(
         if seen is None or (since is not None and seen and seen[0].created_at > since):
             seen = await fetch_recent_payments(client, account, since=since or _epoch())
         result = match_half_created(
-            rows, seen, known_payment_urls=book.known_payment_urls(), payee_details=payee_details
+            rows,
+            seen,
+            known_payment_urls=book.known_payment_urls(),
+            payee_details=payee_details,
+            bank_offset=offset,
         )
         for number, url in result.matched.items():
             book.set(number, status=RowStatus.CREATED, payment_url=url, error=None)
-        book.set_many(result.not_made, status=RowStatus.PENDING, intent_at=None, error=None)
+        puzzling = [n for n in result.not_made if n in answered_otherwise]
+        book.set_many(
+            [n for n in result.not_made if n not in answered_otherwise],
+            status=RowStatus.PENDING,
+            intent_at=None,
+            error=None,
+        )
+        for number in puzzling:
+            book.set(number, error=_PUZZLING)
+        ambiguous.extend(puzzling)
         for number in result.ambiguous:
             book.set(
                 number,
@@ -160,7 +194,7 @@ async def _settle_by_submissions(
 
     async def worker() -> None:
         async for row in receive:
-            submissions = await _submissions(client, row, must_read=none is not None)
+            submissions = await _submissions(client, book, row, must_read=none is not None)
             latest = max(submissions, key=lambda s: s.created_at) if submissions else None
             if latest is None:
                 if none is not None:
@@ -181,28 +215,56 @@ async def _settle_by_submissions(
                 group.start_soon(worker)
 
 
+def _own(book: RowBook, row: LedgerRow, submissions: list[Submission]) -> list[Submission]:
+    """``submissions``, once checked to be the row's payment's: one of another payment, or
+    one recorded for another row, makes the answer unusable (``BankError``: the run stops,
+    nothing recorded from it, and the next run asks again)."""
+    for submission in submissions:
+        holder = book.submission_holder(submission.url)
+        if submission.payment_url and submission.payment_url != row.payment_url:
+            raise _foreign(row, f"{submission.url}, a submission of another payment")
+        if holder is not None and holder != row.row:
+            raise _foreign(row, f"{submission.url}, the submission recorded for row {holder}")
+    return submissions
+
+
+def _foreign(row: LedgerRow, named: str) -> BankError:
+    msg = (
+        f"the bank answered a question about the submissions of row {row.row}'s payment"
+        f" {row.payment_url} with {named}; nothing was recorded from it and nothing more"
+        " is sent: run the same command again to ask again (nothing is paid twice)"
+    )
+    return BankError(msg)
+
+
 async def _submissions(
-    client: BankClient, row: LedgerRow, *, must_read: bool
+    client: BankClient, book: RowBook, row: LedgerRow, *, must_read: bool
 ) -> list[Submission]:
-    """The payment's submissions (or its latest one).
+    """The payment's submissions (or its latest one), checked to be its own (``_own``).
 
     A row left submitting must be settled, so a failed read stops the run. For a created
     row whose submissions list cannot be read, the payment itself says whether it has a
     submission: it is submitted only when it has none (the bank does not promise to refuse
-    a second live submission); when neither can be read the run stops (exit 3).
+    a second live submission); when neither can be read, or the payment read names
+    another payment, the run stops (exit 3).
     """
     assert row.payment_url is not None
     try:
-        return await client.payment_submissions(row.payment_url)
+        return _own(book, row, await client.payment_submissions(row.payment_url))
     except AuthError:
         raise
     except BankError:
         if must_read:
             raise
     payment = await client.get_payment(row.payment_url)
+    if payment.url != row.payment_url:
+        raise _foreign(row, f"the payment {payment.url}")
     if payment.latest_submission_url is None:
         return []
-    return [await client.get_submission(payment.latest_submission_url)]
+    latest = await client.get_submission(payment.latest_submission_url)
+    if latest.url != payment.latest_submission_url:
+        raise _foreign(row, f"{latest.url}, not its latest submission")
+    return _own(book, row, [latest])
 
 
 def _epoch() -> datetime:

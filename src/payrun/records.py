@@ -79,6 +79,11 @@ class RowBook:
         on_change: Callable[[LedgerRow, LedgerRow], None] | None = None,
     ) -> None:
         self._rows = {row.row: row for row in rows}
+        # Which row holds each payment and submission: an answer naming one is checked here.
+        self._payments = {r.payment_url: r.row for r in self._rows.values() if r.payment_url}
+        self._submissions = {
+            r.submission_url: r.row for r in self._rows.values() if r.submission_url
+        }
         self._ledger = ledger
         self._on_change = on_change
         self._held: list[tuple[int, dict[str, Any]]] = []
@@ -115,7 +120,15 @@ class RowBook:
 
     def known_payment_urls(self) -> set[str]:
         """Every payment URL this ledger has recorded."""
-        return {row.payment_url for row in self._rows.values() if row.payment_url}
+        return set(self._payments)
+
+    def payment_holder(self, payment_url: str) -> int | None:
+        """The row recorded with this payment, if any."""
+        return self._payments.get(payment_url)
+
+    def submission_holder(self, submission_url: str) -> int | None:
+        """The row recorded with this submission, if any."""
+        return self._submissions.get(submission_url)
 
     def set(self, row: int, **values: Any) -> LedgerRow:
         """Commit new values for one row (with any held outcomes), then return its new state."""
@@ -342,6 +355,20 @@ class RowBook:
         before = self._rows[row]
         after = before._replace(**values)
         self._rows[row] = after
+        if "payment_url" in values:
+            _move(self._payments, row, before.payment_url, after.payment_url)
+        if "submission_url" in values:
+            _move(self._submissions, row, before.submission_url, after.submission_url)
         if self._on_change is not None and before.status != after.status:
             self._on_change(before, after)
         return after
+
+
+def _move(holders: dict[str, int], row: int, old: str | None, new: str | None) -> None:
+    """Keep ``holders`` (URL -> row) up to date with one row's URL changing."""
+    if old == new:
+        return
+    if old is not None and holders.get(old) == row:
+        del holders[old]
+    if new is not None:
+        holders[new] = row

@@ -1,6 +1,7 @@
 """Tracking (``--wait``): follow submitted payments to delivered, failed or returned.
 
-Input: the book's ``submitted`` and ``delivered`` rows and the time the batch started.
+Input: the book's ``submitted`` and ``delivered`` rows and the time the batch started
+(read on the bank's clock, ``client.clock``, as the events' ``created-at`` are).
 Output: those rows moved to their final status, and why the wait ended with rows still
 open (``Followed``). The organization's ``submission-updated`` events are read from the
 batch start, oldest first, deduplicated by event URL (delivery is at least once and
@@ -112,7 +113,8 @@ class _Tracker:
         self.client = client
         self.org = org
         self.book = book
-        self.since = since - timedelta(minutes=1)
+        # Events carry the bank's created-at: the batch start is read on the bank's clock.
+        self.since = client.clock.to_bank(since) - timedelta(minutes=1)
         self.stopped = stopped
         self.seen: set[str] = set()
         self.events_refused = False  # 403 on the events: poll from then on
@@ -238,7 +240,9 @@ class _Tracker:
                     self.failed(exc)
                 else:
                     self.answered()
-                    self.settle(url, submission.status, submission.reason)
+                    # An answer about another submission settles nothing.
+                    if submission.url == url:
+                        self.settle(url, submission.status, submission.reason)
                 self._read_later(url)
 
         async with anyio.create_task_group() as group:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from payrun.bank.client import PAGE_SIZE as PAGE_SIZE
 from payrun.bank.client import BankClient as BankClient
+from payrun.bank.clock import BankClock as BankClock
 from payrun.bank.limiter import AdaptiveLimiter as AdaptiveLimiter
 from payrun.bank.retry import DEFAULT_RETRY as DEFAULT_RETRY
 from payrun.bank.retry import RetryPolicy as RetryPolicy
@@ -36,6 +37,7 @@ __all__ = [
     "BankAccount",
     "BankAddress",
     "BankClient",
+    "BankClock",
     "CopResult",
     "Event",
     "Organization",

@@ -75,7 +75,7 @@ class AiohttpClient(LeanClient):
         async with session.request(
             method, target, params=params, json=json, allow_redirects=False
         ) as response:
-            return Answer(response.status, await response.read())
+            return Answer(response.status, await response.read(), response.headers.get("Date"))
 
     async def aclose(self) -> None:
         """Close the session and its connections."""

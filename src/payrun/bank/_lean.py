@@ -11,14 +11,19 @@ from typing import Self
 __all__ = ["Answer", "LeanClient", "MaskedHeaders"]
 
 
+_NO_HEADERS: dict[str, str] = {}
+
+
 class Answer:
-    """A response: status code and body bytes (``text`` decodes them)."""
+    """A response: status code, body bytes (``text`` decodes them) and the one header
+    payrun reads (``date``: the bank's clock), under its lower-case name."""
 
-    __slots__ = ("content", "status_code")
+    __slots__ = ("content", "headers", "status_code")
 
-    def __init__(self, status_code: int, content: bytes) -> None:
+    def __init__(self, status_code: int, content: bytes, date: str | None = None) -> None:
         self.status_code = status_code
         self.content = content
+        self.headers = {"date": date} if date else _NO_HEADERS
 
     @property
     def text(self) -> str:

@@ -115,7 +115,7 @@ class PyreqwestClient(LeanClient):
         with anyio.CancelScope(shield=True):
             response = await sending
             content = bytes(await response.bytes())
-        return Answer(response.status, content)
+        return Answer(response.status, content, response.get_header("date"))
 
     async def aclose(self) -> None:
         """Close the client and its connections."""

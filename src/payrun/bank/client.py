@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from payrun.bank import transport
 from payrun.bank._refusals import answer_object, decode_answer, error_from_response
+from payrun.bank.clock import BankClock
 from payrun.bank.limiter import AdaptiveLimiter
 from payrun.bank.retry import DEFAULT_RETRY, RetryPolicy
 from payrun.bank.transport import HttpClient
@@ -79,10 +80,11 @@ def _retry_write(exc: BaseException) -> bool:
 class BankClient:
     """Typed access to the bank; use as ``async with BankClient(http) as bank:``.
 
-    The client owns ``http`` and closes it in ``aclose()``.
+    The client owns ``http`` and closes it in ``aclose()``. ``clock`` is the bank's clock,
+    measured from the ``Date`` header of every answer.
     """
 
-    __slots__ = ("_http", "_limiter", "_retry")
+    __slots__ = ("_http", "_limiter", "_retry", "clock")
 
     def __init__(
         self,
@@ -94,6 +96,7 @@ class BankClient:
         self._http = http
         self._limiter = limiter if limiter is not None else AdaptiveLimiter(50)
         self._retry = retry
+        self.clock = BankClock()
 
     def __repr__(self) -> str:
         return f"BankClient(base_url={str(self._http.base_url)!r}, limiter={self._limiter!r})"
@@ -354,6 +357,7 @@ class BankClient:
                 if transport.is_transport_error(exc):
                     raise self._transport_error(method, url, exc) from exc
                 raise
+        self.clock.observe_date(response.headers.get("date"))
         status = response.status_code
         if status < _HTTP_REDIRECT:
             self._limiter.on_success()

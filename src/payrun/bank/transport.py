@@ -149,6 +149,11 @@ class HttpAnswer(Protocol):
         """The body as text."""
         ...
 
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """The answer's headers (payrun reads ``date``: the bank's clock)."""
+        ...
+
 
 class HttpClient(Protocol):
     """What the bank client uses of an HTTP client (``httpx.AsyncClient`` fits)."""

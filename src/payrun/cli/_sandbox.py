@@ -54,6 +54,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "as if other clients were busy (default 0)")  # fmt: skip
     add("--deliver-after-ms", type=float, default=200.0, help="delay before a submission is "
         "delivered (default 200)")  # fmt: skip
+    add(
+        "--clock-offset",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="set the bank's clock this far ahead of this machine's, behind when negative:"
+        " its timestamps and Date headers (default 0)",
+    )
     add("--seed", metavar="FILE", help="JSON seed file (accounts, payees, CoP directory)")
     add("--public", action="store_true", help="allow listening on a non-loopback address")
     parser.set_defaults(handler=execute)
@@ -90,6 +98,7 @@ def execute(args: argparse.Namespace) -> int:
             extra_429_rate=args.extra_429_rate,
             deliver_after_ms=args.deliver_after_ms,
             seed=args.seed,
+            clock_offset_s=args.clock_offset,
         )
     except SeedError as exc:
         raise ConfigError(str(exc)) from exc

@@ -4,7 +4,10 @@ Input: the batch's rows (``RowVerdict``) and every state change of a run. Output
 ``LedgerRow`` records a later run resumes from. WAL mode with ``synchronous=NORMAL``
 survives a process crash (kill -9); every write goes through ``atomic()``, and the
 execution stage commits an *intent* (``creating``/``submitting`` with its time) before each
-POST and the outcome after it. A lock file stops two runs of one ledger at once.
+POST and the outcome after it. A lock file stops two runs of one ledger at once. Unique
+indexes refuse one bank payment URL, or one submission URL, for two rows; a ledger of an
+older payrun gets them when a run opens it, and one that already holds such a pair is
+refused with the rows named.
 Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated here only.
 """
 
@@ -73,6 +76,9 @@ CREATE TABLE IF NOT EXISTS rows (
     updated_at TEXT NOT NULL
 );
 """
+_UNIQUE = (("rows_payment_url", "payment_url"), ("rows_submission_url", "submission_url"))
+"""Index name, column: one bank payment (or submission) is never recorded for two rows
+(partial indexes: the many rows with none cost nothing)."""
 
 _UPDATABLE = frozenset(
     {
@@ -342,6 +348,13 @@ class Ledger:
 
 
 def _ledger_error(path: Path, exc: sqlite3.Error) -> LedgerError:
+    if isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc):
+        msg = (
+            f"the ledger {path} refused to record one bank payment or submission for two"
+            f" rows ({exc}), so nothing more is sent; payrun checks with the bank what each"
+            " row's request did when it runs again"
+        )
+        return LedgerWriteError(msg)
     if "locked" in str(exc):  # another program (a database browser, say) holds it
         msg = (
             f"cannot use the ledger {path}: another program has it locked ({exc}); close"
@@ -410,6 +423,31 @@ def _add_batch_columns(connection: sqlite3.Connection) -> None:
             connection.execute(f"ALTER TABLE batch ADD COLUMN {name} TEXT")
 
 
+def _add_unique_indexes(connection: sqlite3.Connection, path: Path) -> None:
+    """Create the unique indexes (a ledger of an older payrun has none); refuse a ledger
+    that already records one payment or submission for two rows, naming them."""
+    for index, column in _UNIQUE:
+        try:
+            connection.execute(
+                f"CREATE UNIQUE INDEX IF NOT EXISTS {index} ON rows ({column})"
+                f" WHERE {column} IS NOT NULL"
+            )
+        except sqlite3.IntegrityError:
+            url, rows = connection.execute(
+                f"SELECT {column}, GROUP_CONCAT(row, ', ') FROM rows"  # noqa: S608
+                f" WHERE {column} IS NOT NULL GROUP BY {column} HAVING COUNT(*) > 1 LIMIT 1"
+            ).fetchone()
+            what = column.removesuffix("_url")
+            msg = (
+                f"the ledger {path} records one bank {what} for several rows (rows {rows}:"
+                f" {url}), as an older payrun could after a wrong answer from the bank, so"
+                " payrun cannot tell which row it paid: check those rows' payments in the"
+                " bank's app, pay any row they did not pay in a new file of its own, and keep"
+                " this ledger as the record (payrun report still reads it)"
+            )
+            raise LedgerError(msg) from None
+
+
 def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
     try:
         if readonly:
@@ -420,6 +458,11 @@ def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
             connection.execute("PRAGMA synchronous=NORMAL")  # durable across a process crash
             connection.executescript(_SCHEMA)
             _add_batch_columns(connection)
+            try:
+                _add_unique_indexes(connection, path)
+            except LedgerError:
+                connection.close()
+                raise
         connection.row_factory = sqlite3.Row
         connection.execute("PRAGMA busy_timeout=5000")
         connection.execute("SELECT COUNT(*) FROM rows").fetchone()

@@ -28,7 +28,7 @@ from typing import Any
 from payrun.sandbox._checks import check_keys, choice, money, text
 from payrun.sandbox._creditors import Creditor, parse_creditor
 from payrun.sandbox._http import ApiError
-from payrun.sandbox._model import Account, Admission, Payment, Submission, Transaction, utc_now
+from payrun.sandbox._model import Account, Admission, Payment, Submission, Transaction
 from payrun.sandbox._render import (
     render_admission,
     render_payment,
@@ -107,7 +107,7 @@ def create_payment(state: SandboxState, account_id: str, body: dict[str, Any]) -
         creditor=creditor.rendered,
         amount=amount,
         reference=reference,
-        created_at=utc_now(),
+        created_at=state.now(),
         seq=state.next_seq(),
         creditor_sort_code=creditor.sort_code,
         creditor_account_number=creditor.account_number,
@@ -193,7 +193,7 @@ def submit_payment(
         status="processing",
         end_to_end_id=f"E2E{state.rng.getrandbits(60):018d}"[:21],
         scheme_id=f"SBX{state.rng.getrandbits(64):020d}",
-        created_at=utc_now(),
+        created_at=state.now(),
         seq=state.next_seq(),
         due=due,
         funded=funded,
@@ -278,7 +278,7 @@ def _admit(
         creditor=_address(target) | {"creditor-type": "uk-domestic"},
         amount=payment.amount,
         reference=payment.reference,
-        created_at=utc_now(),
+        created_at=state.now(),
         seq=state.next_seq(),
         creditor_sort_code=target.sort_code,
         creditor_account_number=target.account_number,
@@ -294,7 +294,7 @@ def _admit(
         status="delivered",
         end_to_end_id=submission.end_to_end_id,
         scheme_id=submission.scheme_id,
-        created_at=utc_now(),
+        created_at=state.now(),
         seq=state.next_seq(),
     )
     state.admissions[admission.id] = admission
@@ -320,7 +320,7 @@ def post_transaction(
         change=change,
         balance_after=account.balance,
         origin="payment" if payment_id else "manual-payment",
-        created_at=utc_now(),
+        created_at=state.now(),
         seq=state.next_seq(),
         payment_id=payment_id,
         reference=reference,
@@ -351,5 +351,5 @@ def reject_payment(state: SandboxState, payment_id: str, body: dict[str, Any]) -
         latest is not None and latest.status != "failed"
     ):
         raise ApiError(409, "payment-not-rejectable", "the payment has already been submitted")
-    payment.rejected_at = utc_now()
+    payment.rejected_at = state.now()
     payment.rejection_reason = reason

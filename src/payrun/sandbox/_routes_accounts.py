@@ -13,7 +13,7 @@ from typing import Any
 from payrun.sandbox._checks import check_keys, choice, text, url_id
 from payrun.sandbox._http import ApiError, Reply, Request, reply
 from payrun.sandbox._listing import Filter, ListSpec, created_sorts
-from payrun.sandbox._model import Account, Restriction, utc_now
+from payrun.sandbox._model import Account, Restriction
 from payrun.sandbox._render import (
     render_account,
     render_event,
@@ -123,7 +123,7 @@ def _close_account(ctx: Context, request: Request, args: tuple[str, ...]) -> Rep
     if pending:
         raise ApiError(422, "account-has-pending-payments", "submissions are still processing")
     account.status = "closed"
-    account.closed_at = utc_now()
+    account.closed_at = state.now()
     url = f"/v0/bank/accounts/{account.id}"
     state.add_event("account-status-updated", {"account-url": url, "account-status": "closed"})
     return reply(render_account(account, state))

@@ -15,7 +15,7 @@ from payrun.sandbox._checks import ACCOUNT_NUMBER, SORT_CODE, check_keys, choice
 from payrun.sandbox._cop import SIMULATION_TYPES, confirm_payee, simulate
 from payrun.sandbox._http import ApiError, Reply, Request, reply
 from payrun.sandbox._listing import Filter, ListSpec, created_sorts
-from payrun.sandbox._model import CopRequest, Payee, format_time, utc_now
+from payrun.sandbox._model import CopRequest, Payee, format_time
 from payrun.sandbox._render import (
     render_cop,
     render_event,
@@ -192,7 +192,7 @@ def _cop_body(ctx: Context, body: dict[str, Any], extra: tuple[str, ...] = ()) -
 
 def _store_cop(ctx: Context, account: dict[str, Any], answer: dict[str, Any]) -> Reply:
     state = ctx.state
-    cop = CopRequest(state.new_id("cp"), account, answer, utc_now(), state.next_seq())
+    cop = CopRequest(state.new_id("cp"), account, answer, state.now(), state.next_seq())
     state.cop_requests[cop.id] = cop
     return reply(render_cop(cop), 201)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from payrun.sandbox._model import Account, Payee, Restriction, stable_id, utc_now
+from payrun.sandbox._model import Account, Payee, Restriction, stable_id
 from payrun.sandbox.state import SandboxState
 
 __all__ = [
@@ -66,7 +66,7 @@ def open_account(
     status: str = "open",
 ) -> Account:
     """Create an account (with its ``account-status-created`` event) and index it."""
-    now = utc_now()
+    now = state.now()
     owner = state.legal_persons[owner_id]
     account = Account(
         id=stable_id("ba", *address),
@@ -143,7 +143,7 @@ def new_payee(
     status = extra.get("status", "active")
     cop_id = extra.get("cop_request_id")
     payee = Payee(
-        payee_id, legal_person_id, holder, *address, status, utc_now(), state.next_seq(), cop_id
+        payee_id, legal_person_id, holder, *address, status, state.now(), state.next_seq(), cop_id
     )
     state.payees[payee.id] = payee
     state.index(f"payees:{legal_person_id}", payee.id)
@@ -182,7 +182,7 @@ def new_restriction(
 ) -> Restriction:
     """Apply a restriction ``(type, reason code, legal status)`` to ``account``."""
     restriction = Restriction(state.new_id("ri"), account.id, *fields, by_service, "active",
-                              utc_now(), state.next_seq(), [notes] if notes else [])  # fmt: skip
+                              state.now(), state.next_seq(), [notes] if notes else [])  # fmt: skip
     state.restrictions[restriction.id] = restriction
     state.index(f"restrictions:{account.id}", restriction.id)
     return restriction

@@ -18,6 +18,9 @@ A request to ``/v0/...`` goes through, in order:
 In-flight counts go down immediately before the final response is written, with no
 ``await`` in between, so a client that sends its next request the moment it reads a
 response is never counted twice. ``/__sandbox/...`` (see ``_admin``) is outside all of this.
+
+Every answer carries a ``Date`` header, on the bank's clock as its timestamps are
+(``clock_offset_s`` sets that clock ahead of the true time, or behind when negative).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
+from datetime import timedelta
+from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +105,8 @@ def _error(error: ApiError) -> _Outcome:
     return _encode(Reply(error.status, error.body(), error.headers))
 
 
-async def _send(send: Send, outcome: _Outcome) -> None:
-    headers = [*outcome.headers, (b"content-length", str(len(outcome.body)).encode())]
+async def _send(send: Send, outcome: _Outcome, date: tuple[bytes, bytes]) -> None:
+    headers = [*outcome.headers, date, (b"content-length", str(len(outcome.body)).encode())]
     await send({"type": "http.response.start", "status": outcome.status, "headers": headers})
     await send({"type": "http.response.body", "body": outcome.body})
 
@@ -151,6 +156,8 @@ class SandboxApp:
             module.register(self.router)
         self.admin = Router()
         _admin.register(self.admin)
+        # The second the Date header was last made for, and its value.
+        self._date = (-1, b"")
 
     @property
     def sandbox(self) -> SandboxState:
@@ -174,6 +181,15 @@ class SandboxApp:
                 await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
 
+    def _date_header(self) -> tuple[bytes, bytes]:
+        """The ``Date`` header on the bank's clock (made once a second)."""
+        now = self.sandbox.now()
+        second = int(now.timestamp())
+        if second != self._date[0]:
+            text = format_datetime(now.replace(microsecond=0), usegmt=True)
+            self._date = (second, text.encode())
+        return (b"date", self._date[1])
+
     def _refuse(self, reason: str) -> _Outcome:
         self.state.sandbox.stats.rate_limited[reason] += 1
         detail = "too many requests in flight; let outstanding requests finish, then retry"
@@ -183,10 +199,10 @@ class SandboxApp:
         stats = self.state.sandbox.stats
         stats.requests += 1
         if stats.in_flight >= ORG_IN_FLIGHT_CAP:
-            await _send(send, self._refuse("org_in_flight"))
+            await _send(send, self._refuse("org_in_flight"), self._date_header())
             return
         if self.extra_429_rate and self.rng.random() < self.extra_429_rate:
-            await _send(send, self._refuse("injected"))
+            await _send(send, self._refuse("injected"), self._date_header())
             return
         stats.in_flight += 1
         stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
@@ -198,10 +214,10 @@ class SandboxApp:
             released = True
             if outcome.drop:
                 # Promise a body, send none, and fail: the server closes the connection.
-                headers = [*outcome.headers, (b"content-length", b"2")]
+                headers = [*outcome.headers, self._date_header(), (b"content-length", b"2")]
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
                 raise InjectedDropError
-            await _send(send, outcome)
+            await _send(send, outcome, self._date_header())
         finally:
             if not released:
                 self._release(held)
@@ -291,7 +307,7 @@ class SandboxApp:
             outcome = self._handle(route, args, scope, body)
         except ApiError as error:
             outcome = _error(error)
-        await _send(send, outcome)
+        await _send(send, outcome, self._date_header())
 
 
 def create_app(
@@ -307,10 +323,13 @@ def create_app(
     fault_kinds: tuple[str, ...] = FAULT_KINDS,
     rng_seed: int | None = None,
     bare_payee_creditors: bool = False,
+    clock_offset_s: float = 0.0,
 ) -> SandboxApp:
     """Build the sandbox bank; ``seed`` is a seed dict or a JSON file (default seed if None).
 
     ``bare_payee_creditors`` shows payments to payees with a uk-domestic creditor.
+    ``clock_offset_s`` sets the bank's clock that many seconds ahead of the true time
+    (behind when negative): its timestamps, ``created-at`` filters and ``Date`` headers.
     """
     if state is None:
         seed_data = load_seed(seed) if isinstance(seed, str | Path) else seed
@@ -318,6 +337,7 @@ def create_app(
     elif api_key is not None:
         state.api_key_secret = api_key
     state.bare_payee_creditors = bare_payee_creditors
+    state.clock_offset = timedelta(seconds=clock_offset_s)
     unknown = set(fault_kinds) - set(FAULT_KINDS)
     if unknown or not fault_kinds:
         message = f"fault_kinds must be drawn from {FAULT_KINDS}"

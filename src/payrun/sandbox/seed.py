@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from payrun.sandbox._checks import ACCOUNT_NUMBER, SORT_CODE
-from payrun.sandbox._model import LegalPerson, Product, stable_id, utc_now
+from payrun.sandbox._model import LegalPerson, Product, stable_id
 from payrun.sandbox._seeding import SeedError, add_account, add_payee, add_restriction
 from payrun.sandbox.state import DirectoryEntry, SandboxState
 
@@ -185,7 +185,7 @@ def _as_list(seed: dict[str, Any], key: str) -> list[Any]:
 
 
 def _add_legal_persons(state: SandboxState, entries: Any) -> dict[str, str]:
-    now = utc_now()
+    now = state.now()
     own = LegalPerson(
         stable_id("lp", "org", state.org_name), "corporation", state.org_name, now, state.next_seq()
     )
@@ -214,7 +214,7 @@ def _add_products(state: SandboxState) -> None:
             product_type,
             product_class,
             "active",
-            utc_now(),
+            state.now(),
             state.next_seq(),
         )
         state.products[product.id] = product

@@ -13,7 +13,7 @@ import random
 import secrets
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from payrun.sandbox._model import (
     Account,
@@ -100,10 +100,17 @@ class SandboxState:
         self.by_owner: dict[str, list[str]] = defaultdict(list)
         self.directory: dict[tuple[str, str], DirectoryEntry] = {}
         self.pending: list[tuple[float, int, str]] = []
+        self.clock_offset = timedelta(0)
+        """How far the bank's clock is ahead of the true time (negative: behind): every
+        timestamp it makes, ``created-at`` filters and its ``Date`` header use ``now()``."""
         self.bare_payee_creditors = False
         """Show a payment to a payee with a ``uk-domestic`` creditor (no payee URL), as the
         real bank is thought to (api-facts section 3.3); the spec's ``payee`` shape when False."""
         self.stats = SandboxStats()
+
+    def now(self) -> datetime:
+        """The bank's time now: the true time plus ``clock_offset``."""
+        return utc_now() + self.clock_offset
 
     # -- ids and ordering -------------------------------------------------------------
 
@@ -153,7 +160,7 @@ class SandboxState:
 
     def add_event(self, event_type: str, payload: dict[str, object]) -> Event:
         """Record an event whose payload is fixed now, as the real service does."""
-        event = Event(self.new_id("ev"), event_type, payload, utc_now(), self.next_seq())
+        event = Event(self.new_id("ev"), event_type, payload, self.now(), self.next_seq())
         self.events[event.id] = event
         return event
 
