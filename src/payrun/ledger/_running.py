@@ -157,25 +157,26 @@ def _batch_of(rows: Sequence[LedgerRow], bank: str) -> _Batch:
     The fingerprint hashes what ``payrun validate`` hashes; a row's key is its payment
     as the bank sees it (the source account resolved to the bank's account when known).
     """
-    fingerprint = hashlib.sha256()
-    bank_key = hashlib.sha256(bank.encode()).digest()
-    base = hashlib.blake2b(digest_size=_KEY_BYTES, key=bank_key)
-    keys: list[bytes] = []
+    lines: list[str] = []
+    payments: list[str] = []
     for row in rows:
         if row.status is RowStatus.INVALID:
             continue
-        amount, reference = format_money(row.amount), row.reference or ""
-        fingerprint.update(
-            f"{row.payee_name}\t{row.sort_code}\t{row.account_number}\t{amount}\t{reference}\t"
-            f"{row.source_account}\t{row.row_id or ''}\n".encode()
+        payment = (
+            f"{row.sort_code}\t{row.account_number}\t{format_money(row.amount)}\t"
+            f"{row.reference or ''}"
         )
-        key = base.copy()
-        key.update(
-            f"{row.account_url or row.source_account}\t{row.sort_code}\t{row.account_number}\t"
-            f"{amount}\t{reference}".encode()
-        )
+        lines.append(f"{row.payee_name}\t{payment}\t{row.source_account}\t{row.row_id or ''}\n")
+        payments.append(f"{row.account_url or row.source_account}\t{payment}")
+    bank_key = hashlib.sha256(bank.encode()).digest()
+    keys: list[bytes] = []
+    fresh = hashlib.blake2b(digest_size=_KEY_BYTES, key=bank_key).copy
+    for payment in payments:
+        key = fresh()
+        key.update(payment.encode())
         keys.append(key.digest())
-    return _Batch(bank_key.hex()[:32], fingerprint.hexdigest(), b"".join(keys))
+    fingerprint = hashlib.sha256("".join(lines).encode()).hexdigest()
+    return _Batch(bank_key.hex()[:32], fingerprint, b"".join(keys))
 
 
 def _refuse_overlap(folder: int, batch: _Batch, *, dry_run: bool) -> None:
