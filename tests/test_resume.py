@@ -337,9 +337,16 @@ _SECOND_RUNS = ["byte copy, HOME=/nonexistent", "one more newline", "LF line end
                 "overlapping rows"]
 
 
+@pytest.fixture
+def own_slow_bank() -> Iterator[RunningSandbox]:
+    """A bank like ``slow_bank`` for one test (its 200-row batches would drain the shared one)."""
+    with serve_in_thread(latency_ms=40, jitter_ms=10, deliver_after_ms=50, rng_seed=6) as bank:
+        yield bank
+
+
 @pytest.mark.parametrize("second", _SECOND_RUNS)
 def test_a_second_run_of_the_same_rows_at_once_is_refused_however_the_file_reads(
-    slow_bank: RunningSandbox, tmp_path: Path, second: str
+    own_slow_bank: RunningSandbox, tmp_path: Path, second: str
 ) -> None:
     """While a run pays 200 rows, a second run through another ledger of the same rows (a
     byte copy run with no home folder, as cron; one more newline; LF line endings; or a
@@ -362,14 +369,14 @@ def test_a_second_run_of_the_same_rows_at_once_is_refused_however_the_file_reads
                           "LF line endings": data.replace(b"\r\n", b"\n")}.get(second, data))
     no_home = {"HOME": "/nonexistent"} if "HOME" in second else None
     started = time.monotonic()
-    first = start_run(slow_bank, batch, ledger)
+    first = start_run(own_slow_bank, batch, ledger)
     try:
         wait_until(lambda: count_status(ledger, "submitted") >= 1, 60, "the first payments")
-        again = run(slow_bank, copy, copy_folder / "copy.ledger.sqlite", env=no_home)
+        again = run(own_slow_bank, copy, copy_folder / "copy.ledger.sqlite", env=no_home)
         overlapped = first.poll() is None
     finally:
         first_done = finish(first, started)
-    assert_exactly_once(slow_bank, rows, ledger, f"a second run ({second}) at once")
+    assert_exactly_once(own_slow_bank, rows, ledger, f"a second run ({second}) at once")
     assert again.returncode == 2, again.describe()
     assert overlapped, "the first run ended before the second one tried"
     said = "40 of these 70 rows" if second == "overlapping rows" else "same content"
@@ -378,13 +385,13 @@ def test_a_second_run_of_the_same_rows_at_once_is_refused_however_the_file_reads
     assert len(errors) == 1 and "Traceback" not in again.stderr, again.describe()
     assert first_done.returncode == 0, first_done.describe()
     references = {r.reference for r in own_rows}
-    sent = [g for g in stats(slow_bank)["payments"] if g["reference"] in references]
+    sent = [g for g in stats(own_slow_bank)["payments"] if g["reference"] in references]
     assert sent == [], "the refused run paid its own rows"
     assert not [p for p in copy_folder.iterdir() if "ledger" in p.name]
 
 
 def test_a_dry_run_of_a_copy_while_the_original_pays_says_a_run_is_paying_it(
-    slow_bank: RunningSandbox, tmp_path: Path
+    own_slow_bank: RunningSandbox, tmp_path: Path
 ) -> None:
     """A dry run of a copy (LF line endings) while the original pays would count the
     payments in flight as still to pay: it exits 2 saying which process is paying it."""
@@ -393,10 +400,10 @@ def test_a_dry_run_of_a_copy_while_the_original_pays_says_a_run_is_paying_it(
     copy = tmp_path / "copy.csv"
     copy.write_bytes(batch.read_bytes().replace(b"\r\n", b"\n"))
     started = time.monotonic()
-    first = start_run(slow_bank, batch, ledger)
+    first = start_run(own_slow_bank, batch, ledger)
     try:
         wait_until(lambda: count_status(ledger, "submitted") >= 1, 60, "the first payments")
-        dry = run(slow_bank, copy, tmp_path / "copy.ledger.sqlite", "--dry-run")
+        dry = run(own_slow_bank, copy, tmp_path / "copy.ledger.sqlite", "--dry-run")
         overlapped = first.poll() is None
     finally:
         first_done = finish(first, started)
@@ -405,7 +412,7 @@ def test_a_dry_run_of_a_copy_while_the_original_pays_says_a_run_is_paying_it(
     assert f"process {first.pid} " in dry.stderr and "is paying" in dry.stderr, dry.describe()
     assert "would pay" not in dry.stdout, dry.describe()
     assert first_done.returncode == 0, first_done.describe()
-    assert_exactly_once(slow_bank, rows, ledger, "a dry run of a copy meanwhile")
+    assert_exactly_once(own_slow_bank, rows, ledger, "a dry run of a copy meanwhile")
 
 
 def test_a_ledger_disk_filling_up_mid_run_exits_3_and_the_rerun_pays_each_row_once(
