@@ -154,6 +154,13 @@ def slow_bank() -> Iterator[RunningSandbox]:
         yield bank
 
 
+@pytest.fixture
+def own_slow_bank() -> Iterator[RunningSandbox]:
+    """A bank like ``slow_bank`` for one test whose big batches would drain the shared one."""
+    with serve_in_thread(latency_ms=40, jitter_ms=10, deliver_after_ms=50, rng_seed=6) as bank:
+        yield bank
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_mid_run_exits_3_then_rerun_pays_each_row_once(
     sig: signal.Signals, slow_bank: RunningSandbox, tmp_path: Path
@@ -292,30 +299,30 @@ def test_a_ledger_being_paid_refuses_a_second_run_naming_the_holder(
 
 @pytest.mark.parametrize("spelling", ["same", "localhost", "no ~/.cache"])
 def test_the_same_file_through_another_ledger_at_once_is_refused(
-    slow_bank: RunningSandbox, tmp_path: Path, spelling: str, monkeypatch: pytest.MonkeyPatch
+    own_slow_bank: RunningSandbox, tmp_path: Path, spelling: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A copy of the file paid through a second ledger while the first run pays (the bank's
-    address written the same way, or as localhost; or a home folder whose ~/.cache cannot
-    be used, where the lock was skipped and both runs paid every row): exit 2, nothing
-    sent; afterwards that ledger holds every row as a possible repeat."""
+    """A copy of the file paid through a second ledger while the first run pays 300 rows
+    (the bank's address written the same way, or as localhost; or a home folder whose
+    ~/.cache cannot be used, where the lock was once skipped and both runs paid every row):
+    exit 2, nothing sent; afterwards that ledger holds every row as a possible repeat."""
     if spelling == "no ~/.cache":  # a file where the folder would be: the lock goes to /tmp
         (tmp_path / "home").mkdir()
         (tmp_path / "home" / ".cache").write_text("not a folder", encoding="utf-8")
         monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    rows = make_rows(6 + len(spelling), 100, tag="C")
+    rows = make_rows(6 + len(spelling), 300, tag="C")
     batch, ledger = _batch(tmp_path, rows)
     copy_folder = tmp_path / "copy"
     copy_folder.mkdir()
     copy = copy_folder / "payroll (1).csv"
     copy.write_bytes(batch.read_bytes())
     started = time.monotonic()
-    first = start_run(slow_bank, batch, ledger)
+    first = start_run(own_slow_bank, batch, ledger)
     try:
         wait_until(lambda: count_status(ledger, "submitted") >= 1, 60, "the first payments")
-        other = slow_bank
+        other = own_slow_bank
         if spelling == "localhost":
             other = dataclasses.replace(
-                slow_bank, base_url=slow_bank.base_url.replace("127.0.0.1", "localhost")
+                own_slow_bank, base_url=own_slow_bank.base_url.replace("127.0.0.1", "localhost")
             )
         second = run(other, copy, copy_folder / "copy.ledger.sqlite")
         assert first.poll() is None, "the first run ended before the second one tried"
@@ -326,34 +333,27 @@ def test_the_same_file_through_another_ledger_at_once_is_refused(
     left = sorted(p.name for p in copy_folder.iterdir() if "ledger" in p.name)
     assert left == [], f"the refused run left its new ledger behind: {left}"
     assert first_done.returncode == 0, first_done.describe()
-    assert_exactly_once(slow_bank, rows, ledger, "two ledgers of one file at once")
+    assert_exactly_once(own_slow_bank, rows, ledger, "two ledgers of one file at once")
     later = run(other, copy, copy_folder / "copy.ledger.sqlite")
     assert later.returncode == 1, later.describe()
     assert {r["status"] for r in ledger_rows(copy_folder / "copy.ledger.sqlite")} == {"held"}
-    assert_exactly_once(slow_bank, rows, ledger, "after the refused copy ran again")
+    assert_exactly_once(own_slow_bank, rows, ledger, "after the refused copy ran again")
 
 
 _SECOND_RUNS = ["byte copy, HOME=/nonexistent", "one more newline", "LF line endings",
                 "overlapping rows"]
 
 
-@pytest.fixture
-def own_slow_bank() -> Iterator[RunningSandbox]:
-    """A bank like ``slow_bank`` for one test (its 200-row batches would drain the shared one)."""
-    with serve_in_thread(latency_ms=40, jitter_ms=10, deliver_after_ms=50, rng_seed=6) as bank:
-        yield bank
-
-
 @pytest.mark.parametrize("second", _SECOND_RUNS)
 def test_a_second_run_of_the_same_rows_at_once_is_refused_however_the_file_reads(
     own_slow_bank: RunningSandbox, tmp_path: Path, second: str
 ) -> None:
-    """While a run pays 200 rows, a second run through another ledger of the same rows (a
+    """While a run pays 300 rows, a second run through another ledger of the same rows (a
     byte copy run with no home folder, as cron; one more newline; LF line endings; or a
     file sharing 40 of its payments under other row ids) exits 2 naming the first run's
     process, sends nothing, and no row is paid twice."""
     index = _SECOND_RUNS.index(second)
-    rows = make_rows(30 + index, 200, tag="W")
+    rows = make_rows(30 + index, 300, tag="W")
     batch, ledger = _batch(tmp_path, rows)
     copy_folder = tmp_path / "copy"
     copy_folder.mkdir()
@@ -362,7 +362,7 @@ def test_a_second_run_of_the_same_rows_at_once_is_refused_however_the_file_reads
     assert data.count(b"\r\n") == len(rows) + 1, "the original is written with CRLF"
     own_rows = make_rows(40 + index, 30, tag="V")
     if second == "overlapping rows":
-        shared = [dataclasses.replace(r, row_id=f"again-{r.row_id}") for r in rows[150:190]]
+        shared = [dataclasses.replace(r, row_id=f"again-{r.row_id}") for r in rows[250:290]]
         write_batch(copy, [*own_rows, *shared])
     else:
         copy.write_bytes({"one more newline": data + b"\r\n",
@@ -395,7 +395,7 @@ def test_a_dry_run_of_a_copy_while_the_original_pays_says_a_run_is_paying_it(
 ) -> None:
     """A dry run of a copy (LF line endings) while the original pays would count the
     payments in flight as still to pay: it exits 2 saying which process is paying it."""
-    rows = make_rows(50, 200, tag="Y")
+    rows = make_rows(50, 300, tag="Y")
     batch, ledger = _batch(tmp_path, rows)
     copy = tmp_path / "copy.csv"
     copy.write_bytes(batch.read_bytes().replace(b"\r\n", b"\n"))
