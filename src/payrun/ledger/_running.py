@@ -22,7 +22,6 @@ import errno
 import hashlib
 import json
 import os
-import secrets
 import stat
 import sys
 import time
@@ -392,7 +391,7 @@ def _publish(folder: int, batch: _Batch, ledger_path: Path) -> tuple[str, int]:
     """Create this run's entry, locked before anything is written (under the guard)."""
     import fcntl
 
-    name = f"{_ENTRY_PREFIX}{secrets.token_hex(8)}{_ENTRY_SUFFIX}"
+    name = f"{_ENTRY_PREFIX}{os.urandom(8).hex()}{_ENTRY_SUFFIX}"
     header = {
         "format": _FORMAT,
         "pid": os.getpid(),
