@@ -133,10 +133,15 @@ def run_args(batch: Path, ledger: Path, *extra: str) -> list[str]:
 
 
 def start_run(sandbox: RunningSandbox, batch: Path, ledger: Path, *extra: str,
-              cwd: Path | None = None) -> subprocess.Popen[str]:
-    """Start `payrun run` in its own process group; stdout and stderr are captured."""
+              cwd: Path | None = None, env: dict[str, str] | None = None,
+              ) -> subprocess.Popen[str]:
+    """Start `payrun run` in its own process group; stdout and stderr are captured.
+
+    ``env`` adds to (or replaces) the variables ``run_env`` gives it, such as HOME.
+    """
     return subprocess.Popen(
-        run_args(batch, ledger, *extra), env=run_env(sandbox), cwd=cwd or batch.parent,
+        run_args(batch, ledger, *extra), env={**run_env(sandbox), **(env or {})},
+        cwd=cwd or batch.parent,
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )
@@ -171,10 +176,10 @@ def finish(process: subprocess.Popen[str], started: float,
 
 
 def run(sandbox: RunningSandbox, batch: Path, ledger: Path, *extra: str,
-        timeout: float = RUN_TIMEOUT_S) -> Finished:
-    """Run `payrun run` to the end."""
+        timeout: float = RUN_TIMEOUT_S, env: dict[str, str] | None = None) -> Finished:
+    """Run `payrun run` to the end (``env`` as for ``start_run``)."""
     started = time.monotonic()
-    return finish(start_run(sandbox, batch, ledger, *extra), started, timeout)
+    return finish(start_run(sandbox, batch, ledger, *extra, env=env), started, timeout)
 
 
 def kill_group(process: subprocess.Popen[str], sig: int = signal.SIGKILL) -> None:

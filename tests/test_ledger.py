@@ -10,7 +10,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -20,7 +20,15 @@ import pytest
 from _run_helpers import fresh_python
 from payrun.domain import PaymentInstruction, RowProblem, RowStatus, RowVerdict
 from payrun.errors import LedgerError, LedgerLockedError
-from payrun.ledger import BatchInfo, Ledger, default_ledger_path, take_lock
+from payrun.ledger import (
+    BatchInfo,
+    Ledger,
+    LedgerRow,
+    check_batch_lock,
+    default_ledger_path,
+    take_batch_lock,
+    take_lock,
+)
 from payrun.ledger._lock import check_ledger_path
 
 
@@ -204,24 +212,6 @@ def test_a_ledger_another_program_holds_locked_says_so(tmp_path: Path) -> None:
         assert "disk" not in str(refused.value)
     finally:
         holder.close()
-
-
-def test_without_a_usable_lock_folder_a_run_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Neither ~/.cache/payrun nor /tmp/payrun-UID usable (files where the folders would
-    be): the lock that stops two runs of one file paying at once cannot be taken, so the
-    run is refused (it went on without it) with what to do."""
-    from payrun.ledger import _lock, take_batch_lock
-
-    (tmp_path / "home").mkdir()
-    (tmp_path / "home" / ".cache").write_text("x", encoding="utf-8")
-    (tmp_path / "tmp").write_text("x", encoding="utf-8")
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(_lock, "_TMP_FOLDER", str(tmp_path / "tmp" / "payrun"))
-    with pytest.raises(LedgerError, match="cannot take the lock that stops two runs") as refused:
-        take_batch_lock("sha", "bank", tmp_path / "l.sqlite")
-    assert "make one of them a folder of this user's" in str(refused.value)
 
 
 def test_default_path_is_beside_batch(tmp_path: Path) -> None:
@@ -496,3 +486,252 @@ def test_an_earlier_ledger_holding_one_payment_for_two_rows_is_refused_naming_th
         db.execute("UPDATE rows SET payment_url = NULL WHERE row = 3")
     with Ledger.open(path) as again:  # the refused open let go of its lock
         assert again.rows()[0].payment_url == "/v0/payments/pm.7"
+# ---- the machine-wide register of running batches ----------------------------------------
+
+
+def _payment_rows(count: int, *, first: int = 0, tag: str = "R") -> list[LedgerRow]:
+    """``count`` valid ledger rows (row ids ``{tag}{n}``), payments numbered from ``first``."""
+    return [
+        LedgerRow(
+            row=i + 2,
+            row_id=f"{tag}{n}",
+            payee_name=f"Payee {n}",
+            sort_code="200000",
+            account_number=f"{n:08d}",
+            amount=Decimal(f"{10 + n}.50"),
+            reference=f"REF {n}",
+            source_account="040004 30000001",
+            status=RowStatus.PENDING,
+        )
+        for i, n in enumerate(range(first, first + count))
+    ]
+
+
+@pytest.fixture
+def lock_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The register's folder, moved into this test's own folder."""
+    from payrun.ledger import _running
+
+    folder = tmp_path / "payrun-locks"
+    monkeypatch.setattr(_running, "LOCK_FOLDER", folder)
+    return folder
+
+
+def test_the_same_rows_from_another_file_are_refused_while_a_run_holds_them(
+    lock_folder: Path,
+) -> None:
+    """The same valid rows (whatever file bytes they came from) at the same bank: refused,
+    naming this process and the first ledger; once released, the batch can be taken."""
+    rows = _payment_rows(50)
+    lock = take_batch_lock(rows, "bank A", Path("/data/first.ledger.sqlite"))
+    assert lock is not None
+    with pytest.raises(LedgerLockedError, match="same content") as refused:
+        take_batch_lock(list(rows), "bank A", Path("/data/copy.ledger.sqlite"))
+    assert f"process {os.getpid()} (ledger /data/first.ledger.sqlite)" in str(refused.value)
+    assert refused.value.pid == os.getpid()
+    lock.release()
+    again = take_batch_lock(rows, "bank A", Path("/data/copy.ledger.sqlite"))
+    assert again is not None
+    again.release()
+    assert sorted(p.name for p in lock_folder.iterdir()) == ["register.lock"]
+
+
+def test_rows_overlapping_a_running_batch_are_refused_and_other_banks_are_not(
+    lock_folder: Path,
+) -> None:
+    """Another batch sharing 5 payments (source account, payee account, amount, reference;
+    other row ids and names) is refused with the count; the same rows at another bank, or
+    a batch sharing none, are not."""
+    lock = take_batch_lock(_payment_rows(50), "bank A", Path("a.ledger.sqlite"))
+    assert lock is not None
+    shared = [
+        r._replace(row_id=f"X{r.row_id}", payee_name="Someone else")
+        for r in _payment_rows(5, first=45)
+    ]
+    overlapping = [*_payment_rows(20, first=100), *shared]
+    with pytest.raises(LedgerLockedError, match="is paying 5 of these 25 rows"):
+        take_batch_lock(overlapping, "bank A", Path("b.ledger.sqlite"))
+    with pytest.raises(LedgerLockedError, match="is paying 5 of these 25 rows"):
+        check_batch_lock(overlapping, "bank A")
+    at_bank_b = take_batch_lock(overlapping, "bank B", Path("c.ledger.sqlite"))
+    unrelated = take_batch_lock(_payment_rows(20, first=100), "bank A", Path("d.sqlite"))
+    assert at_bank_b is not None and unrelated is not None
+    at_bank_b.release()
+    unrelated.release()
+    check_batch_lock(_payment_rows(20, first=100), "bank A")
+    lock.release()
+
+
+def test_the_source_account_is_compared_as_the_bank_names_it(lock_folder: Path) -> None:
+    """One file names the source account by sort code and number, another by its URL: once
+    both are resolved to the bank's account, their rows are the same payments."""
+    rows = _payment_rows(10)
+    resolved = [r._replace(account_url="/v0/bank/accounts/a1") for r in rows]
+    by_url = [r._replace(source_account="/v0/bank/accounts/a1", row_id=None) for r in resolved]
+    lock = take_batch_lock(resolved, "bank A", Path("a.ledger.sqlite"))
+    assert lock is not None
+    with pytest.raises(LedgerLockedError, match="is paying 10 of these 10 rows"):
+        take_batch_lock(by_url, "bank A", Path("b.ledger.sqlite"))
+    lock.release()
+
+
+def test_the_batch_fingerprint_is_what_payrun_validate_prints(
+    lock_folder: Path, tmp_path: Path
+) -> None:
+    """The refusal names the batch by the fingerprint `payrun validate` prints for the file."""
+    from payrun.config import RunOptions, ValidationOptions
+    from payrun.intake import read_batch
+    from payrun.run_start import dry_run_book
+    from payrun.validation import validate_batch
+
+    batch = tmp_path / "pay.csv"
+    batch.write_text(
+        "payee_name,sort_code,account_number,amount,reference,source_account\r\n"
+        "Ann Lee,20-00-00,12345678,10.5,Rent,040004 30000001\r\n"
+        "Bob Ray,200000,87654321,\"1,200\",,040004 30000002\r\n",
+        encoding="utf-8",
+    )
+    validation = ValidationOptions()
+    with read_batch(batch) as read:
+        printed = validate_batch(read, validation).fingerprint.sha256
+    book, _ = dry_run_book(batch, tmp_path / "none.sqlite", validation, RunOptions())
+    lock = take_batch_lock(book.all(), "bank A", Path("a.ledger.sqlite"))
+    assert lock is not None
+    with pytest.raises(LedgerLockedError, match=f"fingerprint sha256 {printed[:16]}"):
+        take_batch_lock(book.all(), "bank A", Path("b.ledger.sqlite"))
+    lock.release()
+
+
+def test_a_run_killed_with_9_leaves_no_lock_behind(lock_folder: Path) -> None:
+    """kill -9 of a run holding the rows: its entry is no longer held, so the next run takes
+    them (and removes the dead run's entry)."""
+    code = (
+        "import sys, time; from pathlib import Path; from payrun.ledger import _running;"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r});"
+        "from test_ledger import _payment_rows;"
+        f"_running.LOCK_FOLDER = Path({str(lock_folder)!r});"
+        "_running.take_batch_lock(_payment_rows(50), 'bank A', Path('k.sqlite'));"
+        "print('held', flush=True); time.sleep(60)"
+    )
+    command = [sys.executable, "-c", code]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+            with pytest.raises(LedgerLockedError, match=f"process {holder.pid} "):
+                take_batch_lock(_payment_rows(50), "bank A", Path("b.ledger.sqlite"))
+        finally:
+            holder.kill()
+    lock = take_batch_lock(_payment_rows(50), "bank A", Path("b.ledger.sqlite"))
+    assert lock is not None
+    assert len([p for p in lock_folder.iterdir() if p.name.startswith("run-")]) == 1
+    lock.release()
+
+
+@pytest.mark.parametrize("state", ["a file", "open to all, not sticky"])
+def test_a_register_folder_that_cannot_be_trusted_refuses_the_run(
+    lock_folder: Path, state: str
+) -> None:
+    """A file where the folder should be, or a folder others may remove files from: the run
+    is refused (it would go on without the lock) and told what to do."""
+    if state == "a file":
+        lock_folder.write_text("x", encoding="utf-8")
+    elif os.getuid() != 0:
+        pytest.skip("a folder of another user's needs root to make")
+    else:
+        lock_folder.mkdir()
+        lock_folder.chmod(0o777)
+        os.chown(lock_folder, 65534, -1)
+    with pytest.raises(LedgerError, match="cannot take the lock that stops two runs") as refused:
+        take_batch_lock(_payment_rows(3), "bank A", Path("a.ledger.sqlite"))
+    assert "chmod 1777" in str(refused.value)
+
+
+def test_links_planted_in_the_register_are_never_followed(
+    lock_folder: Path, tmp_path: Path
+) -> None:
+    """A link in place of the guard refuses the run and leaves its target untouched; a link
+    posing as a run's entry is no run (ignored)."""
+    target = tmp_path / "precious"
+    target.write_text("keep", encoding="utf-8")
+    lock_folder.mkdir(mode=0o700)
+    (lock_folder / "run-planted.rows").symlink_to(target)
+    lock = take_batch_lock(_payment_rows(3), "bank A", Path("a.ledger.sqlite"))
+    assert lock is not None
+    lock.release()
+    assert stat.S_IMODE(lock_folder.stat().st_mode) == 0o1777
+    (lock_folder / "register.lock").unlink()
+    (lock_folder / "register.lock").symlink_to(target)
+    with pytest.raises(LedgerError, match="cannot hold register.lock"):
+        take_batch_lock(_payment_rows(3), "bank A", Path("a.ledger.sqlite"))
+    assert target.read_text(encoding="utf-8") == "keep"
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="running as a second user needs root")
+def test_another_users_run_of_the_same_rows_is_refused_both_ways() -> None:
+    """Root holds a batch; user nobody's run of the same rows is refused, and the reverse;
+    an entry nobody cannot read refuses nobody's run (never a silent skip)."""
+    import tempfile
+
+    from payrun.ledger import _running
+
+    parent = Path(tempfile.mkdtemp(prefix="payrun-users-", dir="/tmp"))  # noqa: S108
+    parent.chmod(0o755)
+    folder = parent / "locks"
+    saved = _running.LOCK_FOLDER
+    _running.LOCK_FOLDER = folder
+    try:
+        lock = take_batch_lock(_payment_rows(10), "bank A", Path("root.ledger.sqlite"))
+        assert lock is not None
+        refused = _as_nobody(
+            lambda: take_batch_lock(_payment_rows(10), "bank A", Path("nobody.sqlite"))
+        )
+        assert "same content" in refused
+        lock.path.chmod(0o600)
+        assert "cannot read" in _as_nobody(lambda: check_batch_lock(_payment_rows(10), "bank A"))
+        lock.release()
+        assert "held" in _as_nobody(lambda: _hold_and_ask(_payment_rows(10)), wait=False)
+    finally:
+        _running.LOCK_FOLDER = saved
+        import shutil
+
+        shutil.rmtree(parent)
+
+
+def _hold_and_ask(rows: list[LedgerRow]) -> None:
+    """As the child: hold ``rows`` and wait for the parent's attempt (it reads the pipe)."""
+    import time
+
+    take_batch_lock(rows, "bank A", Path("nobody.sqlite"))
+    os.write(1, b"held\n")
+    time.sleep(30)
+
+
+def _as_nobody(action: Callable[[], object], *, wait: bool = True) -> str:
+    """Run ``action`` in a forked child as user nobody; what it raised (or printed)."""
+    import signal
+    import warnings
+
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(read)
+        os.dup2(write, 1)
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            action()
+            os.write(1, b"no error\n")
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            os.write(1, f"{type(exc).__name__}: {exc}\n".encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as out:
+        said = out.readline()
+        if not wait:
+            with pytest.raises(LedgerLockedError, match="same content"):
+                take_batch_lock(_payment_rows(10), "bank A", Path("root.sqlite"))
+            os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return said

@@ -154,6 +154,13 @@ def slow_bank() -> Iterator[RunningSandbox]:
         yield bank
 
 
+@pytest.fixture
+def own_slow_bank() -> Iterator[RunningSandbox]:
+    """A bank like ``slow_bank`` for one test whose big batches would drain the shared one."""
+    with serve_in_thread(latency_ms=40, jitter_ms=10, deliver_after_ms=50, rng_seed=6) as bank:
+        yield bank
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_mid_run_exits_3_then_rerun_pays_each_row_once(
     sig: signal.Signals, slow_bank: RunningSandbox, tmp_path: Path
@@ -292,30 +299,30 @@ def test_a_ledger_being_paid_refuses_a_second_run_naming_the_holder(
 
 @pytest.mark.parametrize("spelling", ["same", "localhost", "no ~/.cache"])
 def test_the_same_file_through_another_ledger_at_once_is_refused(
-    slow_bank: RunningSandbox, tmp_path: Path, spelling: str, monkeypatch: pytest.MonkeyPatch
+    own_slow_bank: RunningSandbox, tmp_path: Path, spelling: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A copy of the file paid through a second ledger while the first run pays (the bank's
-    address written the same way, or as localhost; or a home folder whose ~/.cache cannot
-    be used, where the lock was skipped and both runs paid every row): exit 2, nothing
-    sent; afterwards that ledger holds every row as a possible repeat."""
+    """A copy of the file paid through a second ledger while the first run pays 300 rows
+    (the bank's address written the same way, or as localhost; or a home folder whose
+    ~/.cache cannot be used, where the lock was once skipped and both runs paid every row):
+    exit 2, nothing sent; afterwards that ledger holds every row as a possible repeat."""
     if spelling == "no ~/.cache":  # a file where the folder would be: the lock goes to /tmp
         (tmp_path / "home").mkdir()
         (tmp_path / "home" / ".cache").write_text("not a folder", encoding="utf-8")
         monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    rows = make_rows(6 + len(spelling), 100, tag="C")
+    rows = make_rows(6 + len(spelling), 300, tag="C")
     batch, ledger = _batch(tmp_path, rows)
     copy_folder = tmp_path / "copy"
     copy_folder.mkdir()
     copy = copy_folder / "payroll (1).csv"
     copy.write_bytes(batch.read_bytes())
     started = time.monotonic()
-    first = start_run(slow_bank, batch, ledger)
+    first = start_run(own_slow_bank, batch, ledger)
     try:
         wait_until(lambda: count_status(ledger, "submitted") >= 1, 60, "the first payments")
-        other = slow_bank
+        other = own_slow_bank
         if spelling == "localhost":
             other = dataclasses.replace(
-                slow_bank, base_url=slow_bank.base_url.replace("127.0.0.1", "localhost")
+                own_slow_bank, base_url=own_slow_bank.base_url.replace("127.0.0.1", "localhost")
             )
         second = run(other, copy, copy_folder / "copy.ledger.sqlite")
         assert first.poll() is None, "the first run ended before the second one tried"
@@ -326,11 +333,86 @@ def test_the_same_file_through_another_ledger_at_once_is_refused(
     left = sorted(p.name for p in copy_folder.iterdir() if "ledger" in p.name)
     assert left == [], f"the refused run left its new ledger behind: {left}"
     assert first_done.returncode == 0, first_done.describe()
-    assert_exactly_once(slow_bank, rows, ledger, "two ledgers of one file at once")
+    assert_exactly_once(own_slow_bank, rows, ledger, "two ledgers of one file at once")
     later = run(other, copy, copy_folder / "copy.ledger.sqlite")
     assert later.returncode == 1, later.describe()
     assert {r["status"] for r in ledger_rows(copy_folder / "copy.ledger.sqlite")} == {"held"}
-    assert_exactly_once(slow_bank, rows, ledger, "after the refused copy ran again")
+    assert_exactly_once(own_slow_bank, rows, ledger, "after the refused copy ran again")
+
+
+_SECOND_RUNS = ["byte copy, HOME=/nonexistent", "one more newline", "LF line endings",
+                "overlapping rows"]
+
+
+@pytest.mark.parametrize("second", _SECOND_RUNS)
+def test_a_second_run_of_the_same_rows_at_once_is_refused_however_the_file_reads(
+    own_slow_bank: RunningSandbox, tmp_path: Path, second: str
+) -> None:
+    """While a run pays 300 rows, a second run through another ledger of the same rows (a
+    byte copy run with no home folder, as cron; one more newline; LF line endings; or a
+    file sharing 40 of its payments under other row ids) exits 2 naming the first run's
+    process, sends nothing, and no row is paid twice."""
+    index = _SECOND_RUNS.index(second)
+    rows = make_rows(30 + index, 300, tag="W")
+    batch, ledger = _batch(tmp_path, rows)
+    copy_folder = tmp_path / "copy"
+    copy_folder.mkdir()
+    copy = copy_folder / "payroll (1).csv"
+    data = batch.read_bytes()
+    assert data.count(b"\r\n") == len(rows) + 1, "the original is written with CRLF"
+    own_rows = make_rows(40 + index, 30, tag="V")
+    if second == "overlapping rows":
+        shared = [dataclasses.replace(r, row_id=f"again-{r.row_id}") for r in rows[250:290]]
+        write_batch(copy, [*own_rows, *shared])
+    else:
+        copy.write_bytes({"one more newline": data + b"\r\n",
+                          "LF line endings": data.replace(b"\r\n", b"\n")}.get(second, data))
+    no_home = {"HOME": "/nonexistent"} if "HOME" in second else None
+    started = time.monotonic()
+    first = start_run(own_slow_bank, batch, ledger)
+    try:
+        wait_until(lambda: count_status(ledger, "submitted") >= 1, 60, "the first payments")
+        again = run(own_slow_bank, copy, copy_folder / "copy.ledger.sqlite", env=no_home)
+        overlapped = first.poll() is None
+    finally:
+        first_done = finish(first, started)
+    assert_exactly_once(own_slow_bank, rows, ledger, f"a second run ({second}) at once")
+    assert again.returncode == 2, again.describe()
+    assert overlapped, "the first run ended before the second one tried"
+    said = "40 of these 70 rows" if second == "overlapping rows" else "same content"
+    assert said in again.stderr and f"process {first.pid} " in again.stderr, again.describe()
+    errors = [line for line in again.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "Traceback" not in again.stderr, again.describe()
+    assert first_done.returncode == 0, first_done.describe()
+    references = {r.reference for r in own_rows}
+    sent = [g for g in stats(own_slow_bank)["payments"] if g["reference"] in references]
+    assert sent == [], "the refused run paid its own rows"
+    assert not [p for p in copy_folder.iterdir() if "ledger" in p.name]
+
+
+def test_a_dry_run_of_a_copy_while_the_original_pays_says_a_run_is_paying_it(
+    own_slow_bank: RunningSandbox, tmp_path: Path
+) -> None:
+    """A dry run of a copy (LF line endings) while the original pays would count the
+    payments in flight as still to pay: it exits 2 saying which process is paying it."""
+    rows = make_rows(50, 300, tag="Y")
+    batch, ledger = _batch(tmp_path, rows)
+    copy = tmp_path / "copy.csv"
+    copy.write_bytes(batch.read_bytes().replace(b"\r\n", b"\n"))
+    started = time.monotonic()
+    first = start_run(own_slow_bank, batch, ledger)
+    try:
+        wait_until(lambda: count_status(ledger, "submitted") >= 1, 60, "the first payments")
+        dry = run(own_slow_bank, copy, tmp_path / "copy.ledger.sqlite", "--dry-run")
+        overlapped = first.poll() is None
+    finally:
+        first_done = finish(first, started)
+    assert dry.returncode == 2, dry.describe()
+    assert overlapped, "the first run ended before the dry run looked"
+    assert f"process {first.pid} " in dry.stderr and "is paying" in dry.stderr, dry.describe()
+    assert "would pay" not in dry.stdout, dry.describe()
+    assert first_done.returncode == 0, first_done.describe()
+    assert_exactly_once(own_slow_bank, rows, ledger, "a dry run of a copy meanwhile")
 
 
 def test_a_ledger_disk_filling_up_mid_run_exits_3_and_the_rerun_pays_each_row_once(

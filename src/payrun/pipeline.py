@@ -31,9 +31,9 @@ from payrun.ledger import (
     Ledger,
     LedgerRow,
     bank_identity,
+    check_batch_lock,
     default_ledger_path,
     discard_if_refused,
-    release_lock,
     take_batch_lock,
     utc_now,
 )
@@ -249,6 +249,8 @@ async def _dry_run(
     checks = _preflight(client, org, book, options)
     checks.recall_holds(run_start.reopen_unfinished(book))  # held rows checked again, as in a run
     await checks.check_accounts()
+    # A run paying these rows now has payments in flight that the bank does not show yet.
+    check_batch_lock(book.all(), bank_identity(settings.base_url, org.url))
     await checks.load_payees_and_payments()
     attention = [] if late else await reconcile_rows(  # reads only, as a run (which first
         client, book, accounts=checks.accounts, payee_details=checks.payee_details,
@@ -282,28 +284,34 @@ async def _pay(
     assert batch is not None
     if batch.started_at is not None:  # --wait reads the events from the batch's start
         started = min(started, batch.started_at)
-    bank = bank_identity(settings.base_url, org.url)  # before any payee or payment is made
-    lock = take_batch_lock(batch.file_sha256, bank, ledger.path)
+    run_start.reopen_unfinished(book)
+    checks = _preflight(client, org, book, options, stop)
+    watcher.note("checking source accounts, payees and recent payments")
+    await checks.check_accounts()
+    # Taken once the accounts are the bank's (its row keys name them so), and before the
+    # bank's payments are read or any payee or payment is made.
+    bank = bank_identity(settings.base_url, org.url)
+    lock = take_batch_lock(book.all(), bank, ledger.path)
     try:
-        return await _pay_locked(client, ledger, book, org, started, options, watcher, stop)
+        return await _pay_locked(
+            client, ledger, book, checks, org, started, options, watcher, stop
+        )
     finally:
-        release_lock(lock)
+        if lock is not None:
+            lock.release()
 
 
 async def _pay_locked(
     client: BankClient,
     ledger: Ledger,
     book: RowBook,
+    checks: Preflight,
     org: Organization,
     started: datetime,
     options: RunOptions,
     watcher: RunObserver,
     stop: StopSignal,
 ) -> RunOutcome:
-    run_start.reopen_unfinished(book)
-    checks = _preflight(client, org, book, options, stop)
-    watcher.note("checking source accounts, payees and recent payments")
-    await checks.check_accounts()
     settled = await wait_for_late_answers(ledger, book, stop, watcher.note, at_start=True)
     attention: list[int] = []
     unreachable = False

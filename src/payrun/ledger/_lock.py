@@ -10,7 +10,6 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from payrun.errors import LedgerError, LedgerLockedError
@@ -20,14 +19,12 @@ _LOCK_PATIENCE = 1.0
 for an instant to see whether a run is paying, and a refused first run removes its new
 ledger while holding it."""
 _LOCK_RETRY_SECONDS = 0.05
-_TMP_FOLDER = "/tmp/payrun"  # noqa: S108 - /tmp/payrun-UID, checked private before use
 
 __all__ = [
     "bank_identity",
     "check_ledger_path",
     "create_private",
     "release_lock",
-    "take_batch_lock",
     "take_lock",
 ]
 
@@ -167,55 +164,6 @@ def _still_linked(fd: int, lock_path: Path) -> bool:
         return False
 
 
-def take_batch_lock(file_sha256: str, bank: str, ledger_path: Path) -> int | None:
-    """Hold a lock on this file content paid to this bank and organization, whatever the ledger.
-
-    Two runs of the same content through two ledgers at once (a copy of the file, or
-    ``--ledger`` given twice) would each pay every row: the repeat guard reads the bank
-    before paying, so it only catches a run that starts after the other one has paid.
-    ``bank`` names the bank and organization (``bank_identity``). The lock lives in this
-    user's ``~/.cache/payrun`` (whatever TMPDIR says, so cron and a shell meet there), or,
-    when that cannot be used (no home folder, a read-only one), in ``/tmp/payrun-UID``; so
-    it covers the runs of one user on one machine; the kernel drops it when the process
-    dies. When neither can be used the run is refused: paying without it could pay twice.
-    """
-    if sys.platform == "win32":  # pragma: no cover - payrun runs on Linux and macOS
-        return None
-    import fcntl
-    import hashlib
-
-    key = hashlib.sha256(f"{file_sha256} {bank}".encode()).hexdigest()[:40]
-    fd = None
-    flags = os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW
-    for folder in _private_folders():
-        try:
-            fd = os.open(folder / f"batch-{key}.lock", flags, 0o600)
-            break
-        except OSError:
-            continue
-    if fd is None:
-        msg = (
-            "cannot take the lock that stops two runs of the same file from paying at once:"
-            f" neither ~/.cache/payrun nor {_TMP_FOLDER}-{os.getuid()} can be used by this user;"
-            " make one of them a folder of this user's (mode 0700), then run again"
-        )
-        raise LedgerError(msg)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _read_holder(fd)
-        os.close(fd)
-        msg = (
-            f"{holder or 'another payrun run'} is paying a file with the same content at"
-            " this bank right now; two runs at once would pay every row twice: wait for it to"
-            " finish, then run again (rows it paid are then held as possible repeats)"
-        )
-        raise LedgerLockedError(msg, pid=None) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n{ledger_path}".encode())
-    return fd
-
-
 def bank_identity(base_url: str, organization_url: str) -> str:
     """The bank and organization, the same however the address is written.
 
@@ -230,36 +178,6 @@ def bank_identity(base_url: str, organization_url: str) -> str:
         host = "loopback"
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return f"{parts.scheme}://{host}:{port}{parts.path.rstrip('/')} {organization_url}"
-
-
-def _private_folders() -> Iterator[Path]:
-    """``~/.cache/payrun`` then ``/tmp/payrun-UID``: each made 0700 if missing, and given
-    only if it is a folder owned by this user and closed to others."""
-    candidates = [Path(f"{_TMP_FOLDER}-{os.getuid()}")]
-    try:
-        home = Path.home()
-    except RuntimeError:  # no home folder known
-        home = None
-    if home is not None and home.is_dir():  # never makes a home folder that is not there
-        candidates.insert(0, home / ".cache" / "payrun")
-    for folder in candidates:
-        try:
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            info = folder.lstat()
-        except OSError:  # it cannot be written
-            continue
-        if info.st_uid == os.getuid() and not info.st_mode & 0o077 and stat.S_ISDIR(info.st_mode):
-            yield folder  # else someone else's, or open to others: not a place for a lock
-
-
-def _read_holder(fd: int) -> str | None:
-    try:
-        pid, _, ledger = os.pread(fd, 4096, 0).decode().partition("\n")
-    except (OSError, UnicodeDecodeError):
-        return None
-    if not pid.strip().isdigit():
-        return None
-    return f"process {pid.strip()} (ledger {ledger.strip()})" if ledger else f"process {pid}"
 
 
 def _read_pid(fd: int) -> int | None:
