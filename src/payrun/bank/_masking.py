@@ -2,8 +2,9 @@
 
 ``Secrets(values).mask(text)`` replaces every spelling of each secret with ``***``: as is,
 and with any of its characters written as a JSON escape (``\\/``, ``\\"``, ``\\\\``,
-``\\u00XX``, a surrogate pair) or percent-encoded. So a key the bank echoes is hidden
-whether the text was decoded from JSON, is raw JSON, or is JSON inside a JSON string.
+``\\u00XX``, a surrogate pair; escaped again any number of times) or percent-encoded. So a
+key the bank echoes is hidden whether the text was decoded from JSON, is raw JSON, or is
+JSON inside a JSON string.
 """
 
 from __future__ import annotations
@@ -16,30 +17,27 @@ __all__ = ["MASK", "Secrets"]
 MASK = "***"
 """What a secret is replaced with."""
 
-_SHORT_ESCAPES = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "/": "\\/",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-}
+_SHORT_ESCAPES = {"\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
+_ESCAPED_AS_ITSELF = frozenset('"\\/')
 _BMP_END = 0x10000
+_BACKSLASHES = r"\\+"
+"""One or more: a JSON escape inside a JSON string (escaped again) doubles them."""
 
 
 def _char_pattern(ch: str) -> str:
-    """Every way one character of a secret can be spelled in JSON text or a URL."""
+    """Every way one character of a secret can be spelled in JSON text (escaped any number
+    of times over) or a URL."""
     code = ord(ch)
     spellings = [re.escape(ch)]
     if code < _BMP_END:
-        spellings.append(re.escape(f"\\u{code:04x}"))
+        spellings.append(f"{_BACKSLASHES}u{code:04x}")
     else:
         high, low = ((code - _BMP_END) >> 10) + 0xD800, ((code - _BMP_END) & 0x3FF) + 0xDC00
-        spellings.append(re.escape(f"\\u{high:04x}\\u{low:04x}"))
+        spellings.append(f"{_BACKSLASHES}u{high:04x}{_BACKSLASHES}u{low:04x}")
+    if ch in _ESCAPED_AS_ITSELF:
+        spellings.append(f"{_BACKSLASHES}{re.escape(ch)}")
     if ch in _SHORT_ESCAPES:
-        spellings.append(re.escape(_SHORT_ESCAPES[ch]))
+        spellings.append(f"{_BACKSLASHES}{_SHORT_ESCAPES[ch]}")
     encoded = ch.encode()
     if len(encoded) == 1:
         spellings.append(re.escape(f"%{encoded[0]:02x}"))
