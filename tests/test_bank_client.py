@@ -949,3 +949,146 @@ def test_a_gateway_timeout_or_a_timed_out_wait_may_still_be_finished_by_the_bank
         pass
 
     assert is_timeout(ReadTimeoutError())
+
+
+# -- trust at the edge (issue 17): masking, origins, sizes, lists ------------------------
+
+ODD_KEY = 'sk_live/AbC+dEf/GhIjK=="q\\z'
+
+
+def _odd_bank(handler: Handler, *, base: str = BASE) -> BankClient:
+    http = httpx.AsyncClient(
+        transport=httpx.MockTransport(handler),
+        base_url=base,
+        headers={"Authorization": f"ServiceAPIKey {ODD_KEY}"},
+    )
+    return BankClient(http, retry=RetryPolicy.no_wait(attempts=1))
+
+
+def _key_forms() -> list[str]:
+    plain = json.dumps(ODD_KEY)[1:-1]
+    return [ODD_KEY, plain, plain.replace("/", "\\/"), ODD_KEY[:10], plain[:10]]
+
+
+@pytest.mark.parametrize(
+    "spelled",
+    [
+        json.dumps(ODD_KEY)[1:-1],
+        json.dumps(ODD_KEY)[1:-1].replace("/", "\\/"),
+        "".join(f"\\u{ord(c):04x}" for c in ODD_KEY),
+        "".join(f"\\u{ord(c):04X}" for c in ODD_KEY),
+    ],
+    ids=["ordinary", "slash", "all-u", "all-U"],
+)
+@pytest.mark.parametrize("status", [400, 403, 422, 503])
+async def test_an_echoed_key_is_masked_after_decoding(spelled: str, status: int) -> None:
+    """The key in an error's detail or code, JSON-escaped any way: *** in the message,
+    detail and code, even where the detail is cut at 300 characters."""
+    body = (
+        '{"errors": [{"title": "Bad", "code": "' + spelled + '", "detail": "'
+        + "x" * 285 + " " + spelled + '"}]}'
+    )
+    rec = _Recorder(httpx.Response(status, content=body.encode()))
+    async with _odd_bank(rec) as bank:
+        with pytest.raises(BankError) as info:
+            await bank.create_payment(ACCOUNT, payee_url=PAYEE, amount=Decimal(1), reference=None)
+    error = info.value
+    shown = f"{error} {error.detail} {error.code}"
+    assert [form for form in _key_forms() if form in shown] == []
+    assert error.code == "***"
+
+
+async def test_an_echoed_key_in_a_page_that_is_not_json_is_masked() -> None:
+    """An HTML error page echoing the key JSON-escaped: its one line shows *** only."""
+    page = "<html><body>bad key " + ODD_KEY.replace("/", "\\/") + "</body></html>"
+    rec = _Recorder(httpx.Response(400, content=page.encode()))
+    async with _odd_bank(rec) as bank:
+        with pytest.raises(BankRejectedError) as info:
+            await bank.get_account(ACCOUNT)
+    assert "bad key ***" in str(info.value)
+
+
+async def test_a_list_without_its_array_is_a_bank_error() -> None:
+    """A payments page without ``payments``, or with a links.next that is not a URL: a
+    BankError naming it, never an empty or shortened list."""
+    for page in ({"links": {"next": None}}, {"payments": [], "links": {"next": 7}}):
+        rec = _Recorder(_ok(page))
+        async with _bank(rec) as bank:
+            with pytest.raises(BankError, match="payments list"):
+                [p async for p in bank.payments(ACCOUNT, created_since=datetime.now(UTC))]
+
+
+async def test_a_list_item_that_does_not_parse_is_a_bank_error() -> None:
+    """A payments page whose item is not a payment is unreadable, not skipped."""
+    rec = _Recorder(_ok({"payments": ["nope"], "links": {"next": None}}))
+    async with _bank(rec) as bank:
+        with pytest.raises(BankError, match="could not be read"):
+            [p async for p in bank.payments(ACCOUNT, created_since=datetime.now(UTC))]
+
+
+async def test_a_foreign_link_in_a_write_answer_is_an_unknown_outcome_and_not_called() -> None:
+    """A created payment on another host: an unknown outcome (the bank acted), and a
+    submit to that URL sends nothing."""
+    foreign = {**_payment(), "payment-url": "http://evil.test/v0/payments/pm.one"}
+    rec = _Recorder(_ok(foreign, 201))
+    async with _bank(rec) as bank:
+        with pytest.raises(OutcomeUnknownError, match=r"http://evil\.test:80"):
+            await bank.create_payment(ACCOUNT, payee_url=PAYEE, amount=Decimal(1), reference=None)
+        with pytest.raises(BankError, match="payrun sent nothing") as info:
+            await bank.submit_payment("http://evil.test/v0/payments/pm.one")
+    assert type(info.value) is BankError
+    assert len(rec.requests) == 1
+
+
+async def test_an_answer_over_the_cap_is_a_bank_error_even_from_a_test_client() -> None:
+    """An httpx client bound by a test reads whole bodies; the cap still makes a read a
+    BankError and a write an unknown outcome."""
+    big = httpx.Response(200, content=b" " * (16 * 1024 * 1024 + 1))
+    async with _bank(_Recorder(big)) as bank:
+        with pytest.raises(BankError, match="limit"):
+            await bank.get_account(ACCOUNT)
+        with pytest.raises(OutcomeUnknownError, match="limit"):
+            await bank.submit_payment(PAYMENT)
+
+
+async def test_a_redirecting_index_is_a_configuration_error() -> None:
+    """A 301 from /v0/index means the base URL is wrong: ConfigError (exit 2)."""
+    from payrun.errors import ConfigError
+
+    rec = _Recorder(httpx.Response(301, headers={"Location": "https://other.test/v0/index"}))
+    async with _bank(rec) as bank:
+        with pytest.raises(ConfigError, match="redirect"):
+            await bank.organization()
+    assert len(rec.requests) == 1
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "until-close"])
+@pytest.mark.parametrize("transport", list(TRANSPORTS))
+async def test_every_transport_stops_reading_an_answer_at_the_cap(
+    transport: Any, declared: bool
+) -> None:
+    """A 200 MB answer: a BankError naming the limit, and the client stops reading (the
+    bank gets to send little more than the 16 MB cap plus socket buffers)."""
+    total, chunk = 200 * 1024 * 1024, b" " * (1024 * 1024)
+    sent: list[int] = [0]
+
+    async def flood(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            await stream.receive()
+            length = f"Content-Length: {total}\r\n" if declared else "Connection: close\r\n"
+            await stream.send(f"HTTP/1.1 200 OK\r\n{length}\r\n".encode())
+            try:
+                while sent[0] < total:
+                    await stream.send(chunk)
+                    sent[0] += len(chunk)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                return
+
+    async with _raw_bank(flood) as settings:
+        http = make_http_client(settings, transport=transport, timeout=10)
+        async with BankClient(http, retry=RetryPolicy.no_wait(attempts=1)) as bank:
+            with pytest.raises(BankError, match="limit of 16777216 bytes") as info:
+                await bank.get_account(ACCOUNT)
+        await anyio.sleep(0.2)
+    assert type(info.value) is BankError
+    assert sent[0] < 48 * 1024 * 1024

@@ -6,7 +6,8 @@ pyreqwest (``_pyreqwest``). ``BankClient`` needs ``request``, ``aclose``, ``base
 0.5 ms of CPU per request here (request building, URL merging, cookie extraction); this
 class does the same job in about half (benchmarks/bench_transport.py). aiohttp's own
 exceptions propagate unchanged, so ``never_sent`` can tell a refused connection (safe to
-resend) from a reset after sending (outcome unknown).
+resend) from a reset after sending (outcome unknown). Redirects are never followed, and no
+answer is read past ``MAX_ANSWER_BYTES``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import aiohttp
 
-from payrun.bank._lean import Answer, LeanClient
+from payrun.bank._lean import Answer, LeanClient, check_length, read_capped
 
 __all__ = ["AiohttpClient"]
 
@@ -75,7 +76,9 @@ class AiohttpClient(LeanClient):
         async with session.request(
             method, target, params=params, json=json, allow_redirects=False
         ) as response:
-            return Answer(response.status, await response.read(), response.headers.get("Date"))
+            check_length(response.content_length)
+            body = await read_capped(response.content.iter_any())
+            return Answer(response.status, body, response.headers.get("Date"))
 
     async def aclose(self) -> None:
         """Close the session and its connections."""

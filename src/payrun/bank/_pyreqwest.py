@@ -9,9 +9,10 @@ unpinned), a whole run about a quarter less per payment, and the import 3 ms aga
 
 It is set up as the aiohttp client is: no proxy from the environment, no redirects
 followed (a bank answering 3xx is an unexpected answer, never silently re-sent elsewhere),
-no cookies, idle connections dropped after ``keepalive_seconds``. pyreqwest's exceptions
-propagate unchanged: ``transport.never_sent`` tells a failed connect (safe to resend) from
-a failure after sending (outcome unknown).
+no cookies, idle connections dropped after ``keepalive_seconds``, and no answer read past
+``MAX_ANSWER_BYTES`` (the response is streamed and dropped once it passes the cap).
+pyreqwest's exceptions propagate unchanged: ``transport.never_sent`` tells a failed connect
+(safe to resend) from a failure after sending (outcome unknown).
 
 On Linux pyreqwest's I/O thread runs under ``SCHED_BATCH`` (see ``_io_thread_yields``):
 it no longer preempts the event loop each time it wakes, which on a shared core cut the
@@ -22,15 +23,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
 
 import anyio
 from pyreqwest.client import Client, ClientBuilder
 from pyreqwest.exceptions import BuilderError
+from pyreqwest.response import Response, ResponseBodyReader
 
-from payrun.bank._lean import Answer, LeanClient
+from payrun.bank._lean import Answer, LeanClient, check_length, read_capped
 from payrun.errors import BankError, ConfigError
 
 __all__ = ["PyreqwestClient", "error_causes"]
@@ -104,7 +106,7 @@ class PyreqwestClient(LeanClient):
                 builder = builder.query(params)
             if json is not None:
                 builder = builder.body_json(json)
-            sending = builder.build().send()
+            sending = builder.build_streamed()
         except (ValueError, TypeError) as exc:  # a URL or body it cannot send: nothing was sent
             msg = f"cannot send {method} {url}: {exc}"
             raise BankError(msg) from exc
@@ -113,15 +115,35 @@ class PyreqwestClient(LeanClient):
         # at exit. So a cancelled caller waits for the answer (at most ``timeout``), which
         # the caller then records.
         with anyio.CancelScope(shield=True):
-            response = await sending
-            content = bytes(await response.bytes())
-        return Answer(response.status, content, response.get_header("date"))
+            async with sending as response:
+                answer = Answer(
+                    response.status, await _read_body(response), response.get_header("date")
+                )
+        return answer
+
 
     async def aclose(self) -> None:
         """Close the client and its connections."""
         if self._client is not None:
             await self._client.close()
             self._client = None
+
+
+async def _read_body(response: Response) -> bytes:
+    """The body, read only while it stays under ``MAX_ANSWER_BYTES``.
+
+    With a Content-Length under the cap, hyper reads no more than it says, in one call.
+    """
+    length = response.get_header("content-length")
+    if length is not None:
+        check_length(length)
+        return bytes(await response.bytes())
+    return await read_capped(_chunks(response.body_reader))
+
+
+async def _chunks(reader: ResponseBodyReader) -> AsyncIterator[bytes]:
+    while (chunk := await reader.read_chunk()) is not None:
+        yield bytes(chunk)
 
 
 @contextlib.contextmanager

@@ -6,8 +6,10 @@ to a write) when it is not a JSON object, as when a proxy's HTML page answers in
 The bank documents no error body (api-facts §2.1); errors probably come as
 ``{"errors": [{"title", "detail", "code"?, "links"?}]}``. The refusal code is looked
 for defensively: a known payment code anywhere in the text first, then ``code``, then a
-kebab-case ``title``. Messages never carry the API key (it is masked if echoed), and a body
-that is not JSON (an HTML error page) is shown as one short line of its text.
+kebab-case ``title``. Every text taken from the bank (its detail, code, a URL it named, a
+field it sent) is masked with the caller's ``Secrets`` after it is decoded and before it
+is cut short, so an echoed API key never reaches a message in any spelling. A body that is
+not JSON (an HTML error page) is shown as one short line of its text.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from payrun.bank._masking import Secrets
 from payrun.errors import (
     AuthError,
     BankError,
@@ -25,10 +28,19 @@ from payrun.errors import (
     RateLimitedError,
 )
 
-__all__ = ["KNOWN_CODES", "answer_object", "decode_answer", "error_from_response"]
+__all__ = [
+    "KNOWN_CODES",
+    "answer_object",
+    "decode_answer",
+    "error_from_response",
+    "unreadable_answer",
+]
 
 T = TypeVar("T")
 _PARSE_ERRORS = (KeyError, TypeError, ValueError, ArithmeticError, AttributeError)
+_UNDECODABLE = (ValueError, RecursionError)
+"""What ``json.loads`` raises for bytes that are not JSON, or JSON nested too deep to decode."""
+_NO_SECRETS = Secrets()
 
 KNOWN_CODES = (
     "payment-amount-exceeds-scheme-limit",
@@ -60,7 +72,7 @@ def error_from_response(
     status: int,
     text: str,
     *,
-    secret: str | None = None,
+    secrets: Secrets = _NO_SECRETS,
     write: bool = False,
 ) -> BankError:
     """Return the ``BankError`` subclass for a non-2xx answer (the caller raises it).
@@ -68,12 +80,10 @@ def error_from_response(
     A redirect is never followed; to a write it is an unknown outcome (the bank may have
     acted before pointing elsewhere), to a read a refusal.
     """
-    if secret and secret in text:
-        text = text.replace(secret, "***")
     errors = _error_items(text)
-    code = _find_code(errors, text)
-    detail = _find_detail(errors, text)
-    where = f"{method} {path}"
+    code = secrets.mask_optional(_find_code(errors, text))
+    detail = _find_detail(errors, text, secrets)
+    where = secrets.mask(f"{method} {path}")
     if status == _HTTP_UNAUTHORIZED:
         msg = (
             f"the bank refused the API key (HTTP 401 on {where}): check PAYRUN_API_KEY or"
@@ -108,17 +118,21 @@ def error_from_response(
     return BankRejectedError(msg, status=status, code=code, detail=detail)
 
 
-def answer_object(content: bytes, where: str, *, write: bool) -> dict[str, Any]:
+def answer_object(
+    content: bytes, where: str, *, write: bool, secrets: Secrets = _NO_SECRETS
+) -> dict[str, Any]:
     """The JSON object of a 2xx answer to ``where`` (``{}`` if empty); else a ``BankError``."""
     try:
         data = json.loads(content) if content else {}
     except ValueError:  # an HTML page from a proxy, or bytes that are not even text
         problem = "was not JSON"
+    except RecursionError:
+        problem = "was JSON nested too deep to read"
     else:
         if isinstance(data, dict):
             return data
         problem = "was JSON but not an object"
-    msg = f"the bank's answer to {where} {problem}"
+    msg = f"the bank's answer to {secrets.mask(where)} {problem}"
     if write:  # the bank may have acted before its answer went wrong
         msg = f"{msg}; it may or may not have taken effect"
     raise (OutcomeUnknownError if write else BankError)(msg)
@@ -127,7 +141,7 @@ def answer_object(content: bytes, where: str, *, write: bool) -> dict[str, Any]:
 def _error_items(text: str) -> list[dict[str, Any]]:
     try:
         body = json.loads(text)
-    except ValueError:
+    except _UNDECODABLE:
         return []
     if not isinstance(body, dict):
         return []
@@ -152,15 +166,16 @@ def _find_code(errors: list[dict[str, Any]], text: str) -> str | None:
     return None
 
 
-def _find_detail(errors: list[dict[str, Any]], text: str) -> str | None:
+def _find_detail(errors: list[dict[str, Any]], text: str, secrets: Secrets) -> str | None:
+    """The bank's words on an error, masked before they are cut (a cut key is still a leak)."""
     for item in errors:
         for key in ("detail", "title", "message"):
             value = item.get(key)
             if isinstance(value, str) and value.strip():
-                return _one_line(value, _MAX_DETAIL)
+                return _one_line(secrets.mask(value), _MAX_DETAIL)
     if text.lstrip().startswith("<"):  # an HTML page: its words, not its markup
         text = _HTML_TAG.sub(" ", _HIDDEN_HTML.sub(" ", text))
-    return _one_line(text, _MAX_DETAIL if errors else _MAX_TEXT_DETAIL)
+    return _one_line(secrets.mask(text), _MAX_DETAIL if errors else _MAX_TEXT_DETAIL)
 
 
 def _one_line(text: str, limit: int) -> str | None:
@@ -171,13 +186,25 @@ def _one_line(text: str, limit: int) -> str | None:
     return flat or None
 
 
-def decode_answer(parse: Callable[[Any], T], data: Any, what: str, *, write: bool = False) -> T:
+def decode_answer(
+    parse: Callable[[Any], T],
+    data: Any,
+    what: str,
+    *,
+    write: bool = False,
+    secrets: Secrets = _NO_SECRETS,
+) -> T:
     """Parse an answer; a write whose answer cannot be read has an unknown outcome."""
     try:
         return parse(data)
     except _PARSE_ERRORS as exc:
-        msg = f"the bank's answer ({what}) could not be read: {_unreadable(exc)}"
-        raise (OutcomeUnknownError if write else BankError)(msg) from exc
+        raise unreadable_answer(what, secrets.mask(_unreadable(exc)), write=write) from exc
+
+
+def unreadable_answer(what: str, why: str, *, write: bool) -> BankError:
+    """The error for an answer payrun cannot use (``why`` already masked)."""
+    msg = f"the bank's answer ({what}) could not be read: {why}"
+    return (OutcomeUnknownError if write else BankError)(msg)
 
 
 def _unreadable(exc: BaseException) -> str:

@@ -9,18 +9,34 @@ backing off). Reads (GET and the read-only searches) are retried on 429, connect
 errors, timeouts and 5xx. Writes (create payment, submit, create payee, CoP) are
 retried only on 429 and when the request provably never left; any other failure of a
 write raises ``OutcomeUnknownError`` at once, for the caller to reconcile.
+
+Every request goes to the base URL's origin only (``BankOrigin``): a URL from an answer or
+the ledger that points elsewhere is a ``BankError`` and nothing is sent there, and an answer
+whose parsed value holds such a link is unreadable (an unknown outcome to a write). Answers
+over ``MAX_ANSWER_BYTES``, answers that are not a JSON object, and list answers without
+their named array are bank errors too; a base URL that redirects is a ``ConfigError``.
+Every error's text is masked for the API key and any other ``secrets`` given.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import dataclasses
+from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import datetime
 from decimal import Decimal
 from types import TracebackType
 from typing import Any, TypeVar
 
 from payrun.bank import transport
-from payrun.bank._refusals import answer_object, decode_answer, error_from_response
+from payrun.bank._lean import MAX_ANSWER_BYTES, AnswerTooLargeError
+from payrun.bank._masking import Secrets
+from payrun.bank._origin import BankOrigin
+from payrun.bank._refusals import (
+    answer_object,
+    decode_answer,
+    error_from_response,
+    unreadable_answer,
+)
 from payrun.bank.clock import BankClock
 from payrun.bank.limiter import AdaptiveLimiter
 from payrun.bank.retry import DEFAULT_RETRY, RetryPolicy
@@ -51,6 +67,7 @@ from payrun.errors import (
     BankError,
     BankRejectedError,
     BankUnavailableError,
+    ConfigError,
     OutcomeUnknownError,
     RateLimitedError,
 )
@@ -66,7 +83,9 @@ Json = dict[str, Any]
 _HTTP_NOT_FOUND = 404
 _HTTP_TOO_MANY = 429
 _HTTP_REDIRECT = 300
+_HTTP_CLIENT_ERROR = 400
 _HTTP_SERVER_ERROR = 500
+_INDEX = "/v0/index"
 
 
 def _retry_read(exc: BaseException) -> bool:
@@ -81,10 +100,11 @@ class BankClient:
     """Typed access to the bank; use as ``async with BankClient(http) as bank:``.
 
     The client owns ``http`` and closes it in ``aclose()``. ``clock`` is the bank's clock,
-    measured from the ``Date`` header of every answer.
+    measured from the ``Date`` header of every answer. ``secrets`` are masked in every
+    error besides the API key of ``http``'s ``Authorization`` header.
     """
 
-    __slots__ = ("_http", "_limiter", "_retry", "clock")
+    __slots__ = ("_http", "_limiter", "_origin", "_retry", "_secrets", "clock")
 
     def __init__(
         self,
@@ -92,11 +112,14 @@ class BankClient:
         *,
         limiter: AdaptiveLimiter | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
+        secrets: Iterable[str] = (),
     ) -> None:
         self._http = http
         self._limiter = limiter if limiter is not None else AdaptiveLimiter(50)
         self._retry = retry
         self.clock = BankClock()
+        self._origin = BankOrigin(str(http.base_url))
+        self._secrets = Secrets([_api_key(http), *secrets])
 
     def __repr__(self) -> str:
         return f"BankClient(base_url={str(self._http.base_url)!r}, limiter={self._limiter!r})"
@@ -124,17 +147,30 @@ class BankClient:
     # -- navigation and accounts -------------------------------------------------------
 
     async def organization(self) -> Organization:
-        """The key's organization: the index's ``organization-url``, else via the API key."""
-        index = await self._send("GET", "/v0/index")
+        """The key's organization: the index's ``organization-url``, else via the API key.
+
+        A redirect from the index means the base URL is not the bank's API: a ``ConfigError``.
+        """
+        try:
+            index = await self._send("GET", _INDEX)
+        except BankRejectedError as exc:
+            if exc.status is None or not _HTTP_REDIRECT <= exc.status < _HTTP_CLIENT_ERROR:
+                raise
+            msg = (
+                f"the base URL {self._origin.shown} answered GET {_INDEX} with a redirect"
+                f" (HTTP {exc.status}), which payrun never follows: set PAYRUN_BASE_URL (or"
+                " --base-url) to the bank API's own address"
+            )
+            raise ConfigError(msg) from None
         org_url = index.get("organization-url")
         if not isinstance(org_url, str):
-            key = await self._send("GET", decode_answer(lambda d: d["api-key-url"], index, "index"))
-            org_url = decode_answer(lambda d: d["organization-url"], key, "API key")
-        return decode_answer(parse_organization, await self._send("GET", org_url), "organization")
+            key = await self._send("GET", self._decode(lambda d: d["api-key-url"], index, "index"))
+            org_url = self._decode(lambda d: d["organization-url"], key, "API key")
+        return self._decode(parse_organization, await self._send("GET", org_url), "organization")
 
     async def get_account(self, url: str) -> BankAccount:
         """Read one bank account."""
-        return decode_answer(parse_account, await self._send("GET", url), "bank account")
+        return self._decode(parse_account, await self._send("GET", url), "bank account")
 
     async def find_account(
         self, org: Organization, *, sort_code: str, account_number: str
@@ -143,8 +179,8 @@ class BankClient:
         body = {"search-query": account_number}
         data = await self._send("POST", org.accounts_search_url, body=body)
         sort_code, account_number = _digits(sort_code), _digits(account_number)
-        for item in data.get("search-results") or ():
-            account = decode_answer(parse_account, item, "bank account search")
+        for item in self._items(data, "search-results"):
+            account = self._decode(parse_account, item, "bank account search")
             for address in account.bank_addresses:
                 if (
                     _digits(address.sort_code) == sort_code
@@ -205,7 +241,7 @@ class BankClient:
             "requester-legal-person-url": requester_url,
         }
         data = await self._send("POST", org.cop_request_url, body=body, write=True)
-        return decode_answer(parse_cop_result, data, "confirmation of payee", write=True)
+        return self._decode(parse_cop_result, data, "confirmation of payee", write=True)
 
     async def create_payee(
         self,
@@ -221,7 +257,7 @@ class BankClient:
         if cop_request_url is not None:
             body["cop-request-url"] = cop_request_url
         data = await self._send("POST", f"{legal_person_url}/bank/payees", body=body, write=True)
-        return decode_answer(parse_payee, data, "created payee", write=True)
+        return self._decode(parse_payee, data, "created payee", write=True)
 
     # -- payments and submissions ------------------------------------------------------
 
@@ -236,7 +272,7 @@ class BankClient:
         if reference is not None:
             body["payment-reference"] = reference
         data = await self._send("POST", f"{account_url}/payments", body=body, write=True)
-        return decode_answer(parse_payment, data, "created payment", write=True)
+        return self._decode(parse_payment, data, "created payment", write=True)
 
     async def submit_payment(self, payment_url: str, *, scheme: str = "fps") -> Submission:
         """Submit a created payment over a scheme (``fps`` or ``book-transfer``)."""
@@ -244,7 +280,7 @@ class BankClient:
         data = await self._send(
             "POST", f"{payment_url}/submissions", body=body, write=True, urgent=True
         )
-        return decode_answer(parse_submission, data, "submission", write=True)
+        return self._decode(parse_submission, data, "submission", write=True)
 
     async def payment_submissions(self, payment_url: str) -> list[Submission]:
         """Every submission of a payment (none means it was never submitted)."""
@@ -257,11 +293,11 @@ class BankClient:
 
     async def get_submission(self, url: str) -> Submission:
         """Read one submission."""
-        return decode_answer(parse_submission, await self._send("GET", url), "submission")
+        return self._decode(parse_submission, await self._send("GET", url), "submission")
 
     async def get_payment(self, url: str) -> Payment:
         """Read one payment."""
-        return decode_answer(parse_payment, await self._send("GET", url), "payment")
+        return self._decode(parse_payment, await self._send("GET", url), "payment")
 
     async def payments(
         self,
@@ -308,6 +344,8 @@ class BankClient:
         """Yield the parsed items of a list, following ``links.next`` to the end.
 
         ``page_parser(page)`` gives the parser of one page's items (to use its ``included``).
+        A page without its ``key`` array, or with a ``links.next`` that is neither a URL nor
+        null, is a ``BankError``: never read as the end of the list.
         """
         next_url: str | None = url
         seen: set[str] = set()
@@ -316,11 +354,42 @@ class BankClient:
             data = await self._send("GET", next_url, params=params)
             params = None  # the bank repeats the query in its links
             parse_item = parse if page_parser is None else page_parser(data)
-            for item in data.get(key) or ():
-                yield decode_answer(parse_item, item, key)
-            links = data.get("links")
-            link = links.get("next") if isinstance(links, dict) else None
-            next_url = link if isinstance(link, str) else None
+            for item in self._items(data, key):
+                yield self._decode(parse_item, item, key)
+            next_url = self._next_link(data, key)
+
+    def _items(self, data: Json, key: str) -> list[Any]:
+        """A list answer's named array; its absence is a bank error, not an empty list."""
+        items = data.get(key)
+        if not isinstance(items, list):
+            what = f"{key} list"
+            why = f"it has no {key!r} array" if items is None else f"its {key!r} is not an array"
+            raise unreadable_answer(what, why, write=False)
+        return items
+
+    def _next_link(self, data: Json, key: str) -> str | None:
+        """The page's ``links.next``: a URL, or None at the end of the list."""
+        links = data.get("links")
+        link = links.get("next") if isinstance(links, dict) else None
+        if link is None or isinstance(link, str):
+            return link or None
+        what = f"{key} list"
+        raise unreadable_answer(what, "its links.next is not a URL", write=False)
+
+    def _decode(
+        self, parse: Callable[[Any], T], data: Any, what: str, *, write: bool = False
+    ) -> T:
+        """Parse an answer; any link in the value off the bank's origin makes it unreadable."""
+        value = decode_answer(parse, data, what, write=write, secrets=self._secrets)
+        foreign = _foreign_link(value, self._origin)
+        if foreign is not None:
+            name, link = foreign
+            why = (
+                f"its {name} points at {self._origin.describe(link)}, not the bank's own"
+                f" address {self._origin.shown}; payrun sends nothing there"
+            )
+            raise unreadable_answer(what, self._secrets.mask(why), write=write)
+        return value
 
     async def _send(
         self,
@@ -332,10 +401,24 @@ class BankClient:
         write: bool = False,
         urgent: bool = False,
     ) -> Json:
-        """Send one request under the retry policy; return its decoded JSON object."""
+        """Send one request under the retry policy; return its decoded JSON object.
+
+        ``url`` (a path, or a URL from an answer or the ledger) must resolve to the bank's
+        origin; otherwise nothing is sent and a ``BankError`` says so.
+        """
+        target = self._origin.resolve(url)
+        if target is None:
+            msg = (
+                f"payrun sent nothing for {method} {url}: that URL points at"
+                f" {self._origin.describe(url)}, not the bank's own address {self._origin.shown}"
+                " (the API key goes only there); a person must look at where it came from"
+            )
+            raise BankError(self._secrets.mask(msg))
 
         async def attempt() -> Json:
-            return await self._attempt(method, url, params, body, write=write, urgent=urgent)
+            return await self._attempt(
+                method, url, target, params, body, write=write, urgent=urgent
+            )
 
         return await self._retry.call(attempt, retry_if=_retry_write if write else _retry_read)
 
@@ -343,6 +426,7 @@ class BankClient:
         self,
         method: str,
         url: str,
+        target: str,
         params: dict[str, str] | None,
         body: Json | None,
         *,
@@ -352,43 +436,71 @@ class BankClient:
         """One try: hold a slot while on the wire, then classify the answer."""
         async with self._limiter.slot(urgent=urgent) as generation:
             try:
-                response = await self._http.request(method, url, params=params, json=body)
+                response = await self._http.request(method, target, params=params, json=body)
+            except AnswerTooLargeError as exc:
+                raise self._too_large(method, url, write=write) from exc
             except Exception as exc:
                 if transport.is_transport_error(exc):
                     raise self._transport_error(method, url, exc) from exc
                 raise
+        # a client bound by a test reads whole bodies: the cap still holds, after the fact
+        if len(response.content) > MAX_ANSWER_BYTES:
+            raise self._too_large(method, url, write=write)
         self.clock.observe_date(response.headers.get("date"))
         status = response.status_code
         if status < _HTTP_REDIRECT:
             self._limiter.on_success()
-            return answer_object(response.content, f"{method} {url}", write=write)
+            where = f"{method} {url}"
+            return answer_object(response.content, where, write=write, secrets=self._secrets)
         if status == _HTTP_TOO_MANY:
             self._limiter.on_rate_limited(generation)
         elif status < _HTTP_SERVER_ERROR:
             self._limiter.on_success()
-        secret = self._secret_or_none()
-        raise error_from_response(method, url, status, response.text, secret=secret, write=write)
+        raise error_from_response(
+            method, url, status, response.text, secrets=self._secrets, write=write
+        )
+
+    def _too_large(self, method: str, url: str, *, write: bool) -> BankError:
+        where = self._secrets.mask(f"{method} {url}")
+        msg = f"the bank's answer to {where} was over payrun's limit of {MAX_ANSWER_BYTES} bytes"
+        if write:  # the bank may have acted before its answer went wrong
+            return OutcomeUnknownError(f"{msg}; it may or may not have taken effect")
+        return BankError(msg)
 
     def _transport_error(self, method: str, url: str, exc: BaseException) -> BankError:
-        where = f"{method} {url}"
-        kind = transport.describe(exc)
+        mask = self._secrets.mask
+        where = mask(f"{method} {url}")
+        kind = mask(transport.describe(exc))
+        detail = mask(str(exc))[:300] or None
         if transport.is_unsupported_protocol(exc):
-            msg = f"cannot send {where}: {exc}"
+            msg = f"cannot send {where}: {mask(str(exc))}"
             return BankError(msg)
         if transport.never_sent(exc):
             msg = f"could not reach the bank at {self._http.base_url} for {where} ({kind})"
-            return BankUnavailableError(msg, detail=str(exc)[:300] or None)
+            return BankUnavailableError(msg, detail=detail)
         msg = f"no answer from the bank for {where} ({kind}): it may or may not have taken effect"
-        lost = OutcomeUnknownError(msg, detail=str(exc)[:300] or None)
+        lost = OutcomeUnknownError(msg, detail=detail)
         lost.late = transport.is_timeout(exc)
         return lost
 
-    def _secret_or_none(self) -> str | None:
-        """The API key text as sent (to mask it if the bank echoes it); error path only."""
-        header = self._http.headers.get("authorization")
-        if not header:
-            return None
-        return header.rpartition(" ")[2] or None
+
+def _api_key(http: HttpClient) -> str | None:
+    """The API key text as sent (to mask it wherever the bank echoes it)."""
+    header = http.headers.get("authorization")
+    return (header.rpartition(" ")[2] or None) if header else None
+
+
+def _foreign_link(value: object, origin: BankOrigin) -> tuple[str, str] | None:
+    """The first link field (``url``, ``*_url``) of a wire value off the bank's origin."""
+    if not dataclasses.is_dataclass(value):
+        return None
+    for field in dataclasses.fields(value):
+        name = field.name
+        if name == "url" or name.endswith("_url"):
+            link = getattr(value, name)
+            if isinstance(link, str) and link and origin.resolve(link) is None:
+                return name.replace("_", "-"), link
+    return None
 
 
 def _digits(text: str) -> str:

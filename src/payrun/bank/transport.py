@@ -12,6 +12,7 @@ Client CPU per request at 50 in flight, this machine (benchmarks/bench_transport
 - ``"httpx-aiohttp"``: ``httpx.AsyncClient`` on the aiohttp transport, about 0.5 ms;
 - ``"httpx"``: httpx's own pool, 3-5 ms.
 
+Every transport follows no redirect and reads no answer past ``MAX_ANSWER_BYTES`` (16 MB).
 ``never_sent`` tells, for every transport, whether a transport error proves that no byte
 of the request reached the bank. Each stack is imported only when chosen (or when a test
 brings its own ``httpx.AsyncClient``), and the error checks look only at the stacks that
@@ -122,12 +123,11 @@ def make_http_client(
         max_keepalive_connections=max_connections,
         keepalive_expiry=_KEEPALIVE_SECONDS,
     )
-    if transport == "httpx-aiohttp":
-        return HttpxAiohttpClient(
-            base_url=settings.base_url, headers=headers, timeout=timeout, limits=limits
-        )
-    return httpx.AsyncClient(
-        base_url=settings.base_url, headers=headers, timeout=timeout, limits=limits
+    from payrun.bank._httpx import CappedHttpxClient  # noqa: PLC0415
+
+    kind = HttpxAiohttpClient if transport == "httpx-aiohttp" else httpx.AsyncClient
+    return CappedHttpxClient(
+        kind(base_url=settings.base_url, headers=headers, timeout=timeout, limits=limits)
     )
 
 

@@ -1,0 +1,60 @@
+"""``BankOrigin``: which URLs from the bank's answers or the ledger payrun may send to."""
+
+from __future__ import annotations
+
+import pytest
+
+from payrun.bank._origin import BankOrigin
+
+BASE = "https://bank.test"
+
+
+@pytest.mark.parametrize(
+    ("url", "sent_to"),
+    [
+        ("/v0/payments/pm.1", "https://bank.test/v0/payments/pm.1"),
+        ("https://bank.test/v0/payments/pm.1", "https://bank.test/v0/payments/pm.1"),
+        ("HTTPS://BANK.test:443/v0/x", "https://BANK.test:443/v0/x"),
+        ("v0/payments/pm.1", "https://bank.test/v0/payments/pm.1"),
+        ("?page=2", "https://bank.test/?page=2"),
+    ],
+)
+def test_urls_on_the_banks_origin_resolve_against_the_base_url(url: str, sent_to: str) -> None:
+    """Paths, same-origin absolute URLs and other relative references are sent on."""
+    assert BankOrigin(BASE).resolve(url) == sent_to
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://evil.test/v0/x",
+        "http://bank.test/v0/x",
+        "https://bank.test:8443/v0/x",
+        "//evil.test/v0/x",
+        "https://evil.test\\@bank.test/v0/x",
+        "https://user@bank.test/v0/x",
+        "https://bank.test\\.evil.test/v0/x",
+        "/v0/x\r\nHost: evil.test",
+        "ftp://bank.test/v0/x",
+        "https://bank.test:99999/v0/x",
+        "",
+    ],
+)
+def test_urls_anywhere_else_are_refused(url: str) -> None:
+    """Another host, scheme (http under https) or port, user info, backslashes, control
+    characters: never resolved, so nothing is sent."""
+    assert BankOrigin(BASE).resolve(url) is None
+
+
+def test_a_base_url_with_a_path_keeps_it_for_the_banks_paths() -> None:
+    """The bank's resource paths are joined to a base URL's own path, as before."""
+    origin = BankOrigin("https://bank.test/api/")
+    assert origin.resolve("/v0/index") == "https://bank.test/api/v0/index"
+    assert origin.shown == "https://bank.test:443"
+
+
+def test_a_refused_url_is_described_by_its_origin_only() -> None:
+    """The message names where a refused URL points, not its path or query."""
+    origin = BankOrigin(BASE)
+    assert origin.describe("http://127.0.0.2:81/x?key=s3cret") == "http://127.0.0.2:81"
+    assert origin.describe("https://a\\@b/") == "an address payrun cannot trust"
