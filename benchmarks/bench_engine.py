@@ -28,12 +28,12 @@ from typing import Any
 import httpx
 import uvloop
 
+from payrun._models import PaymentInstruction, RowStatus, RowVerdict
 from payrun.bank import AdaptiveLimiter, BankClient, RetryPolicy
 from payrun.bank._lean import Answer, LeanClient
-from payrun.domain import PaymentInstruction, RowStatus, RowVerdict
-from payrun.execution import execute_rows
 from payrun.ledger import BatchInfo, Ledger, LedgerRow
-from payrun.records import RowBook
+from payrun.run._book import RowBook
+from payrun.run._execute import execute_rows
 from payrun.sandbox import create_app, default_seed
 
 SECRET = "bench-engine-secret"  # noqa: S105 - the in-process sandbox's key, nothing real

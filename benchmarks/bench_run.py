@@ -235,10 +235,10 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
     t_import = time.perf_counter()
     import anyio  # noqa: PLC0415
 
-    import payrun.pipeline as pipeline  # noqa: PLC0415
+    import payrun.run._pipeline as pipeline  # noqa: PLC0415
+    from payrun._models import RowStatus  # noqa: PLC0415
     from payrun.bank import AdaptiveLimiter, BankClient  # noqa: PLC0415
     from payrun.config import RunOptions, Secret, Settings, ValidationOptions  # noqa: PLC0415
-    from payrun.domain import RowStatus  # noqa: PLC0415
     from payrun.ledger import Ledger  # noqa: PLC0415
 
     import_s = time.perf_counter() - t_import  # the bank stack: imported lazily by the CLI
@@ -484,8 +484,8 @@ def _time_phases(phases: dict[str, float]) -> None:
     import functools  # noqa: PLC0415
     import inspect  # noqa: PLC0415
 
-    import payrun.pipeline as pipeline  # noqa: PLC0415
-    import payrun.preflight as preflight  # noqa: PLC0415
+    import payrun.run._pipeline as pipeline  # noqa: PLC0415
+    import payrun.run._preflight as preflight  # noqa: PLC0415
     from payrun.bank import BankClient  # noqa: PLC0415
 
     def timed(owner: Any, name: str, label: str) -> None:

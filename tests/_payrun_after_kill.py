@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from types import ModuleType
 
 SHORTER = {
-    "payrun.late_answers": {"SETTLE_AFTER_CRASH_SECONDS": 1.0},
-    "payrun.records": {"ALIVE_SECONDS": 0.5},
+    "payrun.run._settle": {"SETTLE_AFTER_CRASH_SECONDS": 1.0},
+    "payrun.run._book": {"ALIVE_SECONDS": 0.5},
 }
 
 

@@ -8,8 +8,8 @@ from decimal import Decimal
 
 import pytest
 
+from payrun._models import RowStatus
 from payrun.cli._progress import BarObserver, LineObserver, make_observer
-from payrun.domain import RowStatus
 from payrun.ledger import LedgerRow
 
 

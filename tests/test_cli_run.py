@@ -1314,11 +1314,11 @@ def test_a_create_the_bank_finishes_after_the_timeout_is_found_not_made_again(
     payrun gave up. payrun looks at the account's payments only once the bank has had
     LATE_ANSWER_SECONDS more, so it finds that payment instead of creating another."""
     import payrun.bank.transport
-    import payrun.execution
+    import payrun.run._execute
 
     bank = start_bank()
     monkeypatch.setattr(payrun.bank.transport, "REQUEST_TIMEOUT", 0.5)
-    monkeypatch.setattr(payrun.execution, "LATE_ANSWER_SECONDS", 2.0)
+    monkeypatch.setattr(payrun.run._execute, "LATE_ANSWER_SECONDS", 2.0)
     slow = _first_create_slow(bank, monkeypatch, 1.2)
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
     assert main(["run", str(batch)]) == 0, capsys.readouterr()
@@ -1340,11 +1340,11 @@ def test_a_rerun_right_after_ctrl_c_in_the_late_wait_still_waits_for_the_bank(
     import threading
 
     import payrun.bank.transport
-    import payrun.execution
+    import payrun.run._execute
 
     bank = start_bank()
     monkeypatch.setattr(payrun.bank.transport, "REQUEST_TIMEOUT", 0.5)
-    monkeypatch.setattr(payrun.execution, "LATE_ANSWER_SECONDS", 4.0)
+    monkeypatch.setattr(payrun.run._execute, "LATE_ANSWER_SECONDS", 4.0)
     slow = _first_create_slow(bank, monkeypatch, 2.5)  # made 2 s after payrun's timeout
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()  # in the wait
@@ -1361,11 +1361,11 @@ def test_a_rerun_right_after_ctrl_c_in_the_late_wait_still_waits_for_the_bank(
 def _short_settle(monkeypatch: pytest.MonkeyPatch, *, settle: float, alive: float) -> None:
     """This process gives a killed run's requests ``settle`` s after its last sign of life,
     a sign it commits every ``alive`` s (60 and 5 for users)."""
-    import payrun.late_answers
-    import payrun.records
+    import payrun.run._book
+    import payrun.run._settle
 
-    monkeypatch.setattr(payrun.late_answers, "SETTLE_AFTER_CRASH_SECONDS", settle)
-    monkeypatch.setattr(payrun.records, "ALIVE_SECONDS", alive)
+    monkeypatch.setattr(payrun.run._settle, "SETTLE_AFTER_CRASH_SECONDS", settle)
+    monkeypatch.setattr(payrun.run._book, "ALIVE_SECONDS", alive)
 
 
 def _kill_while_creating(bank: RunningSandbox, batch: Path, ledger: Path, slow: list[str],

@@ -13,12 +13,12 @@ from typing import Any
 import httpx
 import pytest
 
+from payrun._models import PaymentInstruction, RowStatus, RowVerdict
 from payrun.bank import AdaptiveLimiter, BankClient, RetryPolicy
-from payrun.domain import PaymentInstruction, RowStatus, RowVerdict
 from payrun.errors import AuthError
-from payrun.execution import ExecutionResult, execute_rows
 from payrun.ledger import BatchInfo, Ledger, LedgerRow
-from payrun.records import RowBook
+from payrun.run._book import RowBook
+from payrun.run._execute import ExecutionResult, execute_rows
 from payrun.sandbox import create_app, default_seed
 
 SECRET = "sandbox-test-key"
@@ -369,9 +369,9 @@ async def test_the_sign_of_life_stays_on_time_while_requests_only_wait_for_answe
     look at the stop flag (0.25 s), not only with the once-a-second flush of outcomes."""
     import time
 
-    import payrun.records
+    import payrun.run._book
 
-    monkeypatch.setattr(payrun.records, "ALIVE_SECONDS", 0.3)
+    monkeypatch.setattr(payrun.run._book, "ALIVE_SECONDS", 0.3)
     async with _bank(0) as (app, c):
         ledger = _ledger_of(tmp_path / "alive.ledger.sqlite", await _rows(c, 1))
         app.latency_s = 2.5  # one create, answered after 2.5 s: no intent meanwhile

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from _run_helpers import fresh_python
-from payrun.domain import PaymentInstruction, RowProblem, RowStatus, RowVerdict
+from payrun._models import PaymentInstruction, RowProblem, RowStatus, RowVerdict
 from payrun.errors import LedgerError, LedgerLockedError
 from payrun.ledger import (
     BatchInfo,
@@ -221,7 +221,7 @@ def test_default_path_is_beside_batch(tmp_path: Path) -> None:
 
 def test_mark_intent_counts_attempts(ledger: Ledger) -> None:
     """Each committed intent increments the attempt counter and records its time."""
-    from payrun.records import RowBook
+    from payrun.run._book import RowBook
 
     book = RowBook(ledger.rows(), ledger=ledger)
     book.mark_intent(2, RowStatus.CREATING)
@@ -273,7 +273,7 @@ def test_starting_a_run_on_a_clean_file_does_not_load_pydantic(tmp_path: Path) -
         "import sys\n"
         "from pathlib import Path\n"
         "from payrun.config import RunOptions, ValidationOptions\n"
-        "from payrun.run_start import open_run_ledger\n"
+        "from payrun.run._start import open_run_ledger\n"
         f"batch = Path({str(batch)!r})\n"
         "ledger = open_run_ledger(batch, batch.with_suffix('.sqlite'), ValidationOptions(),"
         " RunOptions())\n"
@@ -581,7 +581,7 @@ def test_the_batch_fingerprint_is_what_payrun_validate_prints(
     """The refusal names the batch by the fingerprint `payrun validate` prints for the file."""
     from payrun.config import RunOptions, ValidationOptions
     from payrun.intake import read_batch
-    from payrun.run_start import dry_run_book
+    from payrun.run._start import dry_run_book
     from payrun.validation import validate_batch
 
     batch = tmp_path / "pay.csv"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from payrun.bank import CopResult
-from payrun.payee_check import cop_verdict, held_again_reason
+from payrun.run._payees import cop_verdict, held_again_reason
 
 
 def _answer(

@@ -8,10 +8,10 @@ from decimal import Decimal
 
 import pytest
 
-from payrun.domain import RowStatus
+from payrun._models import RowStatus
 from payrun.errors import ControlTotalsError
 from payrun.ledger import LedgerRow
-from payrun.planning import (
+from payrun.run._plan import (
     PayeeFacts,
     PayeeIndex,
     PaymentCheck,

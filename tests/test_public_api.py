@@ -62,7 +62,7 @@ def test_a_run_on_the_default_transport_loads_no_optional_stack() -> None:
     """
     code = (
         "import sys\n"
-        "import payrun.cli._run, payrun.cli._progress, payrun.pipeline\n"
+        "import payrun.cli._run, payrun.cli._progress, payrun.run._pipeline\n"
         "from payrun.bank import make_http_client\n"
         "from payrun.config import Secret, Settings\n"
         "make_http_client(Settings(base_url='https://bank.example', api_key=Secret('k')))\n"

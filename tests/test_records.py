@@ -12,11 +12,11 @@ from typing import Any
 import anyio
 import pytest
 
+from payrun._models import PaymentInstruction, RowStatus, RowVerdict
 from payrun.bank import AdaptiveLimiter
-from payrun.domain import PaymentInstruction, RowStatus, RowVerdict
 from payrun.errors import LedgerError
 from payrun.ledger import BatchInfo, Ledger
-from payrun.records import RowBook
+from payrun.run._book import RowBook
 
 
 def _ledger(tmp_path: Path) -> Ledger:
@@ -71,9 +71,9 @@ def test_tick_commits_held_outcomes_and_a_sign_of_life_every_alive_seconds(
 ) -> None:
     """``tick`` flushes held outcomes every time, and commits the batch's alive_at only once
     ``ALIVE_SECONDS`` have passed since the last one (the first tick commits it at once)."""
-    import payrun.records
+    import payrun.run._book
 
-    monkeypatch.setattr(payrun.records, "ALIVE_SECONDS", 0.2)
+    monkeypatch.setattr(payrun.run._book, "ALIVE_SECONDS", 0.2)
     ledger = _ledger(tmp_path)
     book = RowBook(ledger.rows(), ledger=ledger)
 
@@ -98,9 +98,9 @@ async def test_an_intent_commits_a_due_sign_of_life_before_its_call_goes_out(
     """When the event loop stalled past ``ALIVE_SECONDS`` (no tick in between), the next
     intent, its own or one committed ahead, commits alive_at before it returns: a kill just
     after that call leaves a recent sign of life, not a stale one."""
-    import payrun.records
+    import payrun.run._book
 
-    monkeypatch.setattr(payrun.records, "ALIVE_SECONDS", 0.2)
+    monkeypatch.setattr(payrun.run._book, "ALIVE_SECONDS", 0.2)
     ledger = _ledger(tmp_path)
     book = RowBook(ledger.rows(), ledger=ledger)
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import openpyxl  # type: ignore[import-untyped]
 import pytest
 
-from payrun.domain import PaymentInstruction, RowProblem, RowVerdict
+from payrun._models import PaymentInstruction, RowProblem, RowVerdict
 from payrun.errors import ConfigError
-from payrun.reporting import (
+from payrun.report._documents import (
     escape_cell,
     render_validation,
     validation_document,

@@ -18,9 +18,9 @@ import openpyxl  # type: ignore[import-untyped]
 import pytest
 
 from _run_helpers import run, run_env
+from payrun._models import RowVerdict
 from payrun.cli import main
 from payrun.config import ValidationOptions
-from payrun.domain import RowVerdict
 from payrun.errors import BatchFileError
 from payrun.intake import read_batch
 from payrun.intake._extent import scan_extent

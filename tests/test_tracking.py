@@ -31,8 +31,8 @@ from _run_helpers import (
     wait_until,
     write_batch,
 )
-from payrun import tracking
 from payrun.cli import main
+from payrun.run import _track as tracking
 from payrun.sandbox import RunningSandbox, serve_in_thread
 
 StartBank = Callable[..., RunningSandbox]

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from payrun._models import RowVerdict
 from payrun.config import ValidationOptions
-from payrun.domain import RowVerdict
 from payrun.intake import RawRow, read_batch
 from payrun.intake._xlsx import cell_text
 from payrun.validation import (
@@ -389,7 +389,7 @@ def test_digest_table_moves_to_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_fast_instruction_build_matches_pydantic() -> None:
     """The fast build makes instructions equal to pydantic's validating constructor."""
-    from payrun.domain import PaymentInstruction
+    from payrun._models import PaymentInstruction
     from payrun.validation._build import FAST_BUILD, build_instruction
 
     fields = (9, "Ada", "123456", "12345678", Decimal("2.50"), "R", "/v0/bank/accounts/ba.x", None)

@@ -13,20 +13,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from payrun._models import PaymentInstruction as PaymentInstruction
+    from payrun._models import RowProblem as RowProblem
+    from payrun._models import RowStatus as RowStatus
+    from payrun._models import RowVerdict as RowVerdict
     from payrun.config import RunOptions as RunOptions
     from payrun.config import Settings as Settings
     from payrun.config import ValidationOptions as ValidationOptions
     from payrun.config import load_settings as load_settings
-    from payrun.domain import PaymentInstruction as PaymentInstruction
-    from payrun.domain import RowProblem as RowProblem
-    from payrun.domain import RowStatus as RowStatus
-    from payrun.domain import RowVerdict as RowVerdict
     from payrun.intake import read_batch as read_batch
     from payrun.ledger import Ledger as Ledger
-    from payrun.ledger_report import read_ledger_rows as read_ledger_rows
-    from payrun.pipeline import RunOutcome as RunOutcome
-    from payrun.pipeline import run_batch as run_batch
-    from payrun.reporting import write_table as write_table
+    from payrun.report import read_ledger_rows as read_ledger_rows
+    from payrun.report import write_table as write_table
+    from payrun.run import RunOutcome as RunOutcome
+    from payrun.run import run_batch as run_batch
     from payrun.validation import validate_batch as validate_batch
     from payrun.validation import validate_rows as validate_rows
 
@@ -37,16 +37,16 @@ _HOMES = {
     "Settings": "payrun.config",
     "ValidationOptions": "payrun.config",
     "load_settings": "payrun.config",
-    "PaymentInstruction": "payrun.domain",
-    "RowProblem": "payrun.domain",
-    "RowStatus": "payrun.domain",
-    "RowVerdict": "payrun.domain",
+    "PaymentInstruction": "payrun._models",
+    "RowProblem": "payrun._models",
+    "RowStatus": "payrun._models",
+    "RowVerdict": "payrun._models",
     "read_batch": "payrun.intake",
     "Ledger": "payrun.ledger",
-    "read_ledger_rows": "payrun.ledger_report",
-    "RunOutcome": "payrun.pipeline",
-    "run_batch": "payrun.pipeline",
-    "write_table": "payrun.reporting",
+    "read_ledger_rows": "payrun.report",
+    "RunOutcome": "payrun.run",
+    "run_batch": "payrun.run",
+    "write_table": "payrun.report",
     "validate_batch": "payrun.validation",
     "validate_rows": "payrun.validation",
 }

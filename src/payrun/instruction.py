@@ -1,7 +1,7 @@
 """``PaymentInstruction``: one valid batch row, as validation hands it to planning.
 
 A frozen pydantic model (house style: values that cross stages are immutable). Kept in
-its own module so that importing ``payrun.domain`` does not import pydantic.
+its own module so that importing ``payrun._models`` does not import pydantic.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from pydantic import BaseModel, ConfigDict
 
-from payrun.domain import payment_key
+from payrun._models import payment_key
 
 __all__ = ["PaymentInstruction"]
 

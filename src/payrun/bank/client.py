@@ -27,6 +27,7 @@ from decimal import Decimal
 from types import TracebackType
 from typing import Any, TypeVar
 
+from payrun._models import format_money
 from payrun.bank import transport
 from payrun.bank._lean import MAX_ANSWER_BYTES, AnswerTooLargeError
 from payrun.bank._masking import Secrets
@@ -62,7 +63,6 @@ from payrun.bank.wire import (
     payee_parser,
     payment_parser,
 )
-from payrun.domain import format_money
 from payrun.errors import (
     BankError,
     BankRejectedError,

@@ -29,7 +29,7 @@ from payrun.errors import (
     PayrunError,
     UsageError,
 )
-from payrun.stopping import StopSignal
+from payrun.run import StopSignal
 
 __all__ = ["EXIT_CODES", "build_parser", "exit_code_for", "main"]
 

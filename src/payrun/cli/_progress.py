@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from payrun._models import FINAL_STATUSES, RowStatus
 from payrun.cli._output import reader_may_leave
-from payrun.domain import FINAL_STATUSES, RowStatus
 from payrun.ledger import LedgerRow
-from payrun.ledger_report import report_status
+from payrun.report import report_status
 
 if TYPE_CHECKING:
-    from payrun.pipeline import RunOutcome
+    from payrun.run import RunOutcome
 
 __all__ = ["BarObserver", "LineObserver", "finished_line", "make_observer"]
 

@@ -11,14 +11,16 @@ from typing import Any
 
 from payrun.cli._output import file_path, reader_may_leave
 from payrun.errors import ConfigError, UsageError
-from payrun.ledger_report import (
+from payrun.report import (
     REPORT_COLUMNS,
+    check_report_path,
+    csv_cell,
     ledger_batch_file,
     read_ledger_rows,
     report_records,
     report_table,
+    write_table,
 )
-from payrun.reporting import check_report_path, csv_cell, write_table
 
 __all__ = ["execute", "register"]
 

@@ -223,7 +223,7 @@ def execute(args: argparse.Namespace) -> int:
     """Run the batch and print what happened."""
     from payrun.cli._progress import finished_line  # rich loads only for runs
     from payrun.cli._summary import dry_run_document, print_document, print_dry_run, show_run
-    from payrun.pipeline import run_batch
+    from payrun.run import run_batch
 
     _check_flags(args)
     validation = ValidationOptions(
@@ -275,7 +275,7 @@ def execute(args: argparse.Namespace) -> int:
 
 def _check_flags(args: argparse.Namespace) -> None:
     """Usage errors that argparse cannot see, before anything is read or sent."""
-    from payrun.reporting import check_report_path
+    from payrun.report import check_report_path
 
     if args.create_only and args.wait:
         msg = "--wait follows submitted payments, and --create-only submits none: leave one out"

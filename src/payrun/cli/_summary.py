@@ -7,15 +7,14 @@ from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 
+from payrun._models import RowStatus, format_money
 from payrun.cli._output import error_line, json_text, reader_may_leave
 from payrun.cli._progress import finished_line
 from payrun.config import RunOptions
-from payrun.domain import RowStatus, format_money
 from payrun.errors import PayrunError, RefusedMidRunError
 from payrun.ledger import LedgerRow, default_ledger_path
-from payrun.ledger_report import REPORT_COLUMNS, Totals, report_status, report_table
-from payrun.pipeline import RunOutcome
-from payrun.reporting import write_table
+from payrun.report import REPORT_COLUMNS, Totals, report_status, report_table, write_table
+from payrun.run import RunOutcome
 
 __all__ = [
     "dry_run_document",

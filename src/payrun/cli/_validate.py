@@ -17,7 +17,7 @@ from payrun.cli._output import file_path, json_text, reader_may_leave
 from payrun.config import DEFAULT_MAX_AMOUNT, DEFAULT_MAX_ROWS, ValidationOptions
 from payrun.errors import ConfigError, UsageError
 from payrun.intake import read_batch, sheet_note
-from payrun.reporting import (
+from payrun.report import (
     check_report_path,
     file_error_document,
     render_validation,

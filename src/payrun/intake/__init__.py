@@ -19,8 +19,8 @@ from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from payrun._models import RowProblem
 from payrun.config import DEFAULT_MAX_ROWS
-from payrun.domain import RowProblem
 from payrun.errors import BatchFileError
 from payrun.intake._amounts import AmountSuspect, amount_suspect
 from payrun.intake._csv import MAX_FIELD_BYTES, QuoteCheck, open_csv

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from payrun.domain import RowProblem
+from payrun._models import RowProblem
 from payrun.errors import BatchFileError
 
 __all__ = ["COLUMNS", "ColumnSpec", "HeaderMap", "map_header", "normalize_header"]

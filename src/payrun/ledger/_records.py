@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from payrun.domain import PlainRow, RowStatus, RowVerdict, format_money, payment_key
+from payrun._models import PlainRow, RowStatus, RowVerdict, format_money, payment_key
 
 __all__ = [
     "ROW_COLUMNS",

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from payrun.domain import RowStatus, format_money
+from payrun._models import RowStatus, format_money
 from payrun.errors import LedgerError, LedgerLockedError
 from payrun.ledger._records import LedgerRow
 

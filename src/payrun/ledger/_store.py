@@ -20,7 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from payrun.domain import PlainRow, RowStatus, RowVerdict, format_money
+from payrun._models import PlainRow, RowStatus, RowVerdict, format_money
 from payrun.errors import LedgerError, LedgerWriteError
 from payrun.ledger._lock import create_private, release_lock, take_lock
 from payrun.ledger._records import (

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from payrun._models import PlainRow, RowProblem, RowVerdict
 from payrun.config import ValidationOptions
-from payrun.domain import PlainRow, RowProblem, RowVerdict
 from payrun.intake import COLUMNS, Batch, ColumnSpec
 from payrun.validation._checker import RowChecker
 from payrun.validation._rules import normalize_source_account

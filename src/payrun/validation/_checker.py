@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from payrun._models import RowProblem, RowVerdict
 from payrun.config import ValidationOptions
-from payrun.domain import RowProblem, RowVerdict
 from payrun.intake import RawRow
 from payrun.validation._damage import damage_problems
 from payrun.validation._plain import Plain, PlainCheck, plain_check

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any
 
-from payrun.domain import PlainRow
+from payrun._models import PlainRow
 from payrun.validation._rules import (
     MAX_NAME_LENGTH,
     PLAIN_AMOUNT,
@@ -27,7 +27,7 @@ from payrun.validation._rules import (
 __all__ = ["Plain", "PlainCheck", "amount_limit", "plain_check"]
 
 Plain = PlainRow
-"""A valid row's normalised fields (``payrun.domain.PlainRow``)."""
+"""A valid row's normalised fields (``payrun._models.PlainRow``)."""
 PlainCheck = Callable[[int, Sequence[Any]], Plain | None]
 
 _COLUMNS = (

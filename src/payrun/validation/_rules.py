@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-from payrun.domain import CENTS, RowProblem
+from payrun._models import CENTS, RowProblem
 
 __all__ = [
     "MAX_NAME_LENGTH",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from payrun.domain import RowProblem, RowVerdict, format_money
+from payrun._models import RowProblem, RowVerdict, format_money
 from payrun.validation._plain import Plain
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from payrun.domain import RowStatus, format_money
+from payrun._models import RowStatus, format_money
 from payrun.errors import (
     AuthError,
     BankError,
@@ -27,11 +27,11 @@ from payrun.errors import (
     RateLimitedError,
 )
 from payrun.ledger import LedgerRow
-from payrun.payee_check import confirm_payee, cop_verdict, held_again_reason
-from payrun.planning import CLOCK_SKEW, PayeeFacts, PayeeIndex, find_repeats
-from payrun.reconciliation import fetch_recent_payments
-from payrun.records import RowBook
-from payrun.stopping import StopSignal
+from payrun.run._book import RowBook
+from payrun.run._payees import confirm_payee, cop_verdict, held_again_reason
+from payrun.run._plan import CLOCK_SKEW, PayeeFacts, PayeeIndex, find_repeats
+from payrun.run._reconcile import fetch_recent_payments
+from payrun.run._stop import StopSignal
 
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankAccount, BankClient, Organization, Payment

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import anyio
 
-from payrun import records
-from payrun.domain import RowStatus
-from payrun.execution import ExecutionResult
+from payrun._models import RowStatus
 from payrun.ledger import BatchInfo, Ledger, LedgerRow, utc_now
-from payrun.records import RowBook
-from payrun.stopping import StopSignal
+from payrun.run import _book as records
+from payrun.run._book import RowBook
+from payrun.run._execute import ExecutionResult
+from payrun.run._stop import StopSignal
 
 __all__ = [
     "SETTLE_AFTER_CRASH_SECONDS",

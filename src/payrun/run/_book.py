@@ -31,7 +31,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from payrun.domain import RowStatus
+from payrun._models import RowStatus
 from payrun.errors import LedgerError, LedgerWriteError
 from payrun.ledger import Ledger, LedgerRow, utc_now
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from payrun.planning import account_classification
+from payrun.run._plan import account_classification
 
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankClient, CopResult, Organization

@@ -23,7 +23,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any
 
-from payrun.domain import RowProblem, format_money
+from payrun._models import RowProblem, format_money
 from payrun.errors import ConfigError
 from payrun.validation import BatchSummary
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from payrun.domain import RowStatus
+from payrun._models import RowStatus
 from payrun.errors import AuthError, RefusedMidRunError
 from payrun.ledger import LedgerRow
 

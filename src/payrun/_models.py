@@ -114,5 +114,5 @@ def __getattr__(name: str) -> Any:
         from payrun.instruction import PaymentInstruction
 
         return PaymentInstruction
-    msg = f"module 'payrun.domain' has no attribute {name!r}"
+    msg = f"module 'payrun._models' has no attribute {name!r}"
     raise AttributeError(msg)

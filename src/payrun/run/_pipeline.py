@@ -19,13 +19,9 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from payrun import run_start
-from payrun.approvals import refresh_created
+from payrun._models import RowStatus
 from payrun.config import RunOptions, Settings, ValidationOptions
-from payrun.domain import RowStatus
 from payrun.errors import InterruptedRunError, PayrunError
-from payrun.execution import execute_rows
-from payrun.late_answers import bank_may_still_finish, remember_late_answers, wait_for_late_answers
 from payrun.ledger import (
     BatchInfo,
     Ledger,
@@ -37,12 +33,16 @@ from payrun.ledger import (
     take_batch_lock,
     utc_now,
 )
-from payrun.organization import find_organization
-from payrun.preflight import AccountPlan, Preflight
-from payrun.reconciliation import reconcile_rows
-from payrun.records import RowBook
-from payrun.stopping import StopSignal
-from payrun.tracking import follow_submissions
+from payrun.run import _start as run_start
+from payrun.run._approvals import refresh_created
+from payrun.run._book import RowBook
+from payrun.run._execute import execute_rows
+from payrun.run._organization import find_organization
+from payrun.run._preflight import AccountPlan, Preflight
+from payrun.run._reconcile import reconcile_rows
+from payrun.run._settle import bank_may_still_finish, remember_late_answers, wait_for_late_answers
+from payrun.run._stop import StopSignal
+from payrun.run._track import follow_submissions
 
 if TYPE_CHECKING:  # imported at run time only when a bank is called (keeps `validate` fast)
     from payrun.bank import BankClient, Organization

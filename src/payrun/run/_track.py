@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from payrun.domain import RowStatus
+from payrun._models import RowStatus
 from payrun.errors import AuthError, BankError, BankRejectedError, RateLimitedError
-from payrun.records import RowBook
-from payrun.refusal import refused_mid_run
+from payrun.run._book import RowBook
+from payrun.run._refusal import refused_mid_run
 
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankClient, Organization

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from payrun.domain import RowStatus
+from payrun._models import RowStatus
 from payrun.errors import (
     AuthError,
     BankError,
@@ -44,9 +44,9 @@ from payrun.errors import (
     PayrunError,
 )
 from payrun.ledger import LedgerRow, utc_now
-from payrun.planning import PayeeFacts, PaymentCheck
-from payrun.records import RowBook
-from payrun.refusal import refused_mid_run
+from payrun.run._book import RowBook
+from payrun.run._plan import PayeeFacts, PaymentCheck
+from payrun.run._refusal import refused_mid_run
 
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankClient, Payment, Submission

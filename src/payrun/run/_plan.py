@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import NamedTuple, Protocol
 
-from payrun.domain import format_money
+from payrun._models import format_money
 from payrun.errors import ControlTotalsError
 from payrun.ledger import LedgerRow
 

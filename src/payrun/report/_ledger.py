@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
-from payrun.domain import RowStatus, format_money
+from payrun._models import RowStatus, format_money
 from payrun.ledger import Ledger, LedgerRow
 
 __all__ = [

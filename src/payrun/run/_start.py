@@ -15,8 +15,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from payrun._models import PlainRow, RowStatus, RowVerdict
 from payrun.config import RunOptions, Settings, ValidationOptions, without_userinfo
-from payrun.domain import PlainRow, RowStatus, RowVerdict
 from payrun.errors import BatchFileError, LedgerMismatchError
 from payrun.intake import read_batch
 from payrun.ledger import (
@@ -28,8 +28,8 @@ from payrun.ledger import (
     take_lock,
     utc_now,
 )
-from payrun.planning import check_control_totals
-from payrun.records import RowBook
+from payrun.run._book import RowBook
+from payrun.run._plan import check_control_totals
 from payrun.validation import plain_or_verdicts
 
 if TYPE_CHECKING:

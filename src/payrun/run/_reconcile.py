@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from payrun.domain import RowStatus
+from payrun._models import RowStatus
 from payrun.errors import AuthError, BankError
 from payrun.ledger import LedgerRow
-from payrun.planning import CLOCK_SKEW, PayeeFacts, match_half_created
-from payrun.records import RowBook
-from payrun.tracking import FINAL_SUBMISSION_STATUSES, final_error
+from payrun.run._book import RowBook
+from payrun.run._plan import CLOCK_SKEW, PayeeFacts, match_half_created
+from payrun.run._track import FINAL_SUBMISSION_STATUSES, final_error
 
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankAccount, BankClient, Payment, Submission

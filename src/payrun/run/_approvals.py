@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from payrun.domain import RowStatus
+from payrun._models import RowStatus
 from payrun.errors import AuthError, BankError
 from payrun.ledger import LedgerRow
-from payrun.reconciliation import adopt_outside_submissions, adopt_resubmissions
-from payrun.records import RowBook
+from payrun.run._book import RowBook
+from payrun.run._reconcile import adopt_outside_submissions, adopt_resubmissions
 
 if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
     from payrun.bank import BankClient

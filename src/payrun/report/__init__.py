@@ -1,0 +1,48 @@
+"""Report, the last stage: every document payrun writes or prints about a batch.
+
+Input: validation verdicts, ledger rows and a run's outcome. Output: tables and summaries
+as CSV, .xlsx, JSON or text (``write_table``, ``render_validation``, ``report_table``).
+openpyxl is imported only when an .xlsx is written.
+"""
+
+from __future__ import annotations
+
+from payrun.report._documents import PROBLEM_COLUMNS as PROBLEM_COLUMNS
+from payrun.report._documents import TABLE_FORMATS as TABLE_FORMATS
+from payrun.report._documents import check_report_path as check_report_path
+from payrun.report._documents import csv_cell as csv_cell
+from payrun.report._documents import escape_cell as escape_cell
+from payrun.report._documents import file_error_document as file_error_document
+from payrun.report._documents import render_validation as render_validation
+from payrun.report._documents import validation_document as validation_document
+from payrun.report._documents import write_error_report as write_error_report
+from payrun.report._documents import write_table as write_table
+from payrun.report._documents import write_validation_report as write_validation_report
+from payrun.report._ledger import REPORT_COLUMNS as REPORT_COLUMNS
+from payrun.report._ledger import Totals as Totals
+from payrun.report._ledger import ledger_batch_file as ledger_batch_file
+from payrun.report._ledger import read_ledger_rows as read_ledger_rows
+from payrun.report._ledger import report_records as report_records
+from payrun.report._ledger import report_status as report_status
+from payrun.report._ledger import report_table as report_table
+
+__all__ = [
+    "PROBLEM_COLUMNS",
+    "REPORT_COLUMNS",
+    "TABLE_FORMATS",
+    "Totals",
+    "check_report_path",
+    "csv_cell",
+    "escape_cell",
+    "file_error_document",
+    "ledger_batch_file",
+    "read_ledger_rows",
+    "render_validation",
+    "report_records",
+    "report_status",
+    "report_table",
+    "validation_document",
+    "write_error_report",
+    "write_table",
+    "write_validation_report",
+]

@@ -1,0 +1,55 @@
+"""The run: a validated batch paid through the bank, exactly once, in call order.
+
+``_pipeline`` holds the run's state and calls the phases in order: ``_start`` (the
+ledger, new or resumed), ``_book`` (the rows in memory, written through to the ledger),
+``_preflight`` (organization, accounts, payees, repeats: ``_organization``, ``_payees``,
+``_approvals``), ``_execute`` (create and submit under the bank's limits), ``_settle``
+and ``_reconcile`` (requests whose answer was lost), ``_track`` (``--wait``). ``_plan``
+holds the pure decisions the phases share, ``_stop`` how a run is asked to stop, and
+``_refusal`` what a run says when the bank refuses the key's role mid-run.
+
+Names are imported on first use, so ``payrun`` starts fast and a command that never pays
+never loads the bank client.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from payrun.run._pipeline import RunObserver as RunObserver
+    from payrun.run._pipeline import RunOutcome as RunOutcome
+    from payrun.run._pipeline import run_batch as run_batch
+    from payrun.run._pipeline import run_exit_code as run_exit_code
+    from payrun.run._stop import STOP_GRACE_SECONDS as STOP_GRACE_SECONDS
+    from payrun.run._stop import StopSignal as StopSignal
+
+_HOMES = {
+    "RunObserver": "payrun.run._pipeline",
+    "RunOutcome": "payrun.run._pipeline",
+    "run_batch": "payrun.run._pipeline",
+    "run_exit_code": "payrun.run._pipeline",
+    "STOP_GRACE_SECONDS": "payrun.run._stop",
+    "StopSignal": "payrun.run._stop",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        msg = f"module 'payrun.run' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "STOP_GRACE_SECONDS",
+    "RunObserver",
+    "RunOutcome",
+    "StopSignal",
+    "run_batch",
+    "run_exit_code",
+]
