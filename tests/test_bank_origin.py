@@ -58,3 +58,20 @@ def test_a_refused_url_is_described_by_its_origin_only() -> None:
     origin = BankOrigin(BASE)
     assert origin.describe("http://127.0.0.2:81/x?key=s3cret") == "http://127.0.0.2:81"
     assert origin.describe("https://a\\@b/") == "an address payrun cannot trust"
+
+
+@pytest.mark.parametrize(
+    ("url", "stored"),
+    [
+        ("/v0/payments/pm.1", "/v0/payments/pm.1"),
+        ("v0/payments/pm.1", "/v0/payments/pm.1"),
+        ("https://bank.test/v0/payments/pm.1", "/v0/payments/pm.1"),
+        ("https://BANK.test:443/v0/payments/pm.1?page=2", "/v0/payments/pm.1?page=2"),
+        ("http://bank.test/v0/payments/pm.1", None),
+    ],
+)
+def test_a_link_is_stored_as_one_path_however_the_bank_writes_it(
+    url: str, stored: str | None
+) -> None:
+    """Absolute, relative and path links to one resource compare equal once canonical."""
+    assert BankOrigin(BASE).canonical(url) == stored

@@ -1,7 +1,9 @@
 """The bank's origin: the only scheme, host and port payrun sends a request (and its key) to.
 
 ``BankOrigin(base_url).resolve(url)`` turns a URL from the bank's answers or from the
-ledger into the absolute URL to send to, or returns None when it points anywhere else:
+ledger into the absolute URL to send to (``canonical`` into the path payrun stores and
+compares, whether the bank wrote it absolute or relative), or returns None when it points
+anywhere else:
 another host, another port, another scheme (plain http where the base is https), or a
 spelling that URL parsers read differently (backslashes, control characters, user info).
 A path (``/v0/...``) is joined to the base URL, as the bank's resource paths are meant;
@@ -64,6 +66,16 @@ class BankOrigin:
             return self._base + url
         absolute = urljoin(self._base + "/", url)
         return absolute if _origin(absolute) == self._origin else None
+
+    def canonical(self, url: str) -> str | None:
+        """``url`` as the path (and query) on the bank's origin, the one form payrun stores
+        and compares; None when it is not on the bank's origin."""
+        absolute = self.resolve(url)
+        if absolute is None:
+            return None
+        parts = urlsplit(absolute)
+        path = parts.path or "/"
+        return f"{path}?{parts.query}" if parts.query else path
 
     def describe(self, url: str) -> str:
         """Where a refused URL points, without its path or query (which may carry anything)."""

@@ -379,17 +379,18 @@ class BankClient:
     def _decode(
         self, parse: Callable[[Any], T], data: Any, what: str, *, write: bool = False
     ) -> T:
-        """Parse an answer; any link in the value off the bank's origin makes it unreadable."""
+        """Parse an answer; its links become paths on the bank's origin, and any link off
+        that origin makes the answer unreadable."""
         value = decode_answer(parse, data, what, write=write, secrets=self._secrets)
-        foreign = _foreign_link(value, self._origin)
-        if foreign is not None:
-            name, link = foreign
+        canonical = _canonical_links(value, self._origin)
+        if isinstance(canonical, tuple):
+            name, link = canonical
             why = (
                 f"its {name} points at {self._origin.describe(link)}, not the bank's own"
                 f" address {self._origin.shown}; payrun sends nothing there"
             )
             raise unreadable_answer(what, self._secrets.mask(why), write=write)
-        return value
+        return canonical
 
     async def _send(
         self,
@@ -490,17 +491,24 @@ def _api_key(http: HttpClient) -> str | None:
     return (header.rpartition(" ")[2] or None) if header else None
 
 
-def _foreign_link(value: object, origin: BankOrigin) -> tuple[str, str] | None:
-    """The first link field (``url``, ``*_url``) of a wire value off the bank's origin."""
-    if not dataclasses.is_dataclass(value):
-        return None
+def _canonical_links(value: T, origin: BankOrigin) -> T | tuple[str, str]:
+    """``value`` with its link fields (``url``, ``*_url``) as paths on the bank's origin,
+    or the first link field off that origin, as ``(name, link)``."""
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return value
+    changed: dict[str, str] = {}
     for field in dataclasses.fields(value):
         name = field.name
         if name == "url" or name.endswith("_url"):
             link = getattr(value, name)
-            if isinstance(link, str) and link and origin.resolve(link) is None:
+            if not isinstance(link, str) or not link:
+                continue
+            path = origin.canonical(link)
+            if path is None:
                 return name.replace("_", "-"), link
-    return None
+            if path != link:
+                changed[name] = path
+    return dataclasses.replace(value, **changed) if changed else value
 
 
 def _digits(text: str) -> str:
