@@ -1,10 +1,10 @@
 """payrun: pay a whole batch file of UK payments through the bank's REST API, exactly once.
 
-The data flow, one module per stage: file -> rows (``intake``) -> validated payments
-(``validation``) -> plan (``planning``, ``preflight``) -> execution against the bank
-(``execution``, ``reconciliation``, ``tracking``) -> ledger (``ledger``) -> report
-(``reporting``, ``ledger_report``); ``pipeline`` runs them in order. The re-exports below
-are the library API; the ``payrun`` command (``payrun.cli``) is a thin shell over them.
+The data flow is the folder tree: file -> rows (``intake``) -> verdicts (``validation``)
+-> the run (``run``: start, preflight, execute, reconcile, track) -> ledger (``ledger``)
+-> report (``report``), with the bank (``bank``) and the ledger as the run's two seams.
+The re-exports below are the library API; the ``payrun`` command (``payrun.cli``) is a
+thin shell over them.
 """
 
 from __future__ import annotations

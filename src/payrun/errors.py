@@ -132,7 +132,7 @@ class OutcomeUnknownError(BankError):
 
     ``late``: the bank may still be working on it (the wait for its answer ran out, or a
     gateway's did: HTTP 504), so what it did is looked up no sooner than
-    ``execution.LATE_ANSWER_SECONDS`` later.
+    ``run._execute.LATE_ANSWER_SECONDS`` later.
     """
 
     late = False

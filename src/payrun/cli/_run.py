@@ -1,7 +1,7 @@
 """`payrun run`: pay a batch file through the bank, exactly once.
 
 Parses options into ``Settings``/``ValidationOptions``/``RunOptions``, runs
-``pipeline.run_batch`` (the one ``anyio.run``), prints the summary and writes the report.
+``payrun.run.run_batch`` (the one ``anyio.run``), prints the summary and writes the report.
 With ``--sandbox`` the embedded sandbox bank serves the run and lives only as long as it.
 """
 

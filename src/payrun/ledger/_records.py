@@ -51,7 +51,7 @@ class BatchInfo:
     started_at: datetime | None = None
     ended_at: datetime | None = None
     options: str | None = None
-    """The validation options of the file's rows (``run_start``'s text; None: not known)."""
+    """The validation options of the file's rows (``run._start``'s text; None: not known)."""
     late_until: datetime | None = None
     """Until when the bank may still be finishing a request whose answer came too late."""
     alive_at: datetime | None = None
