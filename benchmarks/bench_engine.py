@@ -87,17 +87,21 @@ async def canned_bodies() -> tuple[bytes, bytes, str, str]:
     """A payment and a submission as the sandbox writes them, and an account and payee."""
     app = create_app(seed=default_seed(), api_key=SECRET)
     headers = {"Authorization": f"ServiceAPIKey {SECRET}"}
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://sandbox", headers=headers) as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://sandbox", headers=headers
+    ) as http:
         bank = BankClient(http, retry=RetryPolicy.no_wait())
         org = await bank.organization()
         account = await bank.find_account(org, sort_code="040004", account_number="30000001")
         assert account is not None
-        payee = await bank.create_payee(account.owner_url, name="Ada Lovelace",
-                                        sort_code="200000", account_number="12345678")
-        body = {"creditor": {"creditor-type": "payee", "payee-url": payee.url},
-                "payment-amount": {"currency": "GBP", "value": "1.00"},
-                "payment-reference": "BENCH"}
+        payee = await bank.create_payee(
+            account.owner_url, name="Ada Lovelace", sort_code="200000", account_number="12345678"
+        )
+        body = {
+            "creditor": {"creditor-type": "payee", "payee-url": payee.url},
+            "payment-amount": {"currency": "GBP", "value": "1.00"},
+            "payment-reference": "BENCH",
+        }
         made = await http.post(f"{account.url}/payments", json=body)
         url = made.json()["payment-url"]
         sent = await http.post(f"{url}/submissions", json={"payment-scheme": "fps"})
@@ -108,14 +112,27 @@ def ledger_of(path: Path, rows: list[LedgerRow]) -> Ledger:
     """A real ledger file holding ``rows``, bound to their accounts and payee."""
     ledger = Ledger.open(path)
     verdicts = [
-        RowVerdict(r.row, PaymentInstruction(
-            row=r.row, payee_name=r.payee_name, sort_code=r.sort_code,
-            account_number=r.account_number, amount=r.amount, reference=r.reference,
-            source_account=r.source_account), {})
+        RowVerdict(
+            r.row,
+            PaymentInstruction(
+                row=r.row,
+                payee_name=r.payee_name,
+                sort_code=r.sort_code,
+                account_number=r.account_number,
+                amount=r.amount,
+                reference=r.reference,
+                source_account=r.source_account,
+            ),
+            {},
+        )
         for r in rows
-    ]  # fmt: skip
-    info = BatchInfo(file_path="bench", file_sha256="bench", valid_count=len(rows),
-                     valid_total=sum((r.amount for r in rows), Decimal(0)))
+    ]
+    info = BatchInfo(
+        file_path="bench",
+        file_sha256="bench",
+        valid_count=len(rows),
+        valid_total=sum((r.amount for r in rows), Decimal(0)),
+    )
     ledger.start(info, verdicts)
     for account in {r.account_url for r in rows}:
         numbers = [r.row for r in rows if r.account_url == account]
@@ -123,26 +140,43 @@ def ledger_of(path: Path, rows: list[LedgerRow]) -> Ledger:
     return ledger
 
 
-async def one_pass(args: argparse.Namespace, accounts: int, canned: tuple[bytes, bytes, str, str],
-                   directory: Path) -> float:
+async def one_pass(
+    args: argparse.Namespace, accounts: int, canned: tuple[bytes, bytes, str, str], directory: Path
+) -> float:
     """Pay ``args.rows`` rows spread over ``accounts`` accounts; CPU ms per row."""
     payment, submission, account_url, payee_url = canned
     rows = [
-        LedgerRow(row=n + 2, row_id=None, payee_name="Ada Lovelace", sort_code="200000",
-                  account_number="12345678", amount=Decimal("1.00") + n, reference="BENCH",
-                  source_account="040004 30000001", status=RowStatus.PENDING,
-                  account_url=f"{account_url}-{n % accounts}", payee_url=payee_url)
+        LedgerRow(
+            row=n + 2,
+            row_id=None,
+            payee_name="Ada Lovelace",
+            sort_code="200000",
+            account_number="12345678",
+            amount=Decimal("1.00") + n,
+            reference="BENCH",
+            source_account="040004 30000001",
+            status=RowStatus.PENDING,
+            account_url=f"{account_url}-{n % accounts}",
+            payee_url=payee_url,
+        )
         for n in range(args.rows)
-    ]  # fmt: skip
+    ]
     ledger = ledger_of(directory / f"bench-{time.monotonic_ns()}.sqlite", rows)
     book = RowBook(ledger.rows(), ledger=None if args.no_ledger else ledger)
     bank = CannedBank(payment, submission, args.delay_ms / 1000)
     client = BankClient(bank, limiter=AdaptiveLimiter(50), retry=RetryPolicy.no_wait())
     gc.collect()
     started = time.process_time()
-    result = await execute_rows(client, book, to_create=rows, to_submit=[],
-                                per_account_submits=3, create_workers=50, create_only=False,
-                                stop=_Never())
+    result = await execute_rows(
+        client,
+        book,
+        to_create=rows,
+        to_submit=[],
+        per_account_submits=3,
+        create_workers=50,
+        create_only=False,
+        stop=_Never(),
+    )
     cpu = time.process_time() - started
     ledger.close()
     if result.submitted != args.rows or bank.requests != 2 * args.rows:
@@ -160,11 +194,15 @@ async def main(args: argparse.Namespace) -> None:
             for accounts in results:
                 results[accounts].append(await one_pass(args, accounts, canned, Path(folder)))
     ledger = "no ledger" if args.no_ledger else "real ledger"
-    print(f"payrun's own CPU per row, {args.rows} rows, answers after {args.delay_ms} ms,"
-          f" {ledger}, {args.repeats} passes each:")
+    print(
+        f"payrun's own CPU per row, {args.rows} rows, answers after {args.delay_ms} ms,"
+        f" {ledger}, {args.repeats} passes each:"
+    )
     for accounts, values in results.items():
-        print(f"  {accounts:>2} account(s): median {statistics.median(values):.3f} ms/row,"
-              f" min {min(values):.3f}, max {max(values):.3f}")
+        print(
+            f"  {accounts:>2} account(s): median {statistics.median(values):.3f} ms/row,"
+            f" min {min(values):.3f}, max {max(values):.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -69,8 +69,9 @@ class Scenario:
         """The lower bound on the execution time that the 50/3 limits allow (at latency L)."""
         latency = (self.latency_ms if latency_ms is None else latency_ms) / 1000
         per_account = math.ceil(self.rows / self.accounts)
-        return max(2 * self.rows * latency / MAX_IN_FLIGHT,
-                   per_account * latency / PER_ACCOUNT_SUBMITS)
+        return max(
+            2 * self.rows * latency / MAX_IN_FLIGHT, per_account * latency / PER_ACCOUNT_SUBMITS
+        )
 
 
 def scenarios(quick: bool, rows_100k: int) -> list[Scenario]:  # noqa: FBT001
@@ -107,15 +108,25 @@ def write_seed(directory: Path, accounts: int) -> Path:
     """Accounts with big balances, each owned by its own legal person with 200 payees."""
     people = [{"key": f"owner{a}", "display-name": f"Owner {a} Ltd"} for a in range(accounts)]
     bank_accounts = [
-        {"display-name": f"Bench {a}", "sort-code": "040004",
-         "account-number": _account_number(a), "balance": "1000000000.00", "owner": f"owner{a}"}
+        {
+            "display-name": f"Bench {a}",
+            "sort-code": "040004",
+            "account-number": _account_number(a),
+            "balance": "1000000000.00",
+            "owner": f"owner{a}",
+        }
         for a in range(accounts)
-    ]  # fmt: skip
+    ]
     payees = [
-        {"owner": f"owner{a}", "account-holder": f"Payee {a}-{p}", "sort-code": "200000",
-         "account-number": _payee_account(a, p)}
-        for a in range(accounts) for p in range(PAYEES_PER_ACCOUNT)
-    ]  # fmt: skip
+        {
+            "owner": f"owner{a}",
+            "account-holder": f"Payee {a}-{p}",
+            "sort-code": "200000",
+            "account-number": _payee_account(a, p),
+        }
+        for a in range(accounts)
+        for p in range(PAYEES_PER_ACCOUNT)
+    ]
     path = directory / "seed.json"
     seed = {"legal-persons": people, "accounts": bank_accounts, "payees": payees}
     path.write_text(json.dumps(seed), "utf-8")
@@ -129,14 +140,31 @@ def write_batch(
     path = directory / name
     with path.open("w", newline="", encoding="utf-8") as handle:
         out = csv.writer(handle)
-        out.writerow(["row_id", "payee_name", "sort_code", "account_number", "amount",
-                      "reference", "source_account"])
+        out.writerow(
+            [
+                "row_id",
+                "payee_name",
+                "sort_code",
+                "account_number",
+                "amount",
+                "reference",
+                "source_account",
+            ]
+        )
         for i in range(rows):
             a = i % accounts
             p = (i // accounts) % PAYEES_PER_ACCOUNT
-            out.writerow([f"R{i}", f"Payee {a}-{p}", "20-00-00", _payee_account(a, p),
-                          f"{1 + i % 97}.{i % 100:02d}", f"{tag} {i:07d}",
-                          f"040004 {_account_number(a)}"])
+            out.writerow(
+                [
+                    f"R{i}",
+                    f"Payee {a}-{p}",
+                    "20-00-00",
+                    _payee_account(a, p),
+                    f"{1 + i % 97}.{i % 100:02d}",
+                    f"{tag} {i:07d}",
+                    f"040004 {_account_number(a)}",
+                ]
+            )
     return path
 
 
@@ -151,8 +179,18 @@ def start_sandbox(
     seed: Path, latency_ms: float, *, pin: bool
 ) -> tuple[subprocess.Popen[str], str, str]:
     """``payrun sandbox`` on a free port; returns the process, base URL and API key."""
-    command = [sys.executable, "-m", "payrun", "sandbox", "--port", "0", "--seed", str(seed),
-               "--latency-ms", str(latency_ms)]
+    command = [
+        sys.executable,
+        "-m",
+        "payrun",
+        "sandbox",
+        "--port",
+        "0",
+        "--seed",
+        str(seed),
+        "--latency-ms",
+        str(latency_ms),
+    ]
     if _can_pin(pin):
         command = ["taskset", "-c", "1", *command]
     log = seed.with_name("sandbox.log").open("w")  # its banner and any error, kept out of the table
@@ -216,8 +254,13 @@ def run_child(flag: str, job: dict[str, Any], *, pin: bool) -> dict[str, Any]:
     command = [sys.executable, str(Path(__file__).resolve()), flag, json.dumps(job)]
     if _can_pin(pin):
         command = ["taskset", "-c", "0", *command]
-    done = subprocess.run(command, capture_output=True, text=True, check=False,
-                          env={**os.environ, "PAYRUN_API_KEY": job["api_key"]})
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PAYRUN_API_KEY": job["api_key"]},
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         sys.stderr.write(done.stdout[-3000:] + done.stderr[-6000:])
@@ -248,7 +291,8 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
         import payrun.bank  # noqa: PLC0415
 
         payrun.bank.make_http_client = functools.partial(  # type: ignore[assignment]
-            payrun.bank.make_http_client, transport=job["transport"])
+            payrun.bank.make_http_client, transport=job["transport"]
+        )
     phases: dict[str, float] = {}
     _time_phases(phases)
 
@@ -344,8 +388,12 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
         async with anyio.create_task_group() as group:
             group.start_soon(sampler)
             outcome = await pipeline.run_batch(
-                directory / "batch.csv", settings, validation=ValidationOptions(),
-                options=options, observer=observer)
+                directory / "batch.csv",
+                settings,
+                validation=ValidationOptions(),
+                options=options,
+                observer=observer,
+            )
             group.cancel_scope.cancel()
         return outcome
 
@@ -419,9 +467,11 @@ def calibrate(job: dict[str, Any]) -> dict[str, Any]:
 
     settings = Settings(base_url=job["base_url"], api_key=Secret(job["api_key"]))
     url = "/v0/bank/accounts/ba.calibration/payments"
-    body = {"creditor": {"creditor-type": "payee", "payee-url": "/v0/payees/pe.calibration"},
-            "payment-amount": {"currency": "GBP", "value": "1.00"},
-            "payment-reference": "CALIBRATION"}
+    body = {
+        "creditor": {"creditor-type": "payee", "payee-url": "/v0/payees/pe.calibration"},
+        "payment-amount": {"currency": "GBP", "value": "1.00"},
+        "payment-reference": "CALIBRATION",
+    }
 
     async def main() -> float:
         left = [job["requests"]]
@@ -451,8 +501,9 @@ def calibrate(job: dict[str, Any]) -> dict[str, Any]:
     return {"cpu_per_request_s": cpu / job["requests"], "round_trip_s": round_trip}
 
 
-def run_command(directory: Path, base_url: str, api_key: str, rows: int, accounts: int,
-                *, pin: bool) -> dict[str, float]:
+def run_command(
+    directory: Path, base_url: str, api_key: str, rows: int, accounts: int, *, pin: bool
+) -> dict[str, float]:
     """``payrun run`` as a user runs it (its own process): wall time and process CPU.
 
     The caller gives it a fresh sandbox, as the in-process run had: a bank that already
@@ -461,8 +512,16 @@ def run_command(directory: Path, base_url: str, api_key: str, rows: int, account
     batch still pays the same payees with other references.
     """
     batch = write_batch(directory, rows, accounts, name=f"command-{rows}.csv", tag=f"CMD{rows}")
-    command = [sys.executable, "-m", "payrun", "run", str(batch), "--no-confirm-payees",
-               "--ledger", str(directory / f"command-{rows}.ledger.sqlite")]
+    command = [
+        sys.executable,
+        "-m",
+        "payrun",
+        "run",
+        str(batch),
+        "--no-confirm-payees",
+        "--ledger",
+        str(directory / f"command-{rows}.ledger.sqlite"),
+    ]
     if _can_pin(pin):
         command = ["taskset", "-c", "0", *command]
     env = {**os.environ, "PAYRUN_API_KEY": api_key, "PAYRUN_BASE_URL": base_url}
@@ -493,6 +552,7 @@ def _time_phases(phases: dict[str, float]) -> None:
         if original is None:
             return
         if inspect.iscoroutinefunction(original):
+
             @functools.wraps(original)
             async def wrapper(*args: Any, **kwargs: Any) -> Any:
                 t = time.perf_counter()
@@ -501,6 +561,7 @@ def _time_phases(phases: dict[str, float]) -> None:
                 finally:
                     phases[label] = phases.get(label, 0.0) + time.perf_counter() - t
         else:
+
             @functools.wraps(original)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 t = time.perf_counter()
@@ -508,12 +569,19 @@ def _time_phases(phases: dict[str, float]) -> None:
                     return original(*args, **kwargs)
                 finally:
                     phases[label] = phases.get(label, 0.0) + time.perf_counter() - t
+
         setattr(owner, name, wrapper)
 
     timed(pipeline, "_open_ledger", "read+validate+ledger")
     timed(BankClient, "organization", "organization")
-    for name in ("check_accounts", "load_payees", "load_payments", "check_balances",
-                 "guard_repeats", "prepare_payees"):
+    for name in (
+        "check_accounts",
+        "load_payees",
+        "load_payments",
+        "check_balances",
+        "guard_repeats",
+        "prepare_payees",
+    ):
         timed(preflight.Preflight, name, name)
     timed(pipeline, "reconcile_rows", "reconcile")
 
@@ -526,7 +594,11 @@ def _backend(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_scenario(
-    scenario: Scenario, *, pin: bool, uvloop: bool, profile: str | None = None,
+    scenario: Scenario,
+    *,
+    pin: bool,
+    uvloop: bool,
+    profile: str | None = None,
     transport: str | None = None,
 ) -> dict[str, Any]:
     """Start a sandbox, run the client, collect the client's and the sandbox's numbers."""
@@ -540,18 +612,35 @@ def run_scenario(
             server_wait0 = run_queue_wait(process.pid)
             load0 = os.getloadavg()[0]
             profile_path = profile and str(Path(profile) / f"{scenario.name}.prof")
-            result = run_client({"dir": tmp, "base_url": base_url, "api_key": api_key,
-                                 "rows": scenario.rows, "uvloop": uvloop,
-                                 "profile": profile_path, "transport": transport}, pin=pin)
+            result = run_client(
+                {
+                    "dir": tmp,
+                    "base_url": base_url,
+                    "api_key": api_key,
+                    "rows": scenario.rows,
+                    "uvloop": uvloop,
+                    "profile": profile_path,
+                    "transport": transport,
+                },
+                pin=pin,
+            )
             result["server_cpu_s"] = cpu_seconds(process.pid) - server_cpu0
             result["server_wait_s"] = run_queue_wait(process.pid) - server_wait0
             result["load"] = (load0 + os.getloadavg()[0]) / 2
             stats = sandbox_stats(base_url)
             if scenario.goal == "eff":
                 workers = max(1, round(result["avg_in_flight"]))
-                floor = run_child("--calibrate", {"base_url": base_url, "api_key": api_key,
-                                                  "workers": workers, "transport": transport,
-                                                  "requests": 2 * scenario.rows}, pin=pin)
+                floor = run_child(
+                    "--calibrate",
+                    {
+                        "base_url": base_url,
+                        "api_key": api_key,
+                        "workers": workers,
+                        "transport": transport,
+                        "requests": 2 * scenario.rows,
+                    },
+                    pin=pin,
+                )
                 result["floor_ms_per_payment"] = 2000 * floor["cpu_per_request_s"]
                 result["round_trip_s"] = floor["round_trip_s"]
                 result["floor_workers"] = workers
@@ -562,8 +651,9 @@ def run_scenario(
             for rows, prefix in ((1, "one_"), (scenario.rows, "")):  # 1 row: the fixed cost
                 process, base_url, api_key = start_sandbox(seed, scenario.latency_ms, pin=pin)
                 try:
-                    timed = run_command(directory, base_url, api_key, rows,
-                                        scenario.accounts, pin=pin)
+                    timed = run_command(
+                        directory, base_url, api_key, rows, scenario.accounts, pin=pin
+                    )
                     result.update({prefix + key: value for key, value in timed.items()})
                 finally:
                     process.terminate()
@@ -573,19 +663,24 @@ def run_scenario(
     result["max_submits"] = max(stats["max_concurrent_submits"].values(), default=0)
     result["rate_limited"] = sum(stats["rate_limited"].values())
     result["requests"] = stats["requests"]
-    result["paid_once"] = (
-        len(groups) == scenario.rows
-        and all(g["payments"] == 1 and g["submissions"] == 1 for g in groups))
+    result["paid_once"] = len(groups) == scenario.rows and all(
+        g["payments"] == 1 and g["submissions"] == 1 for g in groups
+    )
     return result
 
 
 def verdicts(scenario: Scenario, r: dict[str, Any]) -> list[str]:
     """PASS/FAIL lines for a scenario's goals."""
     out = []
-    ok_limits = (r["max_in_flight"] <= MAX_IN_FLIGHT and r["max_submits"] <= PER_ACCOUNT_SUBMITS
-                 and r["rate_limited"] == 0)
-    out.append(f"limits respected (<=50 in flight, <=3 submits/account, 0 x 429): "
-               f"{'PASS' if ok_limits else 'FAIL'}")
+    ok_limits = (
+        r["max_in_flight"] <= MAX_IN_FLIGHT
+        and r["max_submits"] <= PER_ACCOUNT_SUBMITS
+        and r["rate_limited"] == 0
+    )
+    out.append(
+        f"limits respected (<=50 in flight, <=3 submits/account, 0 x 429): "
+        f"{'PASS' if ok_limits else 'FAIL'}"
+    )
     out.append(f"every row paid exactly once: {'PASS' if r['paid_once'] else 'FAIL'}")
     cpu_ms = 1000 * r["cpu_s"] / scenario.rows
     if scenario.goal == "eff":
@@ -593,28 +688,36 @@ def verdicts(scenario: Scenario, r: dict[str, Any]) -> list[str]:
         eff = bound / r["exec_s"]  # the bound counts the paying requests: the paying phase
         verdict = "PASS" if eff >= GOAL_EFFICIENCY else "FAIL"
         out.append(f"efficiency (paying phase) {eff:.2f} >= {GOAL_EFFICIENCY}: {verdict}")
-        out.append(f"for reference: efficiency of the whole in-process run (file, preflight,"
-                   f" paying, closing) {bound / r['whole_s']:.2f}")
+        out.append(
+            f"for reference: efficiency of the whole in-process run (file, preflight,"
+            f" paying, closing) {bound / r['whole_s']:.2f}"
+        )
         if "round_trip_s" in r:  # the same bound with the latency a lone request really sees
             seen_ms = 1000 * r["round_trip_s"]
-            out.append(f"for reference: one request alone takes {seen_ms:.1f} ms here, not"
-                       f" {scenario.latency_ms:.0f}; against a bound with that latency the paying"
-                       f" phase's efficiency is {scenario.bound(seen_ms) / r['exec_s']:.2f}")
+            out.append(
+                f"for reference: one request alone takes {seen_ms:.1f} ms here, not"
+                f" {scenario.latency_ms:.0f}; against a bound with that latency the paying"
+                f" phase's efficiency is {scenario.bound(seen_ms) / r['exec_s']:.2f}"
+            )
     if scenario.goal in ("eff", "rss"):
         verdict = "PASS" if cpu_ms < GOAL_CPU_MS else "FAIL"
-        out.append(f"client CPU (the run in process: file, preflight, paying, closing; the"
-                   f" paying phase alone {1000 * r['cpu_exec_s'] / scenario.rows:.2f})"
-                   f" {cpu_ms:.2f} ms/payment < {GOAL_CPU_MS} ms: {verdict}")
+        out.append(
+            f"client CPU (the run in process: file, preflight, paying, closing; the"
+            f" paying phase alone {1000 * r['cpu_exec_s'] / scenario.rows:.2f})"
+            f" {cpu_ms:.2f} ms/payment < {GOAL_CPU_MS} ms: {verdict}"
+        )
     if "cmd_cpu_s" in r:
         cmd_ms = 1000 * r["cmd_cpu_s"] / scenario.rows
         fixed_s = r["one_cmd_cpu_s"]
         each_ms = 1000 * (r["cmd_cpu_s"] - fixed_s) / max(1, scenario.rows - 1)
-        out.append(f"for reference: the whole `payrun run` command, process CPU {cmd_ms:.2f}"
-                   f" ms/payment all told ({'under' if cmd_ms < GOAL_CPU_MS else 'OVER'}"
-                   f" {GOAL_CPU_MS} ms), of which {fixed_s:.2f} s is paid once whatever the size"
-                   f" (the same command on a 1-row file: interpreter, imports, the organization),"
-                   f" {each_ms:.2f} ms per payment beyond it (the HTTP client alone:"
-                   f" {r['floor_ms_per_payment']:.2f})")
+        out.append(
+            f"for reference: the whole `payrun run` command, process CPU {cmd_ms:.2f}"
+            f" ms/payment all told ({'under' if cmd_ms < GOAL_CPU_MS else 'OVER'}"
+            f" {GOAL_CPU_MS} ms), of which {fixed_s:.2f} s is paid once whatever the size"
+            f" (the same command on a 1-row file: interpreter, imports, the organization),"
+            f" {each_ms:.2f} ms per payment beyond it (the HTTP client alone:"
+            f" {r['floor_ms_per_payment']:.2f})"
+        )
     if scenario.goal == "rss":
         verdict = "PASS" if r["maxrss_mb"] < GOAL_RSS_MB else "FAIL"
         out.append(f"client peak RSS {r['maxrss_mb']:.0f} MB < {GOAL_RSS_MB:.0f} MB: {verdict}")
@@ -623,80 +726,114 @@ def verdicts(scenario: Scenario, r: dict[str, Any]) -> list[str]:
 
 def print_table(results: list[tuple[Scenario, dict[str, Any]]]) -> None:
     """Print the timing, CPU and limits tables, then the verdicts."""
-    head = (f"{'scenario':<16}{'L ms':>5}{'bound s':>8}{'import':>7}{'pre s':>7}{'exec s':>8}"
-            f"{'whole s':>8}"
-            f"{'eff ex':>7}{'eff wh':>7}{'pay/s':>7}{'cpu ms/p':>9}{'exec cpu':>9}"
-            f"{'RSS MB':>7}")
+    head = (
+        f"{'scenario':<16}{'L ms':>5}{'bound s':>8}{'import':>7}{'pre s':>7}{'exec s':>8}"
+        f"{'whole s':>8}"
+        f"{'eff ex':>7}{'eff wh':>7}{'pay/s':>7}{'cpu ms/p':>9}{'exec cpu':>9}"
+        f"{'RSS MB':>7}"
+    )
     print(head)
     print("-" * len(head))
     for s, r in results:
         bound = s.bound()
         eff_exec = f"{bound / r['exec_s']:.2f}" if bound else "-"
         eff_whole = f"{bound / r['whole_s']:.2f}" if bound else "-"
-        print(f"{s.name:<16}{s.latency_ms:>5.0f}{bound:>8.2f}{r['import_s']:>7.2f}{r['pre_s']:>7.2f}"
-              f"{r['exec_s']:>8.2f}{r['whole_s']:>8.2f}{eff_exec:>7}{eff_whole:>7}"
-              f"{s.rows / r['exec_s']:>7.0f}{1000 * r['cpu_s'] / s.rows:>9.3f}"
-              f"{1000 * r['cpu_exec_s'] / s.rows:>9.3f}{r['maxrss_mb']:>7.0f}")
+        print(
+            f"{s.name:<16}{s.latency_ms:>5.0f}{bound:>8.2f}{r['import_s']:>7.2f}{r['pre_s']:>7.2f}"
+            f"{r['exec_s']:>8.2f}{r['whole_s']:>8.2f}{eff_exec:>7}{eff_whole:>7}"
+            f"{s.rows / r['exec_s']:>7.0f}{1000 * r['cpu_s'] / s.rows:>9.3f}"
+            f"{1000 * r['cpu_exec_s'] / s.rows:>9.3f}{r['maxrss_mb']:>7.0f}"
+        )
     print()
-    head2 = (f"{'scenario':<16}{'srv peak':>9}{'sub peak':>9}{'429s':>5}{'reqs':>8}"
-             f"{'avg infl':>9}{'avg sub':>8}{'sub slots':>10}{'sub ms':>7}{'lag avg/max ms':>16}"
-             f"{'ledger ms/p':>12}{'commits/p':>10}{'sys%':>5}{'csw/p':>6}{'srv cpu%':>9}"
-             f"{'runq cli/srv s':>15}{'load':>6}")
+    head2 = (
+        f"{'scenario':<16}{'srv peak':>9}{'sub peak':>9}{'429s':>5}{'reqs':>8}"
+        f"{'avg infl':>9}{'avg sub':>8}{'sub slots':>10}{'sub ms':>7}{'lag avg/max ms':>16}"
+        f"{'ledger ms/p':>12}{'commits/p':>10}{'sys%':>5}{'csw/p':>6}{'srv cpu%':>9}"
+        f"{'runq cli/srv s':>15}{'load':>6}"
+    )
     print(head2)
     print("-" * len(head2))
     for s, r in results:
         slots = PER_ACCOUNT_SUBMITS * s.accounts
-        print(f"{s.name:<16}{r['max_in_flight']:>9}{r['max_submits']:>9}{r['rate_limited']:>5}"
-              f"{r['requests']:>8}{r['avg_in_flight']:>9.1f}{r['avg_submits']:>8.1f}"
-              f"{slots:>10}{r['submit_ms']:>7.1f}{r['lag_mean_ms']:>8.1f}/{r['lag_max_ms']:<7.0f}"
-              f"{1000 * r['ledger_s'] / s.rows:>12.3f}{r['ledger_updates'] / s.rows:>10.2f}"
-              f"{r['cpu_sys_s'] / max(r['cpu_s'], 1e-9):>5.0%}{r['switches'] / s.rows:>6.1f}"
-              f"{r['server_cpu_s'] / r['whole_s']:>9.0%}"
-              f"{r['runq_wait_s']:>9.2f}/{r['server_wait_s']:<5.2f}{r['load']:>6.1f}")
+        print(
+            f"{s.name:<16}{r['max_in_flight']:>9}{r['max_submits']:>9}{r['rate_limited']:>5}"
+            f"{r['requests']:>8}{r['avg_in_flight']:>9.1f}{r['avg_submits']:>8.1f}"
+            f"{slots:>10}{r['submit_ms']:>7.1f}{r['lag_mean_ms']:>8.1f}/{r['lag_max_ms']:<7.0f}"
+            f"{1000 * r['ledger_s'] / s.rows:>12.3f}{r['ledger_updates'] / s.rows:>10.2f}"
+            f"{r['cpu_sys_s'] / max(r['cpu_s'], 1e-9):>5.0%}{r['switches'] / s.rows:>6.1f}"
+            f"{r['server_cpu_s'] / r['whole_s']:>9.0%}"
+            f"{r['runq_wait_s']:>9.2f}/{r['server_wait_s']:<5.2f}{r['load']:>6.1f}"
+        )
     print()
     commands = [(s, r) for s, r in results if "cmd_cpu_s" in r]
     if commands:
-        head3 = (f"{'scenario':<16}{'cmd wall s':>11}{'cmd eff':>8}{'cmd cpu ms/p':>13}"
-                 f"{'1-row cpu s':>12}{'beyond ms/p':>12}"
-                 f"{'in-proc ms/p':>13}{'floor ms/p':>11}{'floor infl':>11}{'payrun - floor':>15}")
+        head3 = (
+            f"{'scenario':<16}{'cmd wall s':>11}{'cmd eff':>8}{'cmd cpu ms/p':>13}"
+            f"{'1-row cpu s':>12}{'beyond ms/p':>12}"
+            f"{'in-proc ms/p':>13}{'floor ms/p':>11}{'floor infl':>11}{'payrun - floor':>15}"
+        )
         print(head3)
         print("-" * len(head3))
         for s, r in commands:
             in_process = 1000 * r["cpu_s"] / s.rows
-            print(f"{s.name:<16}{r['cmd_wall_s']:>11.2f}{s.bound() / r['cmd_wall_s']:>8.2f}"
-                  f"{1000 * r['cmd_cpu_s'] / s.rows:>13.3f}{r['one_cmd_cpu_s']:>12.3f}"
-                  f"{1000 * (r['cmd_cpu_s'] - r['one_cmd_cpu_s']) / (s.rows - 1):>12.3f}"
-                  f"{in_process:>13.3f}"
-                  f"{r['floor_ms_per_payment']:>11.3f}{r['floor_workers']:>11}"
-                  f"{in_process - r['floor_ms_per_payment']:>15.3f}")
+            print(
+                f"{s.name:<16}{r['cmd_wall_s']:>11.2f}{s.bound() / r['cmd_wall_s']:>8.2f}"
+                f"{1000 * r['cmd_cpu_s'] / s.rows:>13.3f}{r['one_cmd_cpu_s']:>12.3f}"
+                f"{1000 * (r['cmd_cpu_s'] - r['one_cmd_cpu_s']) / (s.rows - 1):>12.3f}"
+                f"{in_process:>13.3f}"
+                f"{r['floor_ms_per_payment']:>11.3f}{r['floor_workers']:>11}"
+                f"{in_process - r['floor_ms_per_payment']:>15.3f}"
+            )
         print()
-        print("  cmd = `payrun run` in its own process, as a user runs it (interpreter start-up,"
-              " imports, the file, preflight, paying, summary) against a fresh sandbox:"
-              " wall and process CPU;")
-        print("  1-row cpu = the same command on a 1-row file (fresh sandbox): what every run"
-              " costs whatever its size; beyond = (cmd cpu - 1-row cpu) / (rows - 1);")
-        print("  in-proc = the first table's cpu ms/p; floor = the run's HTTP client alone (the"
-              " default transport: POSTs, no bank client, engine or ledger) at the run's")
-        print("  average in-flight count and the same latency, CPU per 2 requests: what that"
-              " client pays per payment on this machine; payrun - floor = what payrun adds.")
+        print(
+            "  cmd = `payrun run` in its own process, as a user runs it (interpreter start-up,"
+            " imports, the file, preflight, paying, summary) against a fresh sandbox:"
+            " wall and process CPU;"
+        )
+        print(
+            "  1-row cpu = the same command on a 1-row file (fresh sandbox): what every run"
+            " costs whatever its size; beyond = (cmd cpu - 1-row cpu) / (rows - 1);"
+        )
+        print(
+            "  in-proc = the first table's cpu ms/p; floor = the run's HTTP client alone (the"
+            " default transport: POSTs, no bank client, engine or ledger) at the run's"
+        )
+        print(
+            "  average in-flight count and the same latency, CPU per 2 requests: what that"
+            " client pays per payment on this machine; payrun - floor = what payrun adds."
+        )
         print()
-    print("columns: import = importing anyio + payrun's bank stack (before the clock starts);"
-          " pre = start -> started() (read, validate, ledger inserts, preflight);"
-          " exec = started() -> last submitted; whole = anyio.run(run_batch) end to end;")
-    print("  eff = bound / time; cpu ms/p = client process CPU (whole command) per payment;"
-          " exec cpu = CPU of the execution phase only; srv/sub peak = the sandbox's own")
-    print("  peaks of requests in flight / concurrent submits of one account; avg infl/avg sub ="
-          " client limiter slots held / submits in flight, sampled every 100 ms in exec;")
-    print("  sub ms = mean duration of BankClient.submit_payment (slot wait + wire + parse);"
-          " a submit slot's cycle = exec s * 3 / rows-per-account, the rest is client gap;")
-    print("  lag = that sampler's event-loop lateness; ledger ms/p = time inside ledger"
-          " row updates per payment (all phases); commits/p = how many (each one commit);")
+    print(
+        "columns: import = importing anyio + payrun's bank stack (before the clock starts);"
+        " pre = start -> started() (read, validate, ledger inserts, preflight);"
+        " exec = started() -> last submitted; whole = anyio.run(run_batch) end to end;"
+    )
+    print(
+        "  eff = bound / time; cpu ms/p = client process CPU (whole command) per payment;"
+        " exec cpu = CPU of the execution phase only; srv/sub peak = the sandbox's own"
+    )
+    print(
+        "  peaks of requests in flight / concurrent submits of one account; avg infl/avg sub ="
+        " client limiter slots held / submits in flight, sampled every 100 ms in exec;"
+    )
+    print(
+        "  sub ms = mean duration of BankClient.submit_payment (slot wait + wire + parse);"
+        " a submit slot's cycle = exec s * 3 / rows-per-account, the rest is client gap;"
+    )
+    print(
+        "  lag = that sampler's event-loop lateness; ledger ms/p = time inside ledger"
+        " row updates per payment (all phases); commits/p = how many (each one commit);"
+    )
     print("  sys% = kernel share of the client's CPU;")
-    print("  csw/p = the client's context switches per payment (each one a sleep and a wake-up);"
-          " srv cpu% = sandbox CPU / whole time;")
-    print("  runq = seconds the client / sandbox waited for a CPU held by other processes"
-          " (/proc/PID/schedstat; > 0 means the machine was shared and times are inflated);"
-          " load = 1-min load average")
+    print(
+        "  csw/p = the client's context switches per payment (each one a sleep and a wake-up);"
+        " srv cpu% = sandbox CPU / whole time;"
+    )
+    print(
+        "  runq = seconds the client / sandbox waited for a CPU held by other processes"
+        " (/proc/PID/schedstat; > 0 means the machine was shared and times are inflated);"
+        " load = 1-min load average"
+    )
     print()
     for s, r in results:
         print_notes(s, r)
@@ -724,16 +861,30 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke check < 1 min")
     parser.add_argument("--no-pin", action="store_true", help="do not pin to cores")
-    parser.add_argument("--asyncio", dest="uvloop", action="store_false",
-                        help="run the client on plain asyncio (default: uvloop, as payrun run)")
+    parser.add_argument(
+        "--asyncio",
+        dest="uvloop",
+        action="store_false",
+        help="run the client on plain asyncio (default: uvloop, as payrun run)",
+    )
     parser.add_argument("--only", help="run only scenarios whose name contains this")
-    parser.add_argument("--transport", choices=["pyreqwest", "aiohttp", "httpx-aiohttp", "httpx"],
-                        help="the in-process run's HTTP transport (default: payrun's default;"
-                        " the `payrun run` command always uses the default)")
-    parser.add_argument("--rows-100k", type=int, default=None,
-                        help="rows of the memory scenario (default 100,000; 5,000 with --quick)")
-    parser.add_argument("--profile", metavar="DIR",
-                        help="write a cProfile of each client run to DIR/<scenario>.prof")
+    parser.add_argument(
+        "--transport",
+        choices=["pyreqwest", "aiohttp", "httpx-aiohttp", "httpx"],
+        help="the in-process run's HTTP transport (default: payrun's default;"
+        " the `payrun run` command always uses the default)",
+    )
+    parser.add_argument(
+        "--rows-100k",
+        type=int,
+        default=None,
+        help="rows of the memory scenario (default 100,000; 5,000 with --quick)",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="write a cProfile of each client run to DIR/<scenario>.prof",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--calibrate", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -749,18 +900,23 @@ def main() -> int:
     if spec and spec.origin:
         compileall.compile_dir(Path(spec.origin).parent, quiet=1)
     rows_100k = args.rows_100k or (3000 if args.quick else 100_000)
-    chosen = [s for s in scenarios(args.quick, rows_100k)
-              if not args.only or args.only in s.name]
+    chosen = [s for s in scenarios(args.quick, rows_100k) if not args.only or args.only in s.name]
     pin = not args.no_pin
-    print(f"payrun run benchmark: {'quick' if args.quick else 'full'}, pinned: {_can_pin(pin)},"
-          f" client loop: {'uvloop' if args.uvloop else 'asyncio'}, cores: {os.cpu_count()}")
+    print(
+        f"payrun run benchmark: {'quick' if args.quick else 'full'}, pinned: {_can_pin(pin)},"
+        f" client loop: {'uvloop' if args.uvloop else 'asyncio'}, cores: {os.cpu_count()}"
+    )
     results = []
     started = time.perf_counter()
     for scenario in chosen:
-        print(f"  running {scenario.name} ({scenario.rows} rows, {scenario.accounts} accounts,"
-              f" L={scenario.latency_ms:.0f} ms) ...", flush=True)
-        outcome = run_scenario(scenario, pin=pin, uvloop=args.uvloop, profile=args.profile,
-                               transport=args.transport)
+        print(
+            f"  running {scenario.name} ({scenario.rows} rows, {scenario.accounts} accounts,"
+            f" L={scenario.latency_ms:.0f} ms) ...",
+            flush=True,
+        )
+        outcome = run_scenario(
+            scenario, pin=pin, uvloop=args.uvloop, profile=args.profile, transport=args.transport
+        )
         results.append((scenario, outcome))
     print(f"  done in {time.perf_counter() - started:.0f} s\n")
     print_table(results)

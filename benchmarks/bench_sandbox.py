@@ -36,15 +36,25 @@ def _seed_file(directory: Path) -> Path:
     """Write a seed: 10 accounts, each with its own owner and 200 existing payees."""
     people = [{"key": f"owner{a}", "display-name": f"Owner {a} Ltd"} for a in range(ACCOUNTS)]
     accounts = [
-        {"display-name": f"Bench {a}", "sort-code": "040004",
-         "account-number": f"{40000000 + a:08d}", "balance": "1000000000.00", "owner": f"owner{a}"}
+        {
+            "display-name": f"Bench {a}",
+            "sort-code": "040004",
+            "account-number": f"{40000000 + a:08d}",
+            "balance": "1000000000.00",
+            "owner": f"owner{a}",
+        }
         for a in range(ACCOUNTS)
-    ]  # fmt: skip
+    ]
     payees = [
-        {"owner": f"owner{a}", "account-holder": f"Payee {a}-{p}", "sort-code": "200000",
-         "account-number": f"{a * 1000 + p:08d}"}
-        for a in range(ACCOUNTS) for p in range(PAYEES_PER_ACCOUNT)
-    ]  # fmt: skip
+        {
+            "owner": f"owner{a}",
+            "account-holder": f"Payee {a}-{p}",
+            "sort-code": "200000",
+            "account-number": f"{a * 1000 + p:08d}",
+        }
+        for a in range(ACCOUNTS)
+        for p in range(PAYEES_PER_ACCOUNT)
+    ]
     path = directory / "seed.json"
     seed = {"legal-persons": people, "accounts": accounts, "payees": payees}
     path.write_text(json.dumps(seed), "utf-8")

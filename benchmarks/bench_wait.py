@@ -36,8 +36,10 @@ def one_run(rows: int, wait: float, *, events: bool, folder: Path) -> dict[str, 
             if scope["method"] == "GET" and path.endswith("/events"):
                 counts["events"] += 1
                 if not events:
-                    headers = [(b"content-type", b"application/json"),
-                               (b"content-length", str(len(refused)).encode())]
+                    headers = [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(refused)).encode()),
+                    ]
                     await send({"type": "http.response.start", "status": 404, "headers": headers})
                     await send({"type": "http.response.body", "body": refused})
                     return
@@ -49,11 +51,22 @@ def one_run(rows: int, wait: float, *, events: bool, folder: Path) -> dict[str, 
         os.environ["PAYRUN_BASE_URL"], os.environ["PAYRUN_API_KEY"] = bank.base_url, bank.api_key
         batch = folder / f"pay-{events}.csv"
         lines = ["payee_name,sort_code,account_number,amount,reference,source_account"]
-        lines += [f"Payee {n},200000,{10000000 + n},1.00,WAIT {n},040004 30000001"
-                  for n in range(rows)]  # fmt: skip
+        lines += [
+            f"Payee {n},200000,{10000000 + n},1.00,WAIT {n},040004 30000001" for n in range(rows)
+        ]
         batch.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        code = main(["run", str(batch), "--no-confirm-payees", "--log-format", "json",
-                     "--wait", "--wait-timeout", str(wait)])  # fmt: skip
+        code = main(
+            [
+                "run",
+                str(batch),
+                "--no-confirm-payees",
+                "--log-format",
+                "json",
+                "--wait",
+                "--wait-timeout",
+                str(wait),
+            ]
+        )
         if code != 3:
             msg = f"expected the wait to run out (exit 3), got {code}"
             raise RuntimeError(msg)
@@ -63,14 +76,18 @@ def one_run(rows: int, wait: float, *, events: bool, folder: Path) -> dict[str, 
 def run(args: argparse.Namespace) -> None:
     """Both cases; print the requests per row."""
     with tempfile.TemporaryDirectory() as folder:
-        results = {events: one_run(args.rows, args.wait, events=events, folder=Path(folder))
-                   for events in (True, False)}  # fmt: skip
+        results = {
+            events: one_run(args.rows, args.wait, events=events, folder=Path(folder))
+            for events in (True, False)
+        }
     print(f"\n{args.rows} rows waiting {args.wait:g} s for deliveries that never come:")
     for events, counts in results.items():
         kind = "events readable" if events else "events refused (404)"
-        print(f"  {kind:<22} {counts['events']:>6} event reads,"
-              f" {counts['submission reads']:>6} submission reads"
-              f" ({counts['submission reads'] / args.rows:.1f} per row)")
+        print(
+            f"  {kind:<22} {counts['events']:>6} event reads,"
+            f" {counts['submission reads']:>6} submission reads"
+            f" ({counts['submission reads'] / args.rows:.1f} per row)"
+        )
 
 
 if __name__ == "__main__":

@@ -38,10 +38,14 @@ def ledger(directory: str) -> sqlite3.Connection:
     db = sqlite3.connect(Path(directory) / "wakeup.sqlite", isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
-    db.execute("CREATE TABLE rows (row INTEGER PRIMARY KEY, status TEXT, intent_at TEXT,"
-               " attempts INTEGER, updated_at TEXT, rest TEXT)")
-    db.executemany("INSERT INTO rows VALUES (?, 'pending', NULL, 0, '', ?)",
-                   [(i, "x" * 150) for i in range(5000)])
+    db.execute(
+        "CREATE TABLE rows (row INTEGER PRIMARY KEY, status TEXT, intent_at TEXT,"
+        " attempts INTEGER, updated_at TEXT, rest TEXT)"
+    )
+    db.executemany(
+        "INSERT INTO rows VALUES (?, 'pending', NULL, 0, '', ?)",
+        [(i, "x" * 150) for i in range(5000)],
+    )
     return db
 
 
@@ -51,7 +55,8 @@ def commit(db: sqlite3.Connection, n: int) -> None:
     db.execute("BEGIN IMMEDIATE")
     db.executemany(
         "UPDATE rows SET status = ?, intent_at = ?, attempts = 1, updated_at = ? WHERE row = ?",
-        [("submitting", now, now, n % 4000), ("creating", now, now, n % 4000 + 56)])
+        [("submitting", now, now, n % 4000), ("creating", now, now, n % 4000 + 56)],
+    )
     db.execute("COMMIT")
 
 
@@ -82,8 +87,10 @@ def main() -> int:
     if "--pinned" not in sys.argv and shutil.which("taskset") and (os.cpu_count() or 1) > 1:
         command = ["taskset", "-c", "0", sys.executable, __file__, "--pinned"]
         return subprocess.run(command, check=False).returncode
-    print(f"{'gap ms':>7}{'work us CPU':>13}{'x back to back':>16}{'commit us CPU':>15}"
-          f"{'x back to back':>16}{'sleep+wake us CPU':>19}")
+    print(
+        f"{'gap ms':>7}{'work us CPU':>13}{'x back to back':>16}{'commit us CPU':>15}"
+        f"{'x back to back':>16}{'sleep+wake us CPU':>19}"
+    )
     base = base_commit = 0.0
     with tempfile.TemporaryDirectory() as directory:
         db = ledger(directory)
@@ -91,8 +98,10 @@ def main() -> int:
             work_us, commit_us, wake_us = measure(gap_ms / 1000, db)
             base = base or work_us
             base_commit = base_commit or commit_us
-            print(f"{gap_ms:>7.0f}{work_us:>13.1f}{work_us / base:>16.2f}{commit_us:>15.1f}"
-                  f"{commit_us / base_commit:>16.2f}{wake_us:>19.1f}")
+            print(
+                f"{gap_ms:>7.0f}{work_us:>13.1f}{work_us / base:>16.2f}{commit_us:>15.1f}"
+                f"{commit_us / base_commit:>16.2f}{wake_us:>19.1f}"
+            )
         db.close()
     return 0
 

@@ -36,8 +36,15 @@ RUN_TIMEOUT_S = 120.0
 AFTER_KILL = Path(__file__).with_name("_payrun_after_kill.py")
 """``python -m payrun`` as the subprocess runs start it (see ``run_args``)."""
 
-FIELDS = ("row_id", "payee_name", "sort_code", "account_number", "amount", "reference",
-          "source_account")
+FIELDS = (
+    "row_id",
+    "payee_name",
+    "sort_code",
+    "account_number",
+    "amount",
+    "reference",
+    "source_account",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +62,13 @@ class BatchRow:
     @property
     def key(self) -> tuple[str, str, str, str, str]:
         """Source account, creditor sort code and account number, amount, reference."""
-        return (self.source_account, self.sort_code, self.account_number, self.amount,
-                self.reference)
+        return (
+            self.source_account,
+            self.sort_code,
+            self.account_number,
+            self.amount,
+            self.reference,
+        )
 
 
 def make_rows(trial: int, count: int, *, payees: int = 20, tag: str = "T") -> list[BatchRow]:
@@ -70,21 +82,21 @@ def make_rows(trial: int, count: int, *, payees: int = 20, tag: str = "T") -> li
     rows = []
     for i in range(count):
         payee = i % payees
-        rows.append(BatchRow(
-            row_id=f"{tag}{trial:02d}-{i:04d}",
-            payee_name=f"Payee {tag}{trial:02d} {payee:03d}",
-            sort_code=f"20{tag_number:02d}{trial % 100:02d}",
-            account_number=f"5{trial % 100:02d}{payee:05d}",
-            amount=f"{10 + (i * 7919) % 990}.{(i * 37) % 100:02d}",
-            reference=f"{tag}{trial:02d}-{i:04d}",
-            source_account=ACCOUNTS[i % len(ACCOUNTS)],
-        ))
+        rows.append(
+            BatchRow(
+                row_id=f"{tag}{trial:02d}-{i:04d}",
+                payee_name=f"Payee {tag}{trial:02d} {payee:03d}",
+                sort_code=f"20{tag_number:02d}{trial % 100:02d}",
+                account_number=f"5{trial % 100:02d}{payee:05d}",
+                amount=f"{10 + (i * 7919) % 990}.{(i * 37) % 100:02d}",
+                reference=f"{tag}{trial:02d}-{i:04d}",
+                source_account=ACCOUNTS[i % len(ACCOUNTS)],
+            )
+        )
     return rows
 
 
-def write_batch(
-    path: Path, rows: Iterable[BatchRow], *, fields: Sequence[str] = FIELDS
-) -> Path:
+def write_batch(path: Path, rows: Iterable[BatchRow], *, fields: Sequence[str] = FIELDS) -> Path:
     """Write ``rows`` as a payrun CSV batch with ``fields`` as its columns (all by default)."""
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
@@ -128,21 +140,38 @@ def run_args(batch: Path, ledger: Path, *extra: str) -> list[str]:
     It runs ``_payrun_after_kill.py``: ``python -m payrun``, giving the bank 1 s rather than
     60 after a killed run (these banks answer within 40 ms).
     """
-    return [sys.executable, str(AFTER_KILL), "run", str(batch), "--ledger", str(ledger),
-            "--no-confirm-payees", *extra]
+    return [
+        sys.executable,
+        str(AFTER_KILL),
+        "run",
+        str(batch),
+        "--ledger",
+        str(ledger),
+        "--no-confirm-payees",
+        *extra,
+    ]
 
 
-def start_run(sandbox: RunningSandbox, batch: Path, ledger: Path, *extra: str,
-              cwd: Path | None = None, env: dict[str, str] | None = None,
-              ) -> subprocess.Popen[str]:
+def start_run(
+    sandbox: RunningSandbox,
+    batch: Path,
+    ledger: Path,
+    *extra: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[str]:
     """Start `payrun run` in its own process group; stdout and stderr are captured.
 
     ``env`` adds to (or replaces) the variables ``run_env`` gives it, such as HOME.
     """
     return subprocess.Popen(
-        run_args(batch, ledger, *extra), env={**run_env(sandbox), **(env or {})},
+        run_args(batch, ledger, *extra),
+        env={**run_env(sandbox), **(env or {})},
         cwd=cwd or batch.parent,
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
     )
 
@@ -158,12 +187,15 @@ class Finished:
 
     def describe(self) -> str:
         """Everything needed to understand a failing run."""
-        return (f"exit {self.returncode} after {self.seconds:.2f}s\n--- stdout ---\n"
-                f"{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-4000:]}")
+        return (
+            f"exit {self.returncode} after {self.seconds:.2f}s\n--- stdout ---\n"
+            f"{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-4000:]}"
+        )
 
 
-def finish(process: subprocess.Popen[str], started: float,
-           timeout: float = RUN_TIMEOUT_S) -> Finished:
+def finish(
+    process: subprocess.Popen[str], started: float, timeout: float = RUN_TIMEOUT_S
+) -> Finished:
     """Wait for ``process``; kill its whole group and fail loudly if it hangs."""
     try:
         stdout, stderr = process.communicate(timeout=timeout)
@@ -175,8 +207,14 @@ def finish(process: subprocess.Popen[str], started: float,
     return Finished(process.returncode, stdout, stderr, time.monotonic() - started)
 
 
-def run(sandbox: RunningSandbox, batch: Path, ledger: Path, *extra: str,
-        timeout: float = RUN_TIMEOUT_S, env: dict[str, str] | None = None) -> Finished:
+def run(
+    sandbox: RunningSandbox,
+    batch: Path,
+    ledger: Path,
+    *extra: str,
+    timeout: float = RUN_TIMEOUT_S,
+    env: dict[str, str] | None = None,
+) -> Finished:
     """Run `payrun run` to the end (``env`` as for ``start_run``)."""
     started = time.monotonic()
     return finish(start_run(sandbox, batch, ledger, *extra, env=env), started, timeout)
@@ -209,8 +247,10 @@ def _money(text: str) -> str:
 
 def account_urls(sandbox: RunningSandbox) -> dict[str, str]:
     """'SORTCODE ACCOUNTNUMBER' -> account URL, for every sandbox account."""
-    return {f"{a.sort_code} {a.account_number}": f"/v0/bank/accounts/{a.id}"
-            for a in list(sandbox.state.accounts.values())}
+    return {
+        f"{a.sort_code} {a.account_number}": f"/v0/bank/accounts/{a.id}"
+        for a in list(sandbox.state.accounts.values())
+    }
 
 
 def ledger_rows(ledger: Path) -> list[dict[str, Any]]:
@@ -227,8 +267,9 @@ PAID = ("submitted", "delivered")
 """Ledger statuses of a row whose payment was created and submitted."""
 
 
-def exactly_once_problems(sandbox: RunningSandbox, rows: Sequence[BatchRow],
-                          ledger: Path) -> list[str]:
+def exactly_once_problems(
+    sandbox: RunningSandbox, rows: Sequence[BatchRow], ledger: Path
+) -> list[str]:
     """Everything that breaks "every row: one payment, one submission, recorded"; [] if none."""
     return [*bank_problems(sandbox, rows), *ledger_problems(sandbox, rows, ledger)]
 
@@ -241,25 +282,43 @@ def bank_problems(sandbox: RunningSandbox, rows: Sequence[BatchRow]) -> list[str
     """
     problems: list[str] = []
     accounts = account_urls(sandbox)
-    wanted = {(accounts[r.source_account], r.sort_code, r.account_number, _money(r.amount),
-               r.reference): r for r in rows}
+    wanted = {
+        (
+            accounts[r.source_account],
+            r.sort_code,
+            r.account_number,
+            _money(r.amount),
+            r.reference,
+        ): r
+        for r in rows
+    }
     references = {r.reference for r in rows}
     seen: set[tuple[str, ...]] = set()
     for group in stats(sandbox)["payments"]:
         if group["reference"] not in references:
             continue
-        key = (group["account_url"], group["sort_code"], group["account_number"],
-               _money(group["amount"]), group["reference"])
+        key = (
+            group["account_url"],
+            group["sort_code"],
+            group["account_number"],
+            _money(group["amount"]),
+            group["reference"],
+        )
         row = wanted.get(key)
         if row is None:
             problems.append(f"bank payment group matching no row: {group}")
             continue
         seen.add(key)
         if group["payments"] != 1 or group["submissions"] != 1:
-            problems.append(f"row {row.row_id}: {group['payments']} payment(s), "
-                            f"{group['submissions']} submission(s) at the bank: {group}")
-    problems.extend(f"row {row.row_id}: no payment at the bank"
-                    for key, row in wanted.items() if key not in seen)
+            problems.append(
+                f"row {row.row_id}: {group['payments']} payment(s), "
+                f"{group['submissions']} submission(s) at the bank: {group}"
+            )
+    problems.extend(
+        f"row {row.row_id}: no payment at the bank"
+        for key, row in wanted.items()
+        if key not in seen
+    )
     return problems
 
 
@@ -283,8 +342,10 @@ def ledger_problems(sandbox: RunningSandbox, rows: Sequence[BatchRow], ledger: P
             if payment is None or payment.reference != row.reference:
                 problems.append(f"{label}: {record['payment_url']} is not this row's payment")
             elif list(payment.submission_ids) != [_last_part(record["submission_url"])]:
-                problems.append(f"{label}: submission {record['submission_url']} vs the bank's"
-                                f" {payment.submission_ids}")
+                problems.append(
+                    f"{label}: submission {record['submission_url']} vs the bank's"
+                    f" {payment.submission_ids}"
+                )
     return problems
 
 
@@ -292,8 +353,9 @@ def _last_part(url: str) -> str:
     return url.rstrip("/").rsplit("/", 1)[-1]
 
 
-def assert_exactly_once(sandbox: RunningSandbox, rows: Sequence[BatchRow], ledger: Path,
-                        context: str = "") -> None:
+def assert_exactly_once(
+    sandbox: RunningSandbox, rows: Sequence[BatchRow], ledger: Path, context: str = ""
+) -> None:
     """Fail with every problem listed unless each row was paid exactly once and recorded."""
     problems = exactly_once_problems(sandbox, rows, ledger)
     assert not problems, f"{context}\n" + "\n".join(problems[:40])
@@ -326,8 +388,10 @@ def error_answer(status: int, title: str) -> Callable[[Any, Any, Any], Awaitable
     body = json.dumps({"errors": [{"status": str(status), "title": title}]}).encode()
 
     async def answer(scope: Any, receive: Any, send: Any) -> None:
-        headers = [(b"content-type", b"application/json"),
-                   (b"content-length", str(len(body)).encode())]
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
@@ -356,13 +420,15 @@ def refuse(
     return lambda: monkeypatch.setattr(bank.app, "_serve_api", serve_api)
 
 
-def return_submission(sandbox: RunningSandbox, submission_url: str,
-                      reason: str = "account-closed") -> None:
+def return_submission(
+    sandbox: RunningSandbox, submission_url: str, reason: str = "account-closed"
+) -> None:
     """The payee's bank returns a payment: ``/__sandbox/submissions/{ps}/return`` (a
     processing submission is delivered first, so the events say delivered, then returned)."""
     ps = submission_url.rstrip("/").rsplit("/", 1)[-1]
-    httpx.post(f"{sandbox.base_url}/__sandbox/submissions/{ps}/return", json={"reason": reason},
-               timeout=30).raise_for_status()
+    httpx.post(
+        f"{sandbox.base_url}/__sandbox/submissions/{ps}/return", json={"reason": reason}, timeout=30
+    ).raise_for_status()
 
 
 Rewrite = Callable[[str, str, int, bytes], "tuple[int, bytes] | None"]

@@ -466,12 +466,19 @@ async def test_payees_follow_next_links() -> None:
             "country-code": "GB",
         }
 
-    cop = {"cop-request-url": "/v0/cop-requests/cp.2",
-           "account": {"secondary-reference-data": "ROLL 7"}}
+    cop = {
+        "cop-request-url": "/v0/cop-requests/cp.2",
+        "account": {"secondary-reference-data": "ROLL 7"},
+    }
     pages = [
         _ok({"payees": [payee(0), payee(1)], "links": {"next": f"{lp}/bank/payees?page[after]=x"}}),
-        _ok({"payees": [{**payee(2), "cop-request-url": "/v0/cop-requests/cp.2"}],
-             "links": {"prev": "p", "next": None}, "included": {"cop-requests": [cop]}}),
+        _ok(
+            {
+                "payees": [{**payee(2), "cop-request-url": "/v0/cop-requests/cp.2"}],
+                "links": {"prev": "p", "next": None},
+                "included": {"cop-requests": [cop]},
+            }
+        ),
     ]
     rec = _Recorder(*pages)
     async with _bank(rec) as bank:
@@ -566,8 +573,12 @@ async def test_payments_listing_reads_the_latest_submission_status_from_included
     """The included latest submissions give each payment its submission's status."""
     paid = {**_payment(), "latest-submission-url": "/v0/submissions/ps.1"}
     unpaid = {**_payment(), "payment-url": "/v0/payments/pm.2"}
-    included = {"submissions": [{"submission-url": "/v0/submissions/ps.1",
-                                 "submission-status": "failed"}, "not an object"]}
+    included = {
+        "submissions": [
+            {"submission-url": "/v0/submissions/ps.1", "submission-status": "failed"},
+            "not an object",
+        ]
+    }
     rec = _Recorder(_ok({"payments": [paid, unpaid], "links": {}, "included": included}))
     since = datetime(2026, 11, 21, 9, 59, tzinfo=UTC)
     async with _bank(rec) as bank:
@@ -985,8 +996,13 @@ async def test_an_echoed_key_is_masked_after_decoding(spelled: str, status: int)
     """The key in an error's detail or code, JSON-escaped any way: *** in the message,
     detail and code, even where the detail is cut at 300 characters."""
     body = (
-        '{"errors": [{"title": "Bad", "code": "' + spelled + '", "detail": "'
-        + "x" * 285 + " " + spelled + '"}]}'
+        '{"errors": [{"title": "Bad", "code": "'
+        + spelled
+        + '", "detail": "'
+        + "x" * 285
+        + " "
+        + spelled
+        + '"}]}'
     )
     rec = _Recorder(httpx.Response(status, content=body.encode()))
     async with _odd_bank(rec) as bank:

@@ -215,8 +215,12 @@ async def test_urgent_waiters_go_first_and_each_queue_keeps_its_order() -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(holder)
             await anyio.wait_all_tasks_blocked()
-            for name, urgent in [("create1", False), ("submit1", True), ("create2", False),
-                                 ("submit2", True)]:
+            for name, urgent in [
+                ("create1", False),
+                ("submit1", True),
+                ("create2", False),
+                ("submit2", True),
+            ]:
                 tg.start_soon(functools.partial(request, name, urgent=urgent))
                 await anyio.wait_all_tasks_blocked()
             release.set()

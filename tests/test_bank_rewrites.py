@@ -208,8 +208,13 @@ def _bound_to_its_payee(
     (insufficient funds, exit 1): the ledger binds the row to that payee, nothing paid."""
     batch = write_batch(tmp_path / "b.csv", [PLAIN])
     ledger = tmp_path / "b.ledger.sqlite"
-    stop = refuse(bank, monkeypatch, 422, "insufficient-funds",
-                  lambda method, path: method == "POST" and path.endswith("/payments"))
+    stop = refuse(
+        bank,
+        monkeypatch,
+        422,
+        "insufficient-funds",
+        lambda method, path: method == "POST" and path.endswith("/payments"),
+    )
     assert run(bank, batch, ledger).returncode == 1
     stop()
     return batch, ledger
@@ -231,9 +236,14 @@ def test_a_payee_deactivated_after_an_earlier_run_is_looked_up_again(
     assert row["status"] == "failed" and "add them again in the bank's app" in row["error"], row
     with _api(bank) as api:  # the fix the message asks for, made in the bank's app
         owner = api.get(old_payee).json()["legal-person-url"]
-        api.post(f"{owner}/bank/payees", json={
-            "account-holder": PLAIN.payee_name, "account-number": PLAIN.account_number,
-            "bank-id": PLAIN.sort_code}).raise_for_status()
+        api.post(
+            f"{owner}/bank/payees",
+            json={
+                "account-holder": PLAIN.payee_name,
+                "account-number": PLAIN.account_number,
+                "bank-id": PLAIN.sort_code,
+            },
+        ).raise_for_status()
     assert run(bank, batch, ledger).returncode == 0
     [row] = ledger_rows(ledger)
     assert row["status"] == "submitted" and row["payee_url"] != old_payee
@@ -277,9 +287,14 @@ def test_a_row_bound_to_a_payee_deactivated_since_takes_the_payee_added_again(
     with _api(bank) as api:
         api.patch(old_payee, json={"payee-status": "deactivated"}).raise_for_status()
         owner = api.get(old_payee).json()["legal-person-url"]
-        api.post(f"{owner}/bank/payees", json={
-            "account-holder": PLAIN.payee_name, "account-number": PLAIN.account_number,
-            "bank-id": PLAIN.sort_code}).raise_for_status()
+        api.post(
+            f"{owner}/bank/payees",
+            json={
+                "account-holder": PLAIN.payee_name,
+                "account-number": PLAIN.account_number,
+                "bank-id": PLAIN.sort_code,
+            },
+        ).raise_for_status()
     assert run(bank, batch, ledger, "--dry-run").returncode == 0
     assert run(bank, batch, ledger).returncode == 0
     [row] = ledger_rows(ledger)
@@ -295,8 +310,9 @@ def test_a_payee_deactivated_after_its_payment_was_created_says_what_works(
     ledger = tmp_path / "b.ledger.sqlite"
     assert run(bank, batch, ledger, "--create-only").returncode == 0
     with _api(bank) as api:
-        api.patch(ledger_rows(ledger)[0]["payee_url"],
-                  json={"payee-status": "deactivated"}).raise_for_status()
+        api.patch(
+            ledger_rows(ledger)[0]["payee_url"], json={"payee-status": "deactivated"}
+        ).raise_for_status()
     assert run(bank, batch, ledger).returncode == 1
     [row] = ledger_rows(ledger)
     assert row["status"] == "failed" and "payee-deactivated" in row["error"], row

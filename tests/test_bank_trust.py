@@ -104,9 +104,15 @@ FOREIGN = pytest.mark.parametrize(
     "form", ["other-host", "other-port", "scheme-relative", "backslash-userinfo"]
 )
 
-ROW = BatchRow(row_id="R1", payee_name="Ann Payee", sort_code="201234",
-               account_number="55501234", amount="125.00", reference="JUNE-1",
-               source_account="040004 30000001")
+ROW = BatchRow(
+    row_id="R1",
+    payee_name="Ann Payee",
+    sort_code="201234",
+    account_number="55501234",
+    amount="125.00",
+    reference="JUNE-1",
+    source_account="040004 30000001",
+)
 
 
 def _is_list_of(path: str, name: str) -> bool:
@@ -132,8 +138,11 @@ def _one_line_error(finished: Finished) -> None:
 
 @FOREIGN
 def test_a_foreign_next_link_is_a_bank_error_and_never_followed(
-    bank: RunningSandbox, tmp_path: Path, elsewhere: tuple[list[str], dict[str, str]],
-    monkeypatch: pytest.MonkeyPatch, form: str,
+    bank: RunningSandbox,
+    tmp_path: Path,
+    elsewhere: tuple[list[str], dict[str, str]],
+    monkeypatch: pytest.MonkeyPatch,
+    form: str,
 ) -> None:
     """A payments list whose links.next points at another origin: exit 3 on one line
     naming it, nothing created, and the server there receives nothing."""
@@ -156,8 +165,11 @@ def test_a_foreign_next_link_is_a_bank_error_and_never_followed(
 
 @FOREIGN
 def test_a_foreign_payment_url_is_never_called_nor_stored(
-    bank: RunningSandbox, tmp_path: Path, elsewhere: tuple[list[str], dict[str, str]],
-    monkeypatch: pytest.MonkeyPatch, form: str,
+    bank: RunningSandbox,
+    tmp_path: Path,
+    elsewhere: tuple[list[str], dict[str, str]],
+    monkeypatch: pytest.MonkeyPatch,
+    form: str,
 ) -> None:
     """The create answer names a payment on another origin: nothing goes there, the ledger
     never holds it, and this run and the next pay the row once (found by its own URL)."""
@@ -185,7 +197,9 @@ def test_a_foreign_payment_url_is_never_called_nor_stored(
 
 @FOREIGN
 def test_a_foreign_payment_url_left_in_the_ledger_is_never_called(
-    bank: RunningSandbox, tmp_path: Path, elsewhere: tuple[list[str], dict[str, str]],
+    bank: RunningSandbox,
+    tmp_path: Path,
+    elsewhere: tuple[list[str], dict[str, str]],
     form: str,
 ) -> None:
     """A ledger from an older run holds a payment URL on another origin: the rerun sends
@@ -240,8 +254,10 @@ def _spellings(key: str) -> dict[str, str]:
         "slash": plain.replace("/", "\\/"),
         "all-u": "".join(f"\\u{ord(c):04x}" for c in key),
         "all-U-hex": "".join(f"\\u{ord(c):04X}" for c in key),
-        "mixed": "".join(f"\\u{ord(c):04x}" if i % 2 else json.dumps(c)[1:-1].replace("/", "\\/")
-                         for i, c in enumerate(key)),
+        "mixed": "".join(
+            f"\\u{ord(c):04x}" if i % 2 else json.dumps(c)[1:-1].replace("/", "\\/")
+            for i, c in enumerate(key)
+        ),
     }
 
 
@@ -258,8 +274,11 @@ def test_an_echoed_key_is_masked_in_every_spelling_everywhere(
     """A 422 whose detail echoes the key (JSON-escaped this way): stderr, the JSON log, the
     ledger's error column, `payrun report` and its JSON show *** and never the key."""
     echoed = _spellings(KEY)[spelling]
-    refusal = ('{"errors": [{"title": "Invalid request", "detail": "key ' + echoed
-               + ' is not allowed here"}]}').encode()
+    refusal = (
+        '{"errors": [{"title": "Invalid request", "detail": "key '
+        + echoed
+        + ' is not allowed here"}]}'
+    ).encode()
 
     serve_api = bank.app._serve_api  # noqa: SLF001 - the server's own request handler
 
@@ -267,8 +286,10 @@ def test_an_echoed_key_is_masked_in_every_spelling_everywhere(
         if not (scope["method"] == "POST" and _is_list_of(scope["path"], "payments")):
             await serve_api(scope, receive, send)
             return
-        headers = [(b"content-type", b"application/json"),
-                   (b"content-length", str(len(refusal)).encode())]
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(refusal)).encode()),
+        ]
         await send({"type": "http.response.start", "status": 422, "headers": headers})
         await send({"type": "http.response.body", "body": refusal})
 
@@ -283,7 +304,11 @@ def test_an_echoed_key_is_masked_in_every_spelling_everywhere(
     for fmt in ("csv", "json"):
         report = subprocess.run(
             [sys.executable, "-m", "payrun", "report", str(ledger), "--format", fmt],
-            env=run_env(bank), capture_output=True, text=True, timeout=60, check=False,
+            env=run_env(bank),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         outputs.append(report.stdout + report.stderr)
     outputs.append((tmp_path / "r.csv").read_text(encoding="utf-8"))
@@ -355,11 +380,14 @@ def test_a_base_url_that_redirects_is_a_configuration_error(
 ) -> None:
     """A 301 from /v0/index: exit 2 (fix the base URL), not 3 (run again)."""
     rewrite_answers(
-        bank, monkeypatch, lambda m, p, s, b: (301, b"") if p == "/v0/index" else None,
+        bank,
+        monkeypatch,
+        lambda m, p, s, b: (301, b"") if p == "/v0/index" else None,
         headers=lambda m, p: [(b"location", b"https://elsewhere.test/v0/index")],
     )
-    finished = run(bank, write_batch(tmp_path / "b.csv", make_rows(1, 1)),
-                   tmp_path / "b.ledger.sqlite")
+    finished = run(
+        bank, write_batch(tmp_path / "b.csv", make_rows(1, 1)), tmp_path / "b.ledger.sqlite"
+    )
     assert finished.returncode == 2, finished.describe()
     _one_line_error(finished)
     assert "PAYRUN_BASE_URL" in finished.stdout + finished.stderr, finished.describe()

@@ -123,12 +123,14 @@ def test_run_pays_every_row_once_and_rerun_pays_nothing(
         assert re.search(rf"{table}\n  submitted +4 rows +£ +400\.00\n", out), out
     with sqlite3.connect(ledger) as db:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        recorded = db.execute("SELECT file_path, expect_count, expect_total, started_at,"
-                              " ended_at FROM batch").fetchone()  # fmt: skip
+        recorded = db.execute(
+            "SELECT file_path, expect_count, expect_total, started_at, ended_at FROM batch"
+        ).fetchone()
     assert recorded[:3] == (str(batch.resolve()), 4, "400.00") and all(recorded[3:]), recorded
     assert main(["report", str(ledger)]) == 0
     assert capsys.readouterr().out.lstrip("\ufeff").splitlines()[0] == (
-        "row,row_id,payee_name,amount,reference,status,payment_url,submission_url,error")
+        "row,row_id,payee_name,amount,reference,status,payment_url,submission_url,error"
+    )
     rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
     assert [r["status"] for r in rows] == ["submitted"] * 4
     assert all(r["payment_url"] and r["submission_url"] for r in rows)
@@ -158,7 +160,8 @@ def test_dry_run_creates_nothing(
     report_path = tmp_path / "r.csv"
     assert main(["run", str(batch), "--dry-run", "--report", str(report_path)]) == 0
     assert f"a dry run writes no report: {report_path} is left as it was" in (
-        capsys.readouterr().err)
+        capsys.readouterr().err
+    )
     assert not report_path.exists()
 
 
@@ -233,7 +236,12 @@ def test_a_terminal_without_pound_signs_gets_question_marks_not_a_crash(
     env = {**os.environ, "PYTHONIOENCODING": "ascii"}
     done = subprocess.run(
         [sys.executable, "-m", "payrun", "run", str(batch), "--no-confirm-payees"],
-        capture_output=True, text=True, encoding="ascii", errors="strict", env=env, timeout=120,
+        capture_output=True,
+        text=True,
+        encoding="ascii",
+        errors="strict",
+        env=env,
+        timeout=120,
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -263,9 +271,12 @@ def test_run_help_states_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> N
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    for words in ("Exit 0 when every valid row was submitted",
-                  "1 when some rows are invalid, held, failed, returned or rejected",
-                  "2 for a usage", "3 when interrupted or incomplete"):
+    for words in (
+        "Exit 0 when every valid row was submitted",
+        "1 when some rows are invalid, held, failed, returned or rejected",
+        "2 for a usage",
+        "3 when interrupted or incomplete",
+    ):
         assert words in out, out
 
 
@@ -312,8 +323,18 @@ def test_payrun_report_onto_its_own_ledger_is_refused(
     file: exit 2, both files as they were."""
     start_bank()
     ledger = tmp_path / "l.json"
-    assert main(["run", str(write_batch(tmp_path / "pay.csv", EMPLOYEES)), "--ledger",
-                 str(ledger), "--create-only"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "run",
+                str(write_batch(tmp_path / "pay.csv", EMPLOYEES)),
+                "--ledger",
+                str(ledger),
+                "--create-only",
+            ]
+        )
+        == 0
+    )
     before = ledger.read_bytes()
     capsys.readouterr()
     assert main(["report", str(ledger), "-o", str(ledger)]) == 2
@@ -365,11 +386,18 @@ def test_a_closed_output_pipe_never_stops_a_run(
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
     ledger = tmp_path / "pay.sqlite"
     with closed_pipe() as gone:
-        stdout, stderr = (gone if name in closed else subprocess.PIPE for name in ("stdout",
-                                                                                   "stderr"))
+        stdout, stderr = (
+            gone if name in closed else subprocess.PIPE for name in ("stdout", "stderr")
+        )
         done = subprocess.run(
-            run_args(batch, ledger), env=run_env(bank), stdin=subprocess.DEVNULL, stdout=stdout,
-            stderr=stderr, text=True, timeout=RUN_TIMEOUT_S, check=False,
+            run_args(batch, ledger),
+            env=run_env(bank),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+            check=False,
         )
     assert done.returncode == 0, done.stderr
     assert "stderr" in closed or ("Broken" not in done.stderr and "error" not in done.stderr)
@@ -388,9 +416,21 @@ def test_report_into_a_closed_pipe_ends_quietly(
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a shell's buffering
     with closed_pipe() as gone:
         done = subprocess.run(
-            [sys.executable, "-m", "payrun", "report", str(tmp_path / "pay.csv.ledger.sqlite"),
-             "--format", fmt],
-            env=env, stdout=gone, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+            [
+                sys.executable,
+                "-m",
+                "payrun",
+                "report",
+                str(tmp_path / "pay.csv.ledger.sqlite"),
+                "--format",
+                fmt,
+            ],
+            env=env,
+            stdout=gone,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
         )
     assert (done.returncode, done.stderr) == (0, "")
 
@@ -413,7 +453,11 @@ def test_report_onto_a_full_disk_or_into_a_folder_says_so(
         with Path("/dev/full" if full else os.devnull).open("wb") as stdout:
             done = subprocess.run(
                 [sys.executable, "-m", "payrun", "report", ledger, *extra],
-                stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+                stdout=stdout,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=60,
+                check=False,
             )
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and said in lines[0], done.stderr
@@ -617,7 +661,9 @@ def test_a_symlink_pointed_at_another_batch_is_not_called_changed(
 
 
 def test_an_older_ledger_keeping_a_password_in_its_bank_address_is_resumed_and_cleaned(
-    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A ledger an older payrun bound to http://ops:hunter2@host (accepted then, refused
@@ -674,8 +720,10 @@ def test_a_business_payee_without_business_words_is_confirmed_as_business_and_pa
     bank says the name matches, not the account type, so payrun asks again as business and
     pays (no hold); an unknown account is held saying to check the account details."""
     bank = start_bank()
-    batch = write_batch(tmp_path / "pay.csv", [("Bluebell Florists", "400530", "98409753"),
-                                               ("Unknown Person", "112233", "99999999")])
+    batch = write_batch(
+        tmp_path / "pay.csv",
+        [("Bluebell Florists", "400530", "98409753"), ("Unknown Person", "112233", "99999999")],
+    )
     assert main(["run", str(batch)]) == 1
     rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
     assert rows[0]["status"] == "submitted", rows[0]
@@ -689,8 +737,9 @@ def test_the_summary_lists_unpaid_rows_apart_and_shows_a_tab_escaped(
     """An invalid row whose name holds a tab is listed under its own heading, not under the
     last account's table, with the tab shown as \\t (one line per row)."""
     start_bank()
-    batch = write_batch(tmp_path / "pay.csv", [("Charlie\tWood", "309089", "00705473"),
-                                               EMPLOYEES[0]])
+    batch = write_batch(
+        tmp_path / "pay.csv", [("Charlie\tWood", "309089", "00705473"), EMPLOYEES[0]]
+    )
     assert main(["run", str(batch)]) == 1
     lines = capsys.readouterr().out.splitlines()
     heading = lines.index("rows to look at (all accounts):")
@@ -798,8 +847,13 @@ def test_a_bank_busy_creating_payees_leaves_rows_to_run_again_not_failed(
     """Every payee create answered 429 (retries spent): rows stay pending, exit 3 (run
     again), not failed; once the bank lets payees in, the same command pays them once."""
     bank = start_bank()
-    restore = refuse(bank, monkeypatch, 429, "too-many-requests",
-                     lambda method, path: method == "POST" and path.endswith("/payees"))
+    restore = refuse(
+        bank,
+        monkeypatch,
+        429,
+        "too-many-requests",
+        lambda method, path: method == "POST" and path.endswith("/payees"),
+    )
     new_payees = EMPLOYEES[2:]  # not payees yet: each needs a create
     batch = write_batch(tmp_path / "pay.csv", new_payees)
     ledger = tmp_path / "pay.csv.ledger.sqlite"
@@ -829,8 +883,11 @@ def test_payments_approved_in_the_bank_app_are_recorded_not_submitted_again(
     headers = {"Authorization": f"ServiceAPIKey {bank.api_key}"}
     approved = {}
     for row in created[:2]:  # what the second person does in the bank's app
-        answer = httpx.post(f"{bank.base_url}{row['payment_url']}/submissions",
-                            json={"payment-scheme": "fps"}, headers=headers)
+        answer = httpx.post(
+            f"{bank.base_url}{row['payment_url']}/submissions",
+            json={"payment-scheme": "fps"},
+            headers=headers,
+        )
         answer.raise_for_status()
         approved[row["row"]] = answer.json()["submission-url"]
 
@@ -858,8 +915,13 @@ def test_a_payment_whose_submissions_cannot_be_read_does_not_stop_the_rerun(
     ledger = tmp_path / "pay.csv.ledger.sqlite"
     assert main(["run", str(batch), "--create-only"]) == 0
     unreadable = report(ledger, capsys)[0]["payment_url"] + "/submissions"
-    refuse(bank, monkeypatch, 404, "not-found",
-           lambda method, path: method == "GET" and path == unreadable)
+    refuse(
+        bank,
+        monkeypatch,
+        404,
+        "not-found",
+        lambda method, path: method == "GET" and path == unreadable,
+    )
     assert main(["run", str(batch)]) == 0, capsys.readouterr()
     assert {r["status"] for r in report(ledger, capsys)} == {"submitted"}
     assert all(g["payments"] == 1 and g["submissions"] == 1 for g in payment_groups(bank))
@@ -909,11 +971,17 @@ def test_an_approval_is_found_through_the_payment_when_its_submissions_cannot_be
     assert main(["run", str(batch), "--create-only"]) == 0
     payment_url = report(ledger, capsys)[0]["payment_url"]
     headers = {"Authorization": f"ServiceAPIKey {bank.api_key}"}
-    approved = httpx.post(f"{bank.base_url}{payment_url}/submissions",
-                          json={"payment-scheme": "fps"}, headers=headers)
+    approved = httpx.post(
+        f"{bank.base_url}{payment_url}/submissions", json={"payment-scheme": "fps"}, headers=headers
+    )
     approved.raise_for_status()
-    refuse(bank, monkeypatch, 404, "not-found",
-           lambda method, path: method == "GET" and path == payment_url + "/submissions")
+    refuse(
+        bank,
+        monkeypatch,
+        404,
+        "not-found",
+        lambda method, path: method == "GET" and path == payment_url + "/submissions",
+    )
     assert main(["run", str(batch)]) == 0, capsys.readouterr()
     rows = report(ledger, capsys)
     assert rows[0]["submission_url"] == approved.json()["submission-url"]
@@ -933,8 +1001,11 @@ def test_a_payment_rejected_in_the_bank_app_ends_rejected_and_is_left_alone(
     assert main(["run", str(batch), "--create-only"]) == 0
     first = report(ledger, capsys)[0]
     headers = {"Authorization": f"ServiceAPIKey {bank.api_key}"}
-    httpx.patch(f"{bank.base_url}{first['payment_url']}", json={"rejection-reason": "wrong"},
-                headers=headers).raise_for_status()
+    httpx.patch(
+        f"{bank.base_url}{first['payment_url']}",
+        json={"rejection-reason": "wrong"},
+        headers=headers,
+    ).raise_for_status()
 
     for _ in range(2):
         assert main(["run", str(batch)]) == 1
@@ -960,10 +1031,16 @@ def test_a_create_only_rerun_records_approvals_and_rejections_and_submits_nothin
     assert main(["run", str(batch), "--create-only"]) == 0
     created = report(ledger, capsys)
     headers = {"Authorization": f"ServiceAPIKey {bank.api_key}"}
-    httpx.patch(f"{bank.base_url}{created[1]['payment_url']}", json={"rejection-reason": "no"},
-                headers=headers).raise_for_status()
-    answer = httpx.post(f"{bank.base_url}{created[2]['payment_url']}/submissions",
-                        json={"payment-scheme": "fps"}, headers=headers)
+    httpx.patch(
+        f"{bank.base_url}{created[1]['payment_url']}",
+        json={"rejection-reason": "no"},
+        headers=headers,
+    ).raise_for_status()
+    answer = httpx.post(
+        f"{bank.base_url}{created[2]['payment_url']}/submissions",
+        json={"payment-scheme": "fps"},
+        headers=headers,
+    )
     answer.raise_for_status()
 
     assert main(["run", str(batch), "--dry-run"]) == 1  # the dry run sees both, as a run will
@@ -1028,8 +1105,10 @@ def test_wait_on_a_rerun_reads_the_events_since_the_batch_began(
         earlier = event.created_at - timedelta(minutes=10)
         events[key] = dataclasses.replace(event, created_at=earlier)
     with sqlite3.connect(ledger) as db:
-        db.execute("UPDATE batch SET started_at = ?",
-                   ((datetime.now(UTC) - timedelta(minutes=15)).isoformat(),))
+        db.execute(
+            "UPDATE batch SET started_at = ?",
+            ((datetime.now(UTC) - timedelta(minutes=15)).isoformat(),),
+        )
     before = len(events)
     started = time.monotonic()
     assert main(["run", str(batch), "--wait"]) == 0
@@ -1210,7 +1289,9 @@ def test_several_matching_payments_need_attention_and_nothing_is_guessed(
 
 
 def test_dry_run_checks_rows_cut_off_mid_create_with_the_bank(
-    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Rows left 'creating' by a killed run: the dry run looks at the bank's payments as the
@@ -1275,8 +1356,9 @@ def test_dry_run_checks_rows_cut_off_mid_create_with_the_bank(
     assert "would pay 1 row," in capsys.readouterr().out
 
 
-def _first_create_slow(bank: RunningSandbox, monkeypatch: pytest.MonkeyPatch,
-                       delay: float, *, every: bool = False) -> list[str]:
+def _first_create_slow(
+    bank: RunningSandbox, monkeypatch: pytest.MonkeyPatch, delay: float, *, every: bool = False
+) -> list[str]:
     """The bank receives the first create (``every`` create) whole, then makes the payment
     ``delay`` s later (payrun may have stopped waiting by then). The list gets "started"
     when a slow create arrives and "made" once its payment is made."""
@@ -1307,7 +1389,9 @@ def _first_create_slow(bank: RunningSandbox, monkeypatch: pytest.MonkeyPatch,
 
 
 def test_a_create_the_bank_finishes_after_the_timeout_is_found_not_made_again(
-    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The bank takes longer than payrun waits for a create, and makes the payment after
@@ -1329,7 +1413,9 @@ def test_a_create_the_bank_finishes_after_the_timeout_is_found_not_made_again(
 
 
 def test_a_rerun_right_after_ctrl_c_in_the_late_wait_still_waits_for_the_bank(
-    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Ctrl-C while payrun gives a late create time ends the run (exit 3); the same command
@@ -1368,8 +1454,9 @@ def _short_settle(monkeypatch: pytest.MonkeyPatch, *, settle: float, alive: floa
     monkeypatch.setattr(payrun.run._book, "ALIVE_SECONDS", alive)
 
 
-def _kill_while_creating(bank: RunningSandbox, batch: Path, ledger: Path, slow: list[str],
-                         creates: int, *extra: str) -> None:
+def _kill_while_creating(
+    bank: RunningSandbox, batch: Path, ledger: Path, slow: list[str], creates: int, *extra: str
+) -> None:
     """Run `payrun run` in a process of its own (``_payrun_after_kill.py``: a sign of life
     every 0.5 s) and kill -9 it once the bank has the ``creates``-th slow create in hand."""
     import signal
@@ -1377,8 +1464,11 @@ def _kill_while_creating(bank: RunningSandbox, batch: Path, ledger: Path, slow: 
     started = time.monotonic()
     process = start_run(bank, batch, ledger, *extra)
     try:
-        wait_until(lambda: slow.count("started") >= creates, RUN_TIMEOUT_S,
-                   f"create {creates} to reach the bank")
+        wait_until(
+            lambda: slow.count("started") >= creates,
+            RUN_TIMEOUT_S,
+            f"create {creates} to reach the bank",
+        )
     finally:
         kill_group(process, signal.SIGKILL)
     killed = finish(process, started)
@@ -1387,8 +1477,11 @@ def _kill_while_creating(bank: RunningSandbox, batch: Path, ledger: Path, slow: 
 
 @pytest.mark.parametrize("interrupted", [False, True], ids=["rerun", "ctrl-c-then-rerun"])
 def test_a_rerun_right_after_kill_9_waits_for_a_create_the_bank_is_still_making(
-    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch, interrupted: bool,  # noqa: FBT001
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    interrupted: bool,  # noqa: FBT001
 ) -> None:
     """kill -9 while the bank has a create in hand: nothing recorded that the request was
     on the wire. The same command run again at once gives the bank the time a live run
@@ -1422,7 +1515,9 @@ def test_a_rerun_right_after_kill_9_waits_for_a_create_the_bank_is_still_making(
 
 
 def test_after_kill_9_the_wait_counts_from_the_last_sign_of_life_not_from_the_intent(
-    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Intents are committed ahead (the next rows' share one commit and one time) and each
@@ -1438,8 +1533,11 @@ def test_after_kill_9_the_wait_counts_from_the_last_sign_of_life_not_from_the_in
     _kill_while_creating(bank, batch, ledger, slow, 4, *extra)
     assert slow.count("made") == 3
     assert main([*run_args(batch, ledger, *extra)[2:]]) == 0
-    wait_until(lambda: slow.count("made") == slow.count("started"), 10,
-               "every create to finish at the bank")
+    wait_until(
+        lambda: slow.count("made") == slow.count("started"),
+        10,
+        "every create to finish at the bank",
+    )
     assert [g["payments"] for g in payment_groups(bank)] == [1, 1, 1, 1]
 
 
@@ -1662,8 +1760,13 @@ def _creates_refused_429(bank: RunningSandbox, monkeypatch: pytest.MonkeyPatch) 
     """Every payment create answered 429, and retries spent at once (not a minute of waits)."""
     from payrun.bank import BankClient, RetryPolicy  # noqa: PLC0415
 
-    refuse(bank, monkeypatch, 429, "too-many-requests",
-           lambda method, path: method == "POST" and path.endswith("/payments"))
+    refuse(
+        bank,
+        monkeypatch,
+        429,
+        "too-many-requests",
+        lambda method, path: method == "POST" and path.endswith("/payments"),
+    )
     defaults = BankClient.__init__.__kwdefaults__
     assert defaults is not None
     monkeypatch.setitem(defaults, "retry", RetryPolicy.no_wait(2))
@@ -1705,7 +1808,9 @@ def test_dry_run_counts_payees_an_earlier_run_made(
 
 
 def test_dry_run_agrees_with_the_run_on_a_ledger_of_another_bank_and_on_create_only(
-    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Dry runs the real run then contradicted: on a ledger bound to the bank written
@@ -1723,8 +1828,10 @@ def test_dry_run_agrees_with_the_run_on_a_ledger_of_another_bank_and_on_create_o
     assert main(["run", str(batch)]) == 2
     monkeypatch.setenv("PAYRUN_BASE_URL", bank.base_url)
     account = next(iter(bank.state.accounts))
-    httpx.post(f"{bank.base_url}/__sandbox/accounts/{account.rsplit('/', 1)[-1]}/balance",
-               json={"value": "1.00"}).raise_for_status()  # fmt: skip
+    httpx.post(
+        f"{bank.base_url}/__sandbox/accounts/{account.rsplit('/', 1)[-1]}/balance",
+        json={"value": "1.00"},
+    ).raise_for_status()
     assert main(["run", str(batch), "--dry-run", "--create-only"]) == 0
     assert main(["run", str(batch), "--create-only"]) == 0
     assert main(["run", str(batch), "--dry-run"]) == 1  # submitting them would fail: short
@@ -1738,8 +1845,10 @@ def test_a_dry_run_with_new_payees_says_confirmation_of_payee_may_still_hold(
     start_bank()
     batch = write_batch(tmp_path / "pay.csv", [("Mia Davis", "110001", "22039287")])
     assert main(["run", str(batch), "--dry-run"]) == 0
-    said = ("everything would be paid if Confirmation of Payee matches the 1 new payee (a"
-            " close match or no match is held, not paid)")  # fmt: skip
+    said = (
+        "everything would be paid if Confirmation of Payee matches the 1 new payee (a"
+        " close match or no match is held, not paid)"
+    )
     assert capsys.readouterr().out.splitlines()[-1] == said
     assert main(["run", str(batch), "--dry-run", "--no-confirm-payees"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "everything would be paid"
@@ -1813,6 +1922,7 @@ def test_a_scheduler_closing_or_filling_a_standard_stream_changes_nothing_paid(
         batch, ledger = write_rows(tmp_path / "pay.csv", rows), tmp_path / "pay.sqlite"
         shut = {"stdin": [0], "stdout": [1], "stderr": [2], "stdout and stderr": [1, 2]}
         numbers = shut.get(closed, [])
+
         def close_them() -> None:
             for number in numbers:
                 os.close(number)
@@ -1821,10 +1931,15 @@ def test_a_scheduler_closing_or_filling_a_standard_stream_changes_nothing_paid(
         with full.open("w") as out, (tmp_path / "err").open("w") as err:
             (tmp_path / "out").touch()
             done = subprocess.run(
-                run_args(batch, ledger, "--log-format", "json"), env=run_env(bank),
-                stdin=subprocess.DEVNULL, stdout=out, stderr=err, timeout=RUN_TIMEOUT_S,
-                check=False, preexec_fn=close_them,  # noqa: PLW1509
-            )  # fmt: skip
+                run_args(batch, ledger, "--log-format", "json"),
+                env=run_env(bank),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                timeout=RUN_TIMEOUT_S,
+                check=False,
+                preexec_fn=close_them,  # noqa: PLW1509
+            )
         assert done.returncode == 0, (tmp_path / "err").read_text()
         assert_exactly_once(bank, rows, ledger, f"with {closed} closed")
     out_lines = (tmp_path / "out").read_text().splitlines()
@@ -1890,13 +2005,16 @@ def test_a_wait_timeout_that_is_not_seconds_is_a_usage_error(
     assert "not a number of seconds, 0 or more" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("args", "said"), [
-    (["", "--dry-run"], "argument BATCH: an empty path: give a file's name"),
-    (["pay.csv", "--ledger", ""], "argument --ledger: an empty path"),
-    (["pay.csv", "--report="], "argument --report: an empty path"),
-    (["pay.csv", "--api-key-file="], "argument --api-key-file: an empty path"),
-    (["pay.csv", "--expect-count", "-1"], "'-1' is not a number of rows"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["", "--dry-run"], "argument BATCH: an empty path: give a file's name"),
+        (["pay.csv", "--ledger", ""], "argument --ledger: an empty path"),
+        (["pay.csv", "--report="], "argument --report: an empty path"),
+        (["pay.csv", "--api-key-file="], "argument --api-key-file: an empty path"),
+        (["pay.csv", "--expect-count", "-1"], "'-1' is not a number of rows"),
+    ],
+)
 def test_an_empty_path_or_a_negative_count_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], said: str
 ) -> None:

@@ -135,8 +135,10 @@ def test_a_report_onto_the_batch_file_is_refused(
     before = batch_csv.read_bytes()
     code, out, err = run(["validate", str(batch_csv), "--report", str(batch_csv)], capsys)
     assert (code, out) == (2, "")
-    assert err == (f"payrun: error: the report {batch_csv} would overwrite the batch file"
-                   f" {batch_csv}: name another report file\n")
+    assert err == (
+        f"payrun: error: the report {batch_csv} would overwrite the batch file"
+        f" {batch_csv}: name another report file\n"
+    )
     assert batch_csv.read_bytes() == before
 
 
@@ -263,15 +265,18 @@ def test_subprocess_exit_codes_and_json(batch_csv: Path, tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])
-def test_output_into_a_closed_pipe_ends_quietly_with_the_verdict(
-    batch_csv: Path, fmt: str
-) -> None:
+def test_output_into_a_closed_pipe_ends_quietly_with_the_verdict(batch_csv: Path, fmt: str) -> None:
     """`payrun validate BATCH | head` with the reader gone: still exit 1, nothing on stderr."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     with closed_pipe() as gone:
         done = subprocess.run(
             [sys.executable, "-m", "payrun", "validate", str(batch_csv), "--format", fmt],
-            env=env, stdout=gone, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+            env=env,
+            stdout=gone,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
         )
     assert (done.returncode, done.stderr) == (1, "")
 

@@ -47,12 +47,20 @@ def test_a_key_file_named_from_home_is_found_without_a_shell(
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / ".payrun").mkdir()
     (tmp_path / ".payrun" / "api-key").write_text("from-home\n", encoding="utf-8")
-    settings = load_settings(environ={"PAYRUN_BASE_URL": "https://bank.example",
-                                      "PAYRUN_API_KEY_FILE": "~/.payrun/api-key"})  # fmt: skip
+    settings = load_settings(
+        environ={
+            "PAYRUN_BASE_URL": "https://bank.example",
+            "PAYRUN_API_KEY_FILE": "~/.payrun/api-key",
+        }
+    )
     assert settings.api_key == Secret("from-home")
     with pytest.raises(ConfigError, match="cannot read the API key file"):  # no such user
-        load_settings(environ={"PAYRUN_BASE_URL": "https://bank.example",
-                               "PAYRUN_API_KEY_FILE": "~nosuchuser-payrun/key"})  # fmt: skip
+        load_settings(
+            environ={
+                "PAYRUN_BASE_URL": "https://bank.example",
+                "PAYRUN_API_KEY_FILE": "~nosuchuser-payrun/key",
+            }
+        )
 
 
 def test_a_key_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
@@ -87,8 +95,9 @@ def test_bad_settings_say_what_to_do(environ: dict[str, str], message: str) -> N
 def test_a_user_name_or_password_in_the_base_url_is_refused_unshown() -> None:
     """https://user:password@host: refused (it would be kept in the ledger), never echoed."""
     with pytest.raises(ConfigError, match="has a user name or password in it") as refused:
-        load_settings(environ={"PAYRUN_BASE_URL": "https://ops:hunter2@bank.example",
-                               "PAYRUN_API_KEY": "k"})  # fmt: skip
+        load_settings(
+            environ={"PAYRUN_BASE_URL": "https://ops:hunter2@bank.example", "PAYRUN_API_KEY": "k"}
+        )
     assert "hunter2" not in str(refused.value) and "ops" not in str(refused.value)
 
 
@@ -96,8 +105,13 @@ def test_a_user_name_or_password_in_the_base_url_is_refused_unshown() -> None:
 def test_an_auth_scheme_that_is_not_one_word_is_refused_as_such(scheme: str) -> None:
     """A bad PAYRUN_AUTH_SCHEME is named as the fault (it was blamed on the key)."""
     with pytest.raises(ConfigError, match="PAYRUN_AUTH_SCHEME must be one word"):
-        load_settings(environ={"PAYRUN_BASE_URL": "https://bank.example", "PAYRUN_API_KEY": "k",
-                               "PAYRUN_AUTH_SCHEME": scheme})  # fmt: skip
+        load_settings(
+            environ={
+                "PAYRUN_BASE_URL": "https://bank.example",
+                "PAYRUN_API_KEY": "k",
+                "PAYRUN_AUTH_SCHEME": scheme,
+            }
+        )
 
 
 def test_an_oversized_key_file_or_a_device_is_refused_without_reading_it_all(
@@ -109,8 +123,12 @@ def test_an_oversized_key_file_or_a_device_is_refused_without_reading_it_all(
     big.write_bytes(b"k" * 70_000)
     for path in (big, Path("/dev/zero")):
         with pytest.raises(ConfigError, match="holds more than 65536 bytes") as refused:
-            load_settings(environ={"PAYRUN_BASE_URL": "https://bank.example",
-                                   "PAYRUN_API_KEY_FILE": str(path)})  # fmt: skip
+            load_settings(
+                environ={
+                    "PAYRUN_BASE_URL": "https://bank.example",
+                    "PAYRUN_API_KEY_FILE": str(path),
+                }
+            )
         assert str(path) not in str(refused.value)
 
 

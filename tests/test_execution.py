@@ -170,19 +170,28 @@ def _ledger_of(path: Path, rows: list[LedgerRow]) -> Ledger:
         RowVerdict(
             r.row,
             PaymentInstruction(
-                row=r.row, payee_name=r.payee_name, sort_code=r.sort_code,
-                account_number=r.account_number, amount=r.amount, reference=r.reference,
+                row=r.row,
+                payee_name=r.payee_name,
+                sort_code=r.sort_code,
+                account_number=r.account_number,
+                amount=r.amount,
+                reference=r.reference,
                 source_account=r.source_account,
             ),
             {},
         )
         for r in rows
-    ]  # fmt: skip
-    info = BatchInfo(file_path="f", file_sha256="s", valid_count=len(rows),
-                     valid_total=sum((r.amount for r in rows), Decimal(0)))  # fmt: skip
+    ]
+    info = BatchInfo(
+        file_path="f",
+        file_sha256="s",
+        valid_count=len(rows),
+        valid_total=sum((r.amount for r in rows), Decimal(0)),
+    )
     ledger.start(info, verdicts)
-    ledger.update_many([r.row for r in rows], account_url=rows[0].account_url,
-                       payee_url=rows[0].payee_url)  # fmt: skip
+    ledger.update_many(
+        [r.row for r in rows], account_url=rows[0].account_url, payee_url=rows[0].payee_url
+    )
     return ledger
 
 
@@ -210,6 +219,7 @@ async def test_a_stop_leaves_only_sent_rows_in_an_intent_state_on_disk(
         async for p in client.payments(account_url, created_since=datetime(2000, 1, 1, tzinfo=UTC))
     }
     disk = {row.row: row for row in ledger.rows()}
+
     def state(row: LedgerRow) -> tuple[Any, ...]:
         return row.status, row.attempts, row.intent_at, row.payment_url, row.submission_url
 
@@ -306,8 +316,11 @@ async def test_a_bank_gone_mid_run_stops_the_pass_instead_of_retrying_every_row(
     retries; they stay pending for the rerun, and no row is left half-done."""
     app = create_app(seed=default_seed(), api_key=SECRET, latency_ms=5)
     transport = _GoesDown(app)
-    http = httpx.AsyncClient(transport=transport, base_url="http://sandbox",
-                             headers={"Authorization": f"ServiceAPIKey {SECRET}"})
+    http = httpx.AsyncClient(
+        transport=transport,
+        base_url="http://sandbox",
+        headers={"Authorization": f"ServiceAPIKey {SECRET}"},
+    )
     async with BankClient(http, retry=RetryPolicy.no_wait(attempts=3)) as client:
         rows = await _rows(client, 40)
         created: list[int] = []

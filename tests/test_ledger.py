@@ -97,17 +97,21 @@ def test_update_each_ends_as_each_change_applied_in_turn(ledger: Ledger) -> None
     """Several changes of one row among other rows' (an intent, then its outcome, then an
     error note) leave each row as applying them one by one would."""
     at = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
-    ledger.update_each([
-        (2, {"status": RowStatus.CREATING, "intent_at": at, "attempts": 1}),
-        (3, {"status": RowStatus.CREATING, "intent_at": at, "attempts": 1}),
-        (2, {"status": RowStatus.CREATED, "payment_url": "/v0/payments/pm.2", "error": None}),
-        (3, {"error": "lost"}),
-        (2, {"status": RowStatus.SUBMITTING, "intent_at": at, "attempts": 2}),
-    ])  # fmt: skip
+    ledger.update_each(
+        [
+            (2, {"status": RowStatus.CREATING, "intent_at": at, "attempts": 1}),
+            (3, {"status": RowStatus.CREATING, "intent_at": at, "attempts": 1}),
+            (2, {"status": RowStatus.CREATED, "payment_url": "/v0/payments/pm.2", "error": None}),
+            (3, {"error": "lost"}),
+            (2, {"status": RowStatus.SUBMITTING, "intent_at": at, "attempts": 2}),
+        ]
+    )
     rows = {row.row: row for row in ledger.rows()}
     assert (rows[2].status, rows[2].payment_url, rows[2].attempts) == (
-        RowStatus.SUBMITTING, "/v0/payments/pm.2", 2,
-    )  # fmt: skip
+        RowStatus.SUBMITTING,
+        "/v0/payments/pm.2",
+        2,
+    )
     assert (rows[3].status, rows[3].error, rows[3].attempts) == (RowStatus.CREATING, "lost", 1)
     assert rows[2].intent_at == at
     ledger.close()
@@ -172,8 +176,10 @@ def test_not_a_ledger_is_refused_untouched(tmp_path: Path) -> None:
     other = tmp_path / "customers.db"
     with sqlite3.connect(other) as db:
         db.execute("CREATE TABLE customers (name TEXT)")
-    for path, said in ((bogus, "it is not an SQLite database"),
-                       (other, "it is a database of other tables (customers)")):
+    for path, said in (
+        (bogus, "it is not an SQLite database"),
+        (other, "it is a database of other tables (customers)"),
+    ):
         path.chmod(0o644)
         before = path.read_bytes()
         with pytest.raises(LedgerError, match=re.escape(f"{path} is not a payrun ledger")) as err:
@@ -261,7 +267,9 @@ def test_a_new_ledger_records_the_same_rows_from_plain_fields_as_from_verdicts(
             books.append([row._replace(updated_at=None) for row in ledger.rows()])
     assert books[0] == books[1]
     assert [row.status for row in books[1]] == [RowStatus.PENDING] * 3 + [
-        RowStatus.INVALID, RowStatus.PENDING]  # fmt: skip
+        RowStatus.INVALID,
+        RowStatus.PENDING,
+    ]
     assert books[1][0].sort_code == "200000" and books[1][2].amount_text == "1000.50"
 
 
@@ -386,8 +394,11 @@ def test_a_ledger_path_that_is_not_a_file_is_refused_before_any_change(tmp_path:
     dangling.symlink_to(tmp_path / "nowhere")
     with _socket_at(tmp_path / "s") as sock:
         sock.chmod(0o755)
-        for path, kind in ((sock, "a socket"), (folder, "a folder"),
-                           (dangling, "a symbolic link to nothing")):
+        for path, kind in (
+            (sock, "a socket"),
+            (folder, "a folder"),
+            (dangling, "a symbolic link to nothing"),
+        ):
             with pytest.raises(LedgerError, match=re.escape(f"the ledger {path} is {kind}")):
                 Ledger.open(path)
             with pytest.raises(LedgerError, match=re.escape(f"the ledger {path} is {kind}")):
@@ -406,7 +417,10 @@ def test_a_pipe_as_the_ledger_is_refused_not_waited_on(tmp_path: Path) -> None:
         "try:\n    Ledger.open(Path(sys.argv[1]))\nexcept Exception as exc:\n    print(exc)"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=30,
+        [sys.executable, "-c", code, str(fifo)],
+        capture_output=True,
+        text=True,
+        timeout=30,
         check=True,
     )
     assert f"the ledger {fifo} is a pipe, not a file" in done.stdout, done
@@ -437,6 +451,8 @@ def test_an_immutable_ledger_says_it_cannot_be_written(tmp_path: Path) -> None:
             Ledger.open(path)
     finally:
         subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
 def test_one_payment_or_submission_url_is_refused_for_two_rows(ledger: Ledger) -> None:
     """The ledger refuses to record a payment URL (or a submission URL) a second row holds."""
     ledger.update_many([2], payment_url="/v0/payments/pm.1", submission_url="/v0/submissions/ps.1")
@@ -486,6 +502,8 @@ def test_an_earlier_ledger_holding_one_payment_for_two_rows_is_refused_naming_th
         db.execute("UPDATE rows SET payment_url = NULL WHERE row = 3")
     with Ledger.open(path) as again:  # the refused open let go of its lock
         assert again.rows()[0].payment_url == "/v0/payments/pm.7"
+
+
 # ---- the machine-wide register of running batches ----------------------------------------
 
 
@@ -588,7 +606,7 @@ def test_the_batch_fingerprint_is_what_payrun_validate_prints(
     batch.write_text(
         "payee_name,sort_code,account_number,amount,reference,source_account\r\n"
         "Ann Lee,20-00-00,12345678,10.5,Rent,040004 30000001\r\n"
-        "Bob Ray,200000,87654321,\"1,200\",,040004 30000002\r\n",
+        'Bob Ray,200000,87654321,"1,200",,040004 30000002\r\n',
         encoding="utf-8",
     )
     validation = ValidationOptions()

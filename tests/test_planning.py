@@ -124,9 +124,11 @@ def test_a_payment_check_compares_a_payment_with_its_row() -> None:
     or reference does not; a rejected payment never does."""
     check = PaymentCheck({})
     row = _row(2)._replace(payee_url="/payees/1")
+
     def to_payee(url: str) -> _Payment:
-        return _pay("/p/1", creditor_payee_url=url, creditor_sort_code=None,
-                    creditor_account_number=None)
+        return _pay(
+            "/p/1", creditor_payee_url=url, creditor_sort_code=None, creditor_account_number=None
+        )
 
     assert check.matches(row, to_payee("/payees/1"))
     assert check.matches(row, _pay("/p/1"))  # shown as the row's account, no payee URL
@@ -281,9 +283,7 @@ def test_a_reference_typed_as_the_srd_does_not_take_every_payment() -> None:
     is created again or called ambiguous."""
     rows = [_row(2, reference="ROLL 0042-7"), _row(3, reference="FEB")]
     payments = [_srd_payment("/p/1"), _srd_payment("/p/2", at=T0 + timedelta(seconds=3))]
-    result = match_half_created(
-        rows, payments, known_payment_urls=set(), payee_details=SRD_PAYEE
-    )
+    result = match_half_created(rows, payments, known_payment_urls=set(), payee_details=SRD_PAYEE)
     assert result.matched == {2: "/p/1", 3: "/p/2"}
     assert result.not_made == [] and result.ambiguous == []
 

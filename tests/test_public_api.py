@@ -14,8 +14,9 @@ from _run_helpers import fresh_python
 
 def _modules() -> list[ModuleType]:
     names = [info.name for info in pkgutil.walk_packages(payrun.__path__, "payrun.")]
-    return [importlib.import_module(name) for name in ["payrun", *names]
-            if name != "payrun.__main__"]
+    return [
+        importlib.import_module(name) for name in ["payrun", *names] if name != "payrun.__main__"
+    ]
 
 
 @pytest.mark.parametrize("module", _modules(), ids=lambda m: m.__name__)

@@ -299,18 +299,24 @@ def _ledger_of(tmp_path: Path, count: int) -> Ledger:
         RowVerdict(
             row,
             PaymentInstruction(
-                row=row, payee_name="Ada", sort_code="200000", account_number=f"{row:08d}",
-                amount=Decimal("5.00"), reference="R", source_account="040004 30000001",
+                row=row,
+                payee_name="Ada",
+                sort_code="200000",
+                account_number=f"{row:08d}",
+                amount=Decimal("5.00"),
+                reference="R",
+                source_account="040004 30000001",
             ),
             {},
         )
         for row in range(2, 2 + count)
-    ]  # fmt: skip
+    ]
     ledger.start(
-        BatchInfo(file_path="f", file_sha256="s", valid_count=count,
-                  valid_total=Decimal("5.00") * count),
+        BatchInfo(
+            file_path="f", file_sha256="s", valid_count=count, valid_total=Decimal("5.00") * count
+        ),
         verdicts,
-    )  # fmt: skip
+    )
     return ledger
 
 

@@ -60,8 +60,9 @@ def _payments(bank: RunningSandbox, rows: list[BatchRow]) -> int:
     return sum(g["payments"] for g in stats(bank)["payments"] if g["reference"] in references)
 
 
-def _stop_after_some_submitted(bank: RunningSandbox, batch: Path, ledger: Path,
-                               *extra: str) -> None:
+def _stop_after_some_submitted(
+    bank: RunningSandbox, batch: Path, ledger: Path, *extra: str
+) -> None:
     """Start a run, SIGTERM it once 5 rows are submitted, and check it stopped with exit 3."""
     started = time.monotonic()
     process = start_run(bank, batch, ledger, *extra)
@@ -114,8 +115,7 @@ def test_a_wrong_source_account_is_corrected_on_the_rerun(
     totals_wrong = run(bank, batch, ledger, "--source-account", SECOND, "--expect-count", "99")
     assert totals_wrong.returncode == 2, totals_wrong.describe()
     assert ledger_rows(ledger) == before, "a refused rerun changed the ledger"
-    dry = run(bank, batch, ledger, "--source-account", SECOND, "--dry-run", "--expect-count",
-              "99")
+    dry = run(bank, batch, ledger, "--source-account", SECOND, "--dry-run", "--expect-count", "99")
     assert dry.returncode == 2, dry.describe()
     assert "control totals" in dry.stderr, dry.describe()
 
@@ -178,4 +178,3 @@ def test_a_ledger_from_before_options_were_recorded_resumes(
     again = run(bank, batch, ledger)
     assert again.returncode == 0, again.describe()
     assert_exactly_once(bank, rows, ledger, "an old ledger resumed")
-

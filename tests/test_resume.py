@@ -101,16 +101,21 @@ def test_kill_9_at_random_instants_then_rerun_pays_each_row_once(
                 except subprocess.TimeoutExpired:
                     kill_group(process, signal.SIGKILL)
             done = finish(process, started)
-            counts = {s: count_status(ledger, s) for s in
-                      ("pending", "creating", "created", "submitting", "submitted")}
-            history.append(f"attempt {attempt}: kill after {delay}s -> exit {done.returncode}"
-                           f" at {done.seconds:.2f}s; ledger {counts}")
+            counts = {
+                s: count_status(ledger, s)
+                for s in ("pending", "creating", "created", "submitting", "submitted")
+            }
+            history.append(
+                f"attempt {attempt}: kill after {delay}s -> exit {done.returncode}"
+                f" at {done.seconds:.2f}s; ledger {counts}"
+            )
             if delay is None or done.returncode != -signal.SIGKILL:
                 final = done
                 if done.returncode == 0 or delay is None:
                     break
         context = f"trial {trial} (seed {KILL_SEED + trial}, {len(rows)} rows):\n" + "\n".join(
-            history)
+            history
+        )
         request.node.user_properties.append(("history", context))  # --junitxml, xunit1
         assert final is not None, context
         assert final.returncode == 0, f"{context}\n{final.describe()}"
@@ -190,10 +195,13 @@ def test_signal_mid_run_exits_3_then_rerun_pays_each_row_once(
     assert_exactly_once(slow_bank, rows, ledger, f"{unpaid} rows were unpaid after {sig.name}")
 
 
-@pytest.mark.parametrize("sig", [
-    pytest.param(signal.SIGTERM, id="SIGTERM"),
-    pytest.param(signal.SIGINT, id="SIGINT"),
-])
+@pytest.mark.parametrize(
+    "sig",
+    [
+        pytest.param(signal.SIGTERM, id="SIGTERM"),
+        pytest.param(signal.SIGINT, id="SIGINT"),
+    ],
+)
 def test_signal_repeated_every_20_ms_still_exits_3(
     sig: signal.Signals, slow_bank: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -236,10 +244,15 @@ def test_ctrl_c_during_start_up_exits_3_and_pays_nothing(
         kill_group(process, signal.SIGINT)
         stopped = finish(process, started)
         references = {row.reference for row in rows}
-        paid = sum(g["payments"] for g in stats(slow_bank)["payments"]
-                   if g["reference"] in references)
-        if (stopped.returncode != 3 or paid or "Traceback" in stopped.stderr
-                or "Exception ignored" in stopped.stderr):
+        paid = sum(
+            g["payments"] for g in stats(slow_bank)["payments"] if g["reference"] in references
+        )
+        if (
+            stopped.returncode != 3
+            or paid
+            or "Traceback" in stopped.stderr
+            or "Exception ignored" in stopped.stderr
+        ):
             outcomes.append(f"Ctrl-C after {delay:.3f}s: {paid} payments; {stopped.describe()}")
     assert not outcomes, "\n\n".join(outcomes)
 
@@ -284,8 +297,9 @@ def test_a_ledger_being_paid_refuses_a_second_run_naming_the_holder(
         started = time.monotonic()
         first = start_run(bank, batch, ledger)
         try:
-            wait_until(lambda: count_status(ledger, "pending") == len(rows), 60,
-                        "the first run's ledger")
+            wait_until(
+                lambda: count_status(ledger, "pending") == len(rows), 60, "the first run's ledger"
+            )
             second = run(bank, batch, ledger, *extra)
             assert first.poll() is None, "the first run ended before the second one tried"
         finally:
@@ -340,8 +354,12 @@ def test_the_same_file_through_another_ledger_at_once_is_refused(
     assert_exactly_once(own_slow_bank, rows, ledger, "after the refused copy ran again")
 
 
-_SECOND_RUNS = ["byte copy, HOME=/nonexistent", "one more newline", "LF line endings",
-                "overlapping rows"]
+_SECOND_RUNS = [
+    "byte copy, HOME=/nonexistent",
+    "one more newline",
+    "LF line endings",
+    "overlapping rows",
+]
 
 
 @pytest.mark.parametrize("second", _SECOND_RUNS)
@@ -365,8 +383,12 @@ def test_a_second_run_of_the_same_rows_at_once_is_refused_however_the_file_reads
         shared = [dataclasses.replace(r, row_id=f"again-{r.row_id}") for r in rows[250:290]]
         write_batch(copy, [*own_rows, *shared])
     else:
-        copy.write_bytes({"one more newline": data + b"\r\n",
-                          "LF line endings": data.replace(b"\r\n", b"\n")}.get(second, data))
+        copy.write_bytes(
+            {
+                "one more newline": data + b"\r\n",
+                "LF line endings": data.replace(b"\r\n", b"\n"),
+            }.get(second, data)
+        )
     no_home = {"HOME": "/nonexistent"} if "HOME" in second else None
     started = time.monotonic()
     first = start_run(own_slow_bank, batch, ledger)
@@ -430,8 +452,14 @@ def test_a_ledger_disk_filling_up_mid_run_exits_3_and_the_rerun_pays_each_row_on
 
     started = time.monotonic()
     process = subprocess.Popen(
-        run_args(batch, ledger), env=run_env(slow_bank), cwd=tmp_path, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        run_args(batch, ledger),
+        env=run_env(slow_bank),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
         preexec_fn=small_disk,  # noqa: PLW1509 - a limit for this child only, before exec
     )
     full = finish(process, started)

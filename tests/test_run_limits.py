@@ -17,8 +17,10 @@ from payrun.sandbox import ACCOUNT_SUBMITS_CAP, ORG_IN_FLIGHT_CAP, serve_in_thre
 
 @pytest.mark.parametrize(
     ("options", "count", "in_flight", "submits"),
-    [((), 300, ORG_IN_FLIGHT_CAP, ACCOUNT_SUBMITS_CAP),
-     (("--max-in-flight", "10", "--per-account-submits", "1"), 120, 10, 1)],
+    [
+        ((), 300, ORG_IN_FLIGHT_CAP, ACCOUNT_SUBMITS_CAP),
+        (("--max-in-flight", "10", "--per-account-submits", "1"), 120, 10, 1),
+    ],
     ids=["300-rows-defaults-50-3", "120-rows-max-in-flight-10-submits-1"],
 )
 def test_limits_never_exceeded_and_no_429_on_a_quiet_organization(
@@ -37,7 +39,8 @@ def test_limits_never_exceeded_and_no_429_on_a_quiet_organization(
         assert len(seen["max_concurrent_submits"]) == 2, peaks
         assert all(n <= submits for n in seen["max_concurrent_submits"].values()), peaks
         assert seen["rate_limited"] == {"org_in_flight": 0, "account_submits": 0, "injected": 0}, (
-            peaks)
+            peaks
+        )
         # The limits are used, not just respected: each account's submit slots were all busy.
         assert all(n == submits for n in seen["max_concurrent_submits"].values()), peaks
         assert_exactly_once(bank, rows, ledger, f"peaks {peaks}")

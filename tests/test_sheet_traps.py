@@ -106,8 +106,11 @@ def test_excel_error_cells_are_errors_not_blanks(tmp_path: Path) -> None:
     """#N/A in the source account must not fall back to --source-account; in the reference
     it is not a blank reference; in the amount it is not 'empty'."""
     path = tmp_path / "pay.xlsx"
-    rows = [_row("Ada", 10, source="#N/A"), _row("Bob", 20, reference="#REF!"),
-            _row("Cy", "#DIV/0!")]
+    rows = [
+        _row("Ada", 10, source="#N/A"),
+        _row("Bob", 20, reference="#REF!"),
+        _row("Cy", "#DIV/0!"),
+    ]
     _book(path, ("Nov", rows)).save(path)
     ada, bob, cy = _verdicts(path, source_account="040004 30000002")
     for verdict, column in ((ada, "source_account"), (bob, "reference"), (cy, "amount")):
@@ -120,9 +123,19 @@ def test_merged_cells_never_fill_other_rows_from_the_default(tmp_path: Path) -> 
     """A source account merged down four rows reads as one value and three blanks: each of
     those rows is an error, never paid from --source-account."""
     path = tmp_path / "pay.xlsx"
-    book = _book(path, ("Nov", [_row("Ada", 10), _row("Bob", 20, source=None),
-                                _row("Cy", 30, source=None), _row("Dee", 40, source=None),
-                                _row("Eve", 50)]))
+    book = _book(
+        path,
+        (
+            "Nov",
+            [
+                _row("Ada", 10),
+                _row("Bob", 20, source=None),
+                _row("Cy", 30, source=None),
+                _row("Dee", 40, source=None),
+                _row("Eve", 50),
+            ],
+        ),
+    )
     book["Nov"].merge_cells("F2:F5")
     book.save(path)
     *merged, eve = _verdicts(path, source_account="040004 30000002")
@@ -138,9 +151,12 @@ def test_float_noise_reads_as_excel_shows_it(tmp_path: Path) -> None:
     path = tmp_path / "pay.xlsx"
     rows = [_row("Ada", 59.97), _row("Bob", 0.3), _row("Cy", 100.5), _row("Dee", 12.345)]
     _book(path, ("Nov", rows)).save(path)
-    _rewrite(path, ("<v>59.97</v>", "<v>59.970000000000006</v>"),
-             ("<v>0.3</v>", "<v>0.30000000000000004</v>"),
-             ("<v>100.5</v>", "<v>100.49999999999999</v>"))
+    _rewrite(
+        path,
+        ("<v>59.97</v>", "<v>59.970000000000006</v>"),
+        ("<v>0.3</v>", "<v>0.30000000000000004</v>"),
+        ("<v>100.5</v>", "<v>100.49999999999999</v>"),
+    )
     ada, bob, cy, dee = _verdicts(path)
     amounts = [v.instruction.amount for v in (ada, bob, cy) if v.instruction is not None]
     assert amounts == [Decimal("59.97"), Decimal("0.30"), Decimal("100.50")]
@@ -206,13 +222,17 @@ def test_validate_names_the_sheet_it_read(
         ("account_number", '="01234567"', 'wrapped in Excel\'s ="..."'),
     ],
 )
-def test_messages_say_what_the_cell_is(
-    tmp_path: Path, column: str, text: str, words: str
-) -> None:
+def test_messages_say_what_the_cell_is(tmp_path: Path, column: str, text: str, words: str) -> None:
     """A minus sign, a trailing minus, accounting zero and Excel's text wrapper are named
     as what they are, not 'not a number' or 'must be 6 digits'."""
-    values = {"payee_name": "Ada", "sort_code": "12-34-56", "account_number": "12345678",
-              "amount": "10.00", "reference": "R", column: text}
+    values = {
+        "payee_name": "Ada",
+        "sort_code": "12-34-56",
+        "account_number": "12345678",
+        "amount": "10.00",
+        "reference": "R",
+        column: text,
+    }
     path = tmp_path / "pay.csv"
     quoted = ",".join('"' + v.replace('"', '""') + '"' for v in values.values())
     path.write_text(",".join(values) + "\n" + quoted + "\n", encoding="utf-8")
@@ -244,8 +264,9 @@ def test_marks_are_read_whatever_the_attribute_order_and_quotes(tmp_path: Path) 
     cell and a hidden row, never a blank that falls back to --source-account."""
     path = tmp_path / "pay.xlsx"
     _book(path, ("Nov", [_row("Ada", 10, source="#N/A"), _row("Bob", 20)])).save(path)
-    _rewrite(path, ('<c r="F2" t="e">', '<c t="e" r="F2">'),
-             ('<row r="3">', "<row r='3' hidden='1'>"))
+    _rewrite(
+        path, ('<c r="F2" t="e">', '<c t="e" r="F2">'), ('<row r="3">', "<row r='3' hidden='1'>")
+    )
     ada, bob = _verdicts(path, source_account="040004 30000002")
     assert [c for c, _ in _errors(ada)] == ["source_account"]
     assert [c for c, _ in _errors(bob)] == [None] and "hidden" in bob.errors[0].message
@@ -295,8 +316,9 @@ def test_hidden_payment_columns_refuse_the_sheet_and_big_merges_are_cheap(
         read_batch(path)
     path = tmp_path / "merged.xlsx"
     _book(path, ("Nov", [_row("Ada", 10)])).save(path)
-    refs = "".join(f'<mergeCell ref="H{1 + k * 50_000}:BI{50_000 + k * 50_000}"/>'
-                   for k in range(20))  # a billion cells in all, right of the data
+    refs = "".join(
+        f'<mergeCell ref="H{1 + k * 50_000}:BI{50_000 + k * 50_000}"/>' for k in range(20)
+    )  # a billion cells in all, right of the data
     _rewrite(path, ("</sheetData>", f'</sheetData><mergeCells count="20">{refs}</mergeCells>'))
     (ada,) = _verdicts(path)
     assert ada.valid
@@ -365,14 +387,20 @@ def test_more_csv_amounts_a_delimiter_changed(tmp_path: Path) -> None:
     cut `1,500.` with a blank value too many are refused; blank lines above the header are
     skipped when the delimiter is chosen; Excel's sep= line gets its own message."""
     semi = tmp_path / "semi.csv"
-    semi.write_text("\n\npayee_name;sort_code;account_number;amount\n"
-                    "Ada;12-34-56;12345678;2.500\nBob;12-34-56;12345678;2.50\n", encoding="utf-8")
+    semi.write_text(
+        "\n\npayee_name;sort_code;account_number;amount\n"
+        "Ada;12-34-56;12345678;2.500\nBob;12-34-56;12345678;2.50\n",
+        encoding="utf-8",
+    )
     ada, bob = _verdicts(semi, source_account=SRC)
     assert [c for c, _ in _errors(ada)] == ["amount"] and bob.valid
     assert ada.row == 4  # the sheet's own numbering: two blank lines, then the header
     cut = tmp_path / "cut.csv"
-    cut.write_text("payee_name,sort_code,account_number,amount,row_id,reference\n"
-                   "Ada,12-34-56,12345678,1,500.,SAL,\n", encoding="utf-8")
+    cut.write_text(
+        "payee_name,sort_code,account_number,amount,row_id,reference\n"
+        "Ada,12-34-56,12345678,1,500.,SAL,\n",
+        encoding="utf-8",
+    )
     (ada,) = _verdicts(cut, source_account=SRC)
     assert [c for c, _ in _errors(ada)] == ["amount"]
     sep = tmp_path / "sep.csv"
@@ -460,8 +488,12 @@ def _payrun(*args: str, sandbox: RunningSandbox | None = None) -> subprocess.Com
     """payrun in a child process: a Rust abort there is exit 134, not a dead pytest."""
     env = run_env(sandbox) if sandbox is not None else dict(os.environ)
     return subprocess.run(
-        [sys.executable, "-m", "payrun", *args], capture_output=True, text=True, env=env,
-        timeout=120, check=False,
+        [sys.executable, "-m", "payrun", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
 
 

@@ -38,9 +38,18 @@ from payrun.sandbox import RunningSandbox, serve_in_thread
 StartBank = Callable[..., RunningSandbox]
 NEVER_DELIVERED = 600_000  # ms: the sandbox delivers nothing by itself within a test
 SUMMARY_KEYS = {
-    "event", "exit_code", "message", "interrupted", "rows", "accounts", "problems",
-    "problems_not_listed", "attention", "ledger", "report",
-}  # fmt: skip
+    "event",
+    "exit_code",
+    "message",
+    "interrupted",
+    "rows",
+    "accounts",
+    "problems",
+    "problems_not_listed",
+    "attention",
+    "ledger",
+    "report",
+}
 
 
 @pytest.fixture
@@ -77,8 +86,11 @@ def test_a_return_after_delivery_during_the_wait_ends_the_row_returned(tmp_path:
     with serve_in_thread(deliver_after_ms=600_000) as bank:  # nothing delivers by itself
         process = start_run(bank, batch, ledger, "--wait", "--wait-timeout", "60")
         started = time.monotonic()
-        wait_until(lambda: count_status(ledger, "submitted") == 3 or process.poll() is not None,
-                   60, "3 rows submitted")
+        wait_until(
+            lambda: count_status(ledger, "submitted") == 3 or process.poll() is not None,
+            60,
+            "3 rows submitted",
+        )
         for row in ledger_rows(ledger):
             return_submission(bank, row["submission_url"])  # events: delivered, then returned
         done = finish(process, started)
@@ -117,8 +129,13 @@ def test_a_role_that_cannot_read_events_falls_back_to_reading_the_submissions(
     """403 on the events (a role that may pay but not read events): `--wait` reads each
     submission instead and ends delivered, exit 0 (it ended exit 2 after paying)."""
     bank = start_bank()
-    refuse(bank, monkeypatch, 403, "forbidden",
-           lambda method, path: method == "GET" and path.endswith("/events"))
+    refuse(
+        bank,
+        monkeypatch,
+        403,
+        "forbidden",
+        lambda method, path: method == "GET" and path.endswith("/events"),
+    )
     rows = make_rows(3, 3, tag="EVF")
     ledger = tmp_path / "pay.sqlite"
     assert run(write_batch(tmp_path / "pay.csv", rows), ledger, "--wait") == 0
@@ -134,8 +151,13 @@ def test_a_return_read_from_the_submission_keeps_the_bank_reason(
     batch, ledger = write_batch(tmp_path / "pay.csv", rows), tmp_path / "pay.sqlite"
     assert run(batch, ledger) == 0
     return_submission(bank, ledger_rows(ledger)[0]["submission_url"], "account-closed")
-    refuse(bank, monkeypatch, 403, "forbidden",
-           lambda method, path: method == "GET" and path.endswith("/events"))
+    refuse(
+        bank,
+        monkeypatch,
+        403,
+        "forbidden",
+        lambda method, path: method == "GET" and path.endswith("/events"),
+    )
     assert run(batch, ledger, "--wait") == 1
     [row] = ledger_rows(ledger)
     assert row["status"] == "returned" and "returned: account-closed" in row["error"], row
@@ -152,8 +174,13 @@ def test_a_return_after_delivery_is_seen_on_a_rerun_when_events_are_refused(
     assert run(batch, ledger, "--wait") == 0
     assert statuses(ledger) == ["delivered"] * 2
     return_submission(bank, ledger_rows(ledger)[1]["submission_url"], "account-closed")
-    refuse(bank, monkeypatch, 403, "forbidden",
-           lambda method, path: method == "GET" and path.endswith("/events"))
+    refuse(
+        bank,
+        monkeypatch,
+        403,
+        "forbidden",
+        lambda method, path: method == "GET" and path.endswith("/events"),
+    )
     assert run(batch, ledger, "--wait") == 1
     assert statuses(ledger) == ["delivered", "returned"]
 
@@ -170,8 +197,13 @@ def test_a_403_on_submit_after_creating_still_gives_the_summary_and_report(
     refusal), and still the summary, the report and what was done and what to do; a rerun
     with a role that may submit pays each payment once."""
     bank = start_bank()
-    restore = refuse(bank, monkeypatch, 403, "forbidden",
-                     lambda method, path: method == "POST" and path.endswith("/submissions"))
+    restore = refuse(
+        bank,
+        monkeypatch,
+        403,
+        "forbidden",
+        lambda method, path: method == "POST" and path.endswith("/submissions"),
+    )
     rows = make_rows(4, 3, tag="SBF")
     batch = write_batch(tmp_path / "pay.csv", rows)
     ledger, report = tmp_path / "pay.sqlite", tmp_path / "report.json"
@@ -211,9 +243,15 @@ def test_a_role_that_cannot_read_submissions_ends_with_the_summary(
     """403 on the events and on reading each submission: exit 2 with the summary and the
     report, saying the payments were submitted and stand."""
     bank = start_bank(deliver_after_ms=600_000)
-    refuse(bank, monkeypatch, 403, "forbidden",
-           lambda method, path: method == "GET"
-           and (path.endswith("/events") or path.startswith("/v0/submissions/")))
+    refuse(
+        bank,
+        monkeypatch,
+        403,
+        "forbidden",
+        lambda method, path: (
+            method == "GET" and (path.endswith("/events") or path.startswith("/v0/submissions/"))
+        ),
+    )
     batch = write_batch(tmp_path / "pay.csv", make_rows(5, 2, tag="SRF"))
     ledger, report = tmp_path / "pay.sqlite", tmp_path / "report.csv"
     assert run(batch, ledger, "--wait", "--report", str(report)) == 2
@@ -286,8 +324,13 @@ def submission_reads(
 
 
 def _refuse_events(bank: RunningSandbox, monkeypatch: pytest.MonkeyPatch, status: int) -> None:
-    refuse(bank, monkeypatch, status, "refused",
-           lambda method, path: method == "GET" and path.endswith("/events"))
+    refuse(
+        bank,
+        monkeypatch,
+        status,
+        "refused",
+        lambda method, path: method == "GET" and path.endswith("/events"),
+    )
 
 
 def _quick_silence(monkeypatch: pytest.MonkeyPatch, attempts: int) -> None:
@@ -355,8 +398,13 @@ def test_events_read_but_not_submissions_follow_the_events(
     follows the events alone to delivered, exit 0 (it ended exit 2 at its first read)."""
     monkeypatch.setattr(tracking, "_FIRST_READ_SECONDS", 1.0)
     bank = start_bank(deliver_after_ms=3_500)
-    refuse(bank, monkeypatch, 403, "forbidden",
-           lambda method, path: method == "GET" and path.startswith("/v0/submissions/"))
+    refuse(
+        bank,
+        monkeypatch,
+        403,
+        "forbidden",
+        lambda method, path: method == "GET" and path.startswith("/v0/submissions/"),
+    )
     batch, ledger = write_batch(tmp_path / "pay.csv", make_rows(7, 2, tag="PLF")), tmp_path / "l"
     assert run(batch, ledger, "--wait") == 0
     assert [r["status"] for r in ledger_rows(ledger)] == ["delivered"] * 2
@@ -375,9 +423,15 @@ def test_a_bank_that_stops_answering_ends_the_wait_with_one_clear_line(
     --wait-timeout, exit 3, and the summary's last line says why and what to do."""
     _quick_silence(monkeypatch, 2)
     bank = start_bank(deliver_after_ms=NEVER_DELIVERED)
-    refuse(bank, monkeypatch, 503, "unavailable",
-           lambda method, path: method == "GET"
-           and (path.endswith("/events") or path.startswith("/v0/submissions/")))
+    refuse(
+        bank,
+        monkeypatch,
+        503,
+        "unavailable",
+        lambda method, path: (
+            method == "GET" and (path.endswith("/events") or path.startswith("/v0/submissions/"))
+        ),
+    )
     batch, ledger = write_batch(tmp_path / "pay.csv", make_rows(2, 4, tag="GONE")), tmp_path / "l"
     started = time.monotonic()
     code = run(batch, ledger, "--wait", "--wait-timeout", "120", "--log-format", log_format)
@@ -393,7 +447,9 @@ def test_a_bank_that_stops_answering_ends_the_wait_with_one_clear_line(
 
 
 def test_a_long_events_read_failing_at_its_last_page_is_not_silence(
-    start_bank: StartBank, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    start_bank: StartBank,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Each read of the events takes 4 slow pages (2 events a page) and its last one fails
@@ -413,8 +469,10 @@ def test_a_long_events_read_failing_at_its_last_page_is_not_silence(
 
     async def slow_events(scope: Any, receive: Any, send: Any) -> None:
         if scope["method"] == "GET" and scope["path"].endswith("/events"):
-            later = b"page%5Bafter%5D" in scope["query_string"] or b"page[after]" in scope[
-                "query_string"]  # fmt: skip
+            later = (
+                b"page%5Bafter%5D" in scope["query_string"]
+                or b"page[after]" in scope["query_string"]
+            )
             pages[0] = pages[0] + 1 if later else 0
             await anyio.sleep(0.5)
             if pages[0] >= 3:
@@ -468,8 +526,11 @@ def test_a_bank_found_unreachable_while_paying_is_not_waited_for(tmp_path: Path)
         bank = stack.enter_context(serve_in_thread(latency_ms=20))
         started = time.monotonic()
         process = start_run(bank, batch, ledger, "--wait", "--wait-timeout", "300")
-        wait_until(lambda: count_status(ledger, "submitted") >= 5 or process.poll() is not None,
-                   60, "5 rows submitted")
+        wait_until(
+            lambda: count_status(ledger, "submitted") >= 5 or process.poll() is not None,
+            60,
+            "5 rows submitted",
+        )
     done = finish(process, started)
     assert done.returncode == 3, done.describe()
     assert "for the bank to deliver" not in done.stderr, done.describe()

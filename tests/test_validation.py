@@ -347,7 +347,10 @@ def test_fast_path_gives_the_full_rules_verdict(
         by_verdicts.add(verdict)
     assert summary.fingerprint == by_verdicts.fingerprint
     assert (summary.rows, summary.errors, summary.warnings, summary.accounts) == (
-        by_verdicts.rows, by_verdicts.errors, by_verdicts.warnings, by_verdicts.accounts
+        by_verdicts.rows,
+        by_verdicts.errors,
+        by_verdicts.warnings,
+        by_verdicts.accounts,
     )
 
 

@@ -55,8 +55,11 @@ def _fields(row: BatchRow) -> dict[str, str]:
 
 
 def _api(bank: RunningSandbox) -> httpx.Client:
-    return httpx.Client(base_url=bank.base_url, timeout=30,
-                        headers={"Authorization": f"ServiceAPIKey {bank.api_key}"})
+    return httpx.Client(
+        base_url=bank.base_url,
+        timeout=30,
+        headers={"Authorization": f"ServiceAPIKey {bank.api_key}"},
+    )
 
 
 def _no_url_twice(ledger: Path) -> None:
@@ -211,18 +214,31 @@ def _srd_payee(bank: RunningSandbox, row: BatchRow, srd: str) -> None:
     writes the SRD on every payment to it instead of the payment's reference."""
     with _api(bank) as api:
         org_url = api.get("/v0/index").json()["organization-url"]
-        found = api.post(f"{org_url}/bank/accounts/search",
-                         json={"search-query": row.source_account.split()[1]})
+        found = api.post(
+            f"{org_url}/bank/accounts/search", json={"search-query": row.source_account.split()[1]}
+        )
         owner = found.json()["search-results"][0]["owner-url"]
-        cop = api.post(f"{org_url}/cop-request", json={
-            "account-number": row.account_number, "bank-id": row.sort_code,
-            "account-classification": "personal", "name": row.payee_name,
-            "requester-legal-person-url": owner, "secondary-reference-data": srd})
+        cop = api.post(
+            f"{org_url}/cop-request",
+            json={
+                "account-number": row.account_number,
+                "bank-id": row.sort_code,
+                "account-classification": "personal",
+                "name": row.payee_name,
+                "requester-legal-person-url": owner,
+                "secondary-reference-data": srd,
+            },
+        )
         cop.raise_for_status()
-        api.post(f"{owner}/bank/payees", json={
-            "account-holder": row.payee_name, "account-number": row.account_number,
-            "bank-id": row.sort_code, "cop-request-url": cop.json()["cop-request-url"],
-        }).raise_for_status()
+        api.post(
+            f"{owner}/bank/payees",
+            json={
+                "account-holder": row.payee_name,
+                "account-number": row.account_number,
+                "bank-id": row.sort_code,
+                "cop-request-url": cop.json()["cop-request-url"],
+            },
+        ).raise_for_status()
 
 
 def test_a_create_answer_that_cannot_be_matched_is_never_made_again(
@@ -252,6 +268,9 @@ def test_a_create_answer_that_cannot_be_matched_is_never_made_again(
     [recorded] = ledger_rows(ledger)
     assert recorded["status"] == "creating", recorded
     assert "bank's app" in recorded["error"], recorded
-    made = [p for p in list(bank.state.payments.values())
-            if p.creditor_account_number == row.account_number]
+    made = [
+        p
+        for p in list(bank.state.payments.values())
+        if p.creditor_account_number == row.account_number
+    ]
     assert len(made) == 1, made

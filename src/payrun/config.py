@@ -128,8 +128,10 @@ class RunOptions:
             raise ConfigError(msg)
 
 
-_KEY_FILE_LIMIT = 65_536  # an API key file is a few dozen bytes: a bigger one is a mistake
-_KEY_WAIT_STEP = 0.1  # how often a wait for a piped key file looks for Ctrl-C
+# An API key file is a few dozen bytes: a bigger one is a mistake
+_KEY_FILE_LIMIT = 65_536
+# How often a wait for a piped key file looks for Ctrl-C
+_KEY_WAIT_STEP = 0.1
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9._-]*")
 
 
@@ -152,7 +154,8 @@ def load_settings(
     check_base_url(url, source="--base-url" if base_url else "PAYRUN_BASE_URL")
     key = _read_api_key(api_key_file, env, stopped)
     scheme = env.get("PAYRUN_AUTH_SCHEME", DEFAULT_AUTH_SCHEME).strip() or DEFAULT_AUTH_SCHEME
-    if not _SCHEME.fullmatch(scheme):  # sent before the key in every request's header
+    # Sent before the key in every request's header
+    if not _SCHEME.fullmatch(scheme):
         msg = "PAYRUN_AUTH_SCHEME must be one word of letters and digits, such as ServiceAPIKey"
         raise ConfigError(msg)
     return Settings(base_url=url, api_key=key, auth_scheme=scheme)
@@ -172,7 +175,8 @@ def check_base_url(url: str, *, source: str = "PAYRUN_BASE_URL") -> None:
     ``source`` names where the address came from, for the message.
     """
     parts = urlsplit(url)
-    if "@" in parts.netloc:  # never shown: the part before "@" may be a password
+    # Never shown: the part before "@" may be a password
+    if "@" in parts.netloc:
         msg = (
             f"{source} has a user name or password in it (before '@'): payrun signs in with"
             " the API key alone, so give the bank's address without them"

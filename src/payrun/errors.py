@@ -30,7 +30,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # only the type: the ledger itself imports this module
+# Only the type: the ledger itself imports this module
+if TYPE_CHECKING:
     from payrun.ledger import LedgerRow
 
 __all__ = [

@@ -22,12 +22,23 @@ __all__ = ["TEMPLATES", "TEMPLATE_FORMATS", "render_template", "write_template"]
 
 TEMPLATES: dict[str, tuple[str, ...]] = {
     "payroll": (
-        "row_id", "payee_name", "sort_code", "account_number", "amount", "reference",
+        "row_id",
+        "payee_name",
+        "sort_code",
+        "account_number",
+        "amount",
+        "reference",
         "source_account",
     ),
     "suppliers": (
-        "payee_name", "sort_code", "account_number", "amount", "currency", "reference",
-        "source_account", "row_id",
+        "payee_name",
+        "sort_code",
+        "account_number",
+        "amount",
+        "currency",
+        "reference",
+        "source_account",
+        "row_id",
     ),
 }
 """Each template's columns, in order; every name is a canonical column of ``COLUMNS``."""
@@ -35,7 +46,7 @@ TEMPLATE_FORMATS = ("csv", "xlsx")
 _TEXT_FORMAT = "@"
 _MONEY_FORMAT = "#,##0.00"
 _TEXT_COLUMNS = frozenset({"sort_code", "account_number", "source_account", "row_id", "reference"})
-_FIXED_TIME = dt.datetime(2026, 1, 1)  # noqa: DTZ001 - a fixed stamp keeps the bytes stable
+_FIXED_TIME = dt.datetime(2026, 1, 1)
 _ZIP_TIME = (2026, 1, 1, 0, 0, 0)
 _WIDE = 24
 _WIDE_COLUMNS = frozenset({"payee_name", "reference", "source_account"})
@@ -73,7 +84,8 @@ def _columns(name: str) -> tuple[str, ...]:
 
 
 def _xlsx(columns: tuple[str, ...]) -> bytes:
-    from openpyxl import Workbook  # type: ignore[import-untyped]  # only templates write xlsx
+    # Only templates write xlsx
+    from openpyxl import Workbook  # type: ignore[import-untyped]
     from openpyxl.styles import Font  # type: ignore[import-untyped]
     from openpyxl.utils import get_column_letter  # type: ignore[import-untyped]
 

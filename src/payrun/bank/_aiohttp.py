@@ -21,7 +21,8 @@ from payrun.bank._lean import Answer, LeanClient, check_length, read_capped
 
 __all__ = ["AiohttpClient"]
 
-_CONNECT_SECONDS = 10.0  # as pyreqwest's connect limit
+# As pyreqwest's connect limit
+_CONNECT_SECONDS = 10.0
 
 
 def _dumps(value: object) -> str:

@@ -74,7 +74,8 @@ class PyreqwestClient(LeanClient):
                 .no_proxy()
                 .tcp_nodelay(True)  # noqa: FBT003
             )
-            with _io_thread_yields():  # the first client starts pyreqwest's I/O thread
+            # The first client starts pyreqwest's I/O thread
+            with _io_thread_yields():
                 self._client: Client | None = builder.build()
         except BuilderError as exc:
             msg = (
@@ -82,7 +83,8 @@ class PyreqwestClient(LeanClient):
                 " SSL_CERT_DIR, if set, name CA certificates (or unset them to use the system's)"
             )
             raise ConfigError(msg) from exc
-        except ValueError:  # a header value pyreqwest refuses; its message quotes the value
+        except ValueError:
+            # A header value pyreqwest refuses; its message quotes the value
             msg = "cannot set up the HTTP client: the API key has characters a header cannot carry"
             raise ConfigError(msg) from None
 
@@ -107,7 +109,8 @@ class PyreqwestClient(LeanClient):
             if json is not None:
                 builder = builder.body_json(json)
             sending = builder.build_streamed()
-        except (ValueError, TypeError) as exc:  # a URL or body it cannot send: nothing was sent
+        except (ValueError, TypeError) as exc:
+            # A URL or body it cannot send: nothing was sent
             msg = f"cannot send {method} {url}: {exc}"
             raise BankError(msg) from exc
         # Never cancelled half way: pyreqwest carries on with a request whose await was
@@ -120,7 +123,6 @@ class PyreqwestClient(LeanClient):
                     response.status, await _read_body(response), response.get_header("date")
                 )
         return answer
-
 
     async def aclose(self) -> None:
         """Close the client and its connections."""
@@ -162,7 +164,8 @@ def _io_thread_yields() -> Iterator[None]:
         switch = os.sched_getscheduler(0) == os.SCHED_OTHER
         if switch:
             os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-    except (AttributeError, OSError):  # not Linux, or not allowed here
+    except (AttributeError, OSError):
+        # Not Linux, or not allowed here
         switch = False
     try:
         yield

@@ -105,7 +105,8 @@ def error_from_response(
             " later (nothing will be paid twice)"
         )
         failed = OutcomeUnknownError(msg, status=status, code=code, detail=detail)
-        failed.late = status in _GATEWAY_GAVE_UP  # the bank behind it may still finish
+        # The bank behind it may still finish
+        failed.late = status in _GATEWAY_GAVE_UP
         return failed
     if status < _HTTP_CLIENT_ERROR and write:
         msg = (
@@ -124,7 +125,8 @@ def answer_object(
     """The JSON object of a 2xx answer to ``where`` (``{}`` if empty); else a ``BankError``."""
     try:
         data = json.loads(content) if content else {}
-    except ValueError:  # an HTML page from a proxy, or bytes that are not even text
+    except ValueError:
+        # An HTML page from a proxy, or bytes that are not even text
         problem = "was not JSON"
     except RecursionError:
         problem = "was JSON nested too deep to read"
@@ -133,7 +135,8 @@ def answer_object(
             return data
         problem = "was JSON but not an object"
     msg = f"the bank's answer to {secrets.mask(where)} {problem}"
-    if write:  # the bank may have acted before its answer went wrong
+    # The bank may have acted before its answer went wrong
+    if write:
         msg = f"{msg}; it may or may not have taken effect"
     raise (OutcomeUnknownError if write else BankError)(msg)
 
@@ -173,7 +176,8 @@ def _find_detail(errors: list[dict[str, Any]], text: str, secrets: Secrets) -> s
             value = item.get(key)
             if isinstance(value, str) and value.strip():
                 return _one_line(secrets.mask(value), _MAX_DETAIL)
-    if text.lstrip().startswith("<"):  # an HTML page: its words, not its markup
+    # An HTML page: its words, not its markup
+    if text.lstrip().startswith("<"):
         text = _HTML_TAG.sub(" ", _HIDDEN_HTML.sub(" ", text))
     return _one_line(secrets.mask(text), _MAX_DETAIL if errors else _MAX_TEXT_DETAIL)
 
@@ -211,7 +215,8 @@ def _unreadable(exc: BaseException) -> str:
     """Why an answer could not be read, in words rather than a Python exception's name."""
     if isinstance(exc, KeyError):
         return f"it has no {exc.args[0]!r} field" if exc.args else "a field is missing"
-    if isinstance(exc, ArithmeticError):  # decimal's text is a list of its classes
+    # Decimal's text is a list of its classes
+    if isinstance(exc, ArithmeticError):
         return "an amount is not a number"
     detail = str(exc).strip()
     return f"a field has an unexpected value ({detail})" if detail else "a field is malformed"

@@ -352,7 +352,8 @@ class BankClient:
         while next_url and next_url not in seen:
             seen.add(next_url)
             data = await self._send("GET", next_url, params=params)
-            params = None  # the bank repeats the query in its links
+            # The bank repeats the query in its links
+            params = None
             parse_item = parse if page_parser is None else page_parser(data)
             for item in self._items(data, key):
                 yield self._decode(parse_item, item, key)
@@ -376,9 +377,7 @@ class BankClient:
         what = f"{key} list"
         raise unreadable_answer(what, "its links.next is not a URL", write=False)
 
-    def _decode(
-        self, parse: Callable[[Any], T], data: Any, what: str, *, write: bool = False
-    ) -> T:
+    def _decode(self, parse: Callable[[Any], T], data: Any, what: str, *, write: bool = False) -> T:
         """Parse an answer; its links become paths on the bank's origin, and any link off
         that origin makes the answer unreadable."""
         value = decode_answer(parse, data, what, write=write, secrets=self._secrets)
@@ -464,7 +463,8 @@ class BankClient:
     def _too_large(self, method: str, url: str, *, write: bool) -> BankError:
         where = self._secrets.mask(f"{method} {url}")
         msg = f"the bank's answer to {where} was over payrun's limit of {MAX_ANSWER_BYTES} bytes"
-        if write:  # the bank may have acted before its answer went wrong
+        # The bank may have acted before its answer went wrong
+        if write:
             return OutcomeUnknownError(f"{msg}; it may or may not have taken effect")
         return BankError(msg)
 

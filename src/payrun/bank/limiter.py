@@ -51,7 +51,8 @@ class AdaptiveLimiter:
         self._grow_after = grow_after
         self._limit = cap
         self._held = 0
-        self._waiting: deque[anyio.Event] = deque()  # FIFO, served after every urgent waiter
+        # FIFO, served after every urgent waiter
+        self._waiting: deque[anyio.Event] = deque()
         self._urgent: deque[anyio.Event] = deque()
         self._streak = 0
         self._peak = 0
@@ -93,9 +94,11 @@ class AdaptiveLimiter:
 
     async def _take(self, urgent: bool) -> int:  # noqa: FBT001 - private, called per request
         """Take a slot (at once when one is free and nobody waits ahead); its generation."""
-        await anyio.lowlevel.checkpoint_if_cancelled()  # never start a request once cancelled
+        # Never start a request once cancelled
+        await anyio.lowlevel.checkpoint_if_cancelled()
         if self._held < self._limit and not self._urgent and (urgent or not self._waiting):
-            self._held += 1  # a free slot is taken without a trip through the event loop
+            # A free slot is taken without a trip through the event loop
+            self._held += 1
         else:
             await self._wait(self._urgent if urgent else self._waiting)
         if self._held > self._peak:
@@ -109,7 +112,8 @@ class AdaptiveLimiter:
         try:
             await granted.wait()
         except BaseException:
-            if granted.is_set():  # handed a slot just as it was cancelled: pass it on
+            # Handed a slot just as it was cancelled: pass it on
+            if granted.is_set():
                 self._release()
             else:
                 queue.remove(granted)
@@ -158,7 +162,7 @@ class _Slot:
         self._urgent = urgent
 
     async def __aenter__(self) -> int:
-        return await self._limiter._take(self._urgent)  # noqa: SLF001 - the limiter's own helper
+        return await self._limiter._take(self._urgent)
 
     async def __aexit__(
         self,
@@ -166,4 +170,4 @@ class _Slot:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self._limiter._release()  # noqa: SLF001
+        self._limiter._release()

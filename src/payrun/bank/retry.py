@@ -73,7 +73,7 @@ class RetryPolicy:
                 raise pending
             return await fn()
 
-        import tenacity as _t  # noqa: PLC0415 - loaded on the first retry, not at start-up
+        import tenacity as _t
 
         retrying = _t.AsyncRetrying(
             stop=_t.stop_after_attempt(self.attempts) | _t.stop_after_delay(self.max_seconds),

@@ -67,12 +67,14 @@ def _loaded(name: str) -> Any:
 
 def is_transport_error(exc: BaseException) -> bool:
     """True when a request failed in the exchange itself (no HTTP answer), on any transport."""
-    if isinstance(exc, OSError):  # TimeoutError and connection resets leaking from any stack
+    # TimeoutError and connection resets leaking from any stack
+    if isinstance(exc, OSError):
         return True
     pyreqwest_errors = _loaded("pyreqwest.exceptions")
     if pyreqwest_errors is not None and isinstance(exc, pyreqwest_errors.RequestError):
         return True
-    aiohttp_module = _loaded("aiohttp")  # also the few errors httpx-aiohttp does not map
+    # Also the few errors httpx-aiohttp does not map
+    aiohttp_module = _loaded("aiohttp")
     if aiohttp_module is not None and isinstance(exc, aiohttp_module.ClientError):
         return True
     httpx_module = _loaded("httpx")
@@ -105,9 +107,9 @@ def make_http_client(
     if transport in ("pyreqwest", "aiohttp"):
         lean: type[PyreqwestClient | AiohttpClient]
         if transport == "pyreqwest":
-            from payrun.bank._pyreqwest import PyreqwestClient as lean  # noqa: PLC0415, N813
+            from payrun.bank._pyreqwest import PyreqwestClient as lean
         else:
-            from payrun.bank._aiohttp import AiohttpClient as lean  # noqa: PLC0415, N813
+            from payrun.bank._aiohttp import AiohttpClient as lean
         return lean(
             settings.base_url,
             headers=headers,
@@ -115,15 +117,15 @@ def make_http_client(
             max_connections=max_connections,
             keepalive_seconds=_KEEPALIVE_SECONDS,
         )
-    import httpx  # noqa: PLC0415 - only these transports need it
-    from httpx_aiohttp import HttpxAiohttpClient  # noqa: PLC0415
+    import httpx
+    from httpx_aiohttp import HttpxAiohttpClient
 
     limits = httpx.Limits(
         max_connections=max_connections,
         max_keepalive_connections=max_connections,
         keepalive_expiry=_KEEPALIVE_SECONDS,
     )
-    from payrun.bank._httpx import CappedHttpxClient  # noqa: PLC0415
+    from payrun.bank._httpx import CappedHttpxClient
 
     kind = HttpxAiohttpClient if transport == "httpx-aiohttp" else httpx.AsyncClient
     return CappedHttpxClient(
@@ -216,7 +218,8 @@ def is_timeout(exc: BaseException) -> bool:
     """True when the wait for an answer ran out (the bank may still be working on it)."""
     aiohttp_module = _loaded("aiohttp")
     if aiohttp_module is not None and isinstance(exc.__cause__, aiohttp_module.ClientError):
-        exc = exc.__cause__  # httpx-aiohttp names every aiohttp error ConnectTimeout: not so
+        # Httpx-aiohttp names every aiohttp error ConnectTimeout: not so
+        exc = exc.__cause__
     return isinstance(exc, TimeoutError) or any("Timeout" in c.__name__ for c in type(exc).__mro__)
 
 
@@ -226,7 +229,7 @@ def describe(exc: BaseException) -> str:
     pyreqwest's class names mislead (a hang-up after sending is a ``ConnectError``).
     """
     if _loaded("pyreqwest.exceptions") is not None:
-        from payrun.bank._pyreqwest import error_causes  # noqa: PLC0415 - pyreqwest is loaded
+        from payrun.bank._pyreqwest import error_causes
 
         causes = error_causes(exc)
         if causes:
@@ -243,11 +246,12 @@ def _pyreqwest_never_sent(exc: Any, errors: Any) -> bool:
     name hyper's connect phase ("client error (Connect)"), and never the send phase, proves
     no byte was sent; anything else counts as maybe sent (reconciled, never resent).
     """
-    if isinstance(exc, errors.PoolTimeoutError):  # no connection was ever given to it
+    # No connection was ever given to it
+    if isinstance(exc, errors.PoolTimeoutError):
         return True
     if not isinstance(exc, (errors.ConnectError, errors.ConnectTimeoutError)):
         return False
-    from payrun.bank._pyreqwest import error_causes  # noqa: PLC0415 - pyreqwest is loaded
+    from payrun.bank._pyreqwest import error_causes
 
     messages = error_causes(exc)
     return _CONNECT_PHASE in messages and not any(_SEND_PHASE in m for m in messages)

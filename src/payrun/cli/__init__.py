@@ -35,11 +35,13 @@ __all__ = ["EXIT_CODES", "build_parser", "exit_code_for", "main"]
 
 EXIT_CODES: tuple[tuple[type[PayrunError], int], ...] = (
     (InterruptedRunError, 3),
-    (LedgerWriteError, 3),  # the disk filled up mid-run: what was done is kept, run again
+    # The disk filled up mid-run: what was done is kept, run again
+    (LedgerWriteError, 3),
     (AuthError, 2),
     (UsageError, 2),
     (LedgerError, 2),
-    (BankError, 3),  # the bank did not answer: nothing is lost, run again
+    # The bank did not answer: nothing is lost, run again
+    (BankError, 3),
     (PayrunError, 2),
 )
 """The one place exceptions become exit codes: first matching class wins."""
@@ -51,8 +53,10 @@ _COMMANDS = ("validate", "run", "report", "template", "sandbox")
 class _Parser(argparse.ArgumentParser):
     """argparse, whose usage errors become one JSON object under ``--log-format json``."""
 
-    json_errors = False  # set by ``main`` from the command line before parsing
-    key_given = False  # a word like --api-key: its neighbour may be the key itself
+    # Set by ``main`` from the command line before parsing
+    json_errors = False
+    # A word like --api-key: its neighbour may be the key itself
+    key_given = False
 
     def error(self, message: str) -> NoReturn:
         """Exit 2 with the usage error: argparse's text, or one JSON line for schedulers.
@@ -75,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     """Build the ``payrun`` parser with every subcommand registered."""
     parser = _Parser(
         prog="payrun",
-        allow_abbrev=False,  # `--api-key KEY` must not pass as an abbreviated --api-key-file
+        # `--api-key KEY` must not pass as an abbreviated --api-key-file
+        allow_abbrev=False,
         description="Validate and pay a batch file of UK payments through the bank API,"
         " exactly once.",
     )
@@ -119,7 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         error_line("interrupted; run the same command again to resume")
         return 3
     finally:
-        if stop.is_set():  # stopping: a late Ctrl-C must not kill the exit with a traceback
+        # Stopping: a late Ctrl-C must not kill the exit with a traceback
+        if stop.is_set():
             for number in previous:
                 signal.signal(number, signal.SIG_IGN)
         else:
@@ -134,12 +140,14 @@ def _standard_streams_open() -> None:
         try:
             os.fstat(number)
         except OSError:
-            opened = os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one
+            # The lowest free number: this one
+            opened = os.open(os.devnull, os.O_RDWR)
             if opened != number:  # pragma: no cover - a lower one was free: leave it be
                 os.close(opened)
                 continue
-        if getattr(sys, name) is None:  # Python starts with None for a closed stream
-            setattr(sys, name, open(number, "r" if number == 0 else "w", closefd=False))  # noqa: SIM115
+        # Python starts with None for a closed stream
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(number, "r" if number == 0 else "w", closefd=False))
 
 
 def _printable_anywhere() -> None:
@@ -154,7 +162,8 @@ def _printable_anywhere() -> None:
 def _catch_signals(stop: StopSignal) -> dict[int, object]:
     previous: dict[int, object] = {}
     if threading.current_thread() is not threading.main_thread():
-        return previous  # signals reach the main thread only (tests call main() from threads)
+        # Signals reach the main thread only (tests call main() from threads)
+        return previous
     for number in _STOP_SIGNALS:
         previous[number] = signal.getsignal(number)
         signal.signal(number, lambda *_: stop.request())
@@ -183,17 +192,19 @@ def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, obje
             exit_code=3,
         )
         return 3
-    if args.command != "run":  # only a run stops gracefully; the others stop at once
+    # Only a run stops gracefully; the others stop at once
+    if args.command != "run":
         _restore_signals(previous)
     args.stop = stop
     as_json = getattr(args, "log_format", "text") == "json"
     try:
         code: int = args.handler(args)
-    except BaseExceptionGroup as group:  # errors raised inside a task group
+    except BaseExceptionGroup as group:
+        # Errors raised inside a task group
         return _report_error(_first_payrun_error(group) or group, as_json=as_json)
     except KeyboardInterrupt:
         raise
-    except Exception as exc:  # noqa: BLE001 - users get one line, never a traceback
+    except Exception as exc:
         return _report_error(exc, as_json=as_json)
     return code
 
@@ -218,7 +229,8 @@ def _report_error(error: BaseException, *, as_json: bool) -> int:
     if isinstance(error, PayrunError):
         code = exit_code_for(error)
         message = str(error)
-        if isinstance(error, BankUnavailableError):  # the bank was never reached
+        # The bank was never reached
+        if isinstance(error, BankUnavailableError):
             message += (
                 "; check PAYRUN_BASE_URL (or --base-url) and the network, then run the same"
                 " command again"

@@ -25,7 +25,8 @@ def silence(stream: TextIO) -> None:
     """Send the rest of ``stream``'s output to /dev/null: its reader has gone."""
     try:
         fileno = stream.fileno()
-    except (OSError, ValueError):  # not backed by a file descriptor (a test's buffer)
+    except (OSError, ValueError):
+        # Not backed by a file descriptor (a test's buffer)
         return
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
@@ -42,14 +43,16 @@ def error_line(message: str, *, as_json: bool = False, exit_code: int | None = N
     stdout gets its one object (``"event": "error"``), as it gets the summary otherwise.
     """
     lines = [f"payrun: error: {message}"]
-    if as_json:  # a scheduler reading JSON lines gets the failure as one of them
+    # A scheduler reading JSON lines gets the failure as one of them
+    if as_json:
         now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         record: dict[str, object] = {"time": now, "event": "error", "message": message}
         lines = [json.dumps(record)]
         if exit_code is not None:
             ended = {"time": now, "event": "finished", "exit_code": exit_code}
             lines.append(json.dumps({**ended, "message": f"ended with exit code {exit_code}"}))
-            with reader_may_leave(run=True):  # stdout's one object: how the command ended
+            # Stdout's one object: how the command ended
+            with reader_may_leave(run=True):
                 print(json.dumps({"event": "error", "exit_code": exit_code, "message": message}))  # noqa: T201
     with reader_may_leave(sys.stderr, run=True):
         for line in lines:
@@ -67,7 +70,8 @@ def reader_may_leave(stream: TextIO | None = None, *, run: bool = False) -> Iter
     target = sys.stdout if stream is None else stream
     try:
         yield
-        target.flush()  # a block-buffered pipe fails here, or at exit where it cannot be caught
+        # A block-buffered pipe fails here, or at exit where it cannot be caught
+        target.flush()
     except BrokenPipeError:
         silence(target)
     except OSError:

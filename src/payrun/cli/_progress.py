@@ -32,8 +32,8 @@ class BarObserver:
     """A rich progress bar on stderr."""
 
     def __init__(self, *, create_only: bool) -> None:
-        from rich.console import Console  # noqa: PLC0415 - a terminal only: log runs skip rich
-        from rich.progress import (  # noqa: PLC0415
+        from rich.console import Console
+        from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
             Progress,
@@ -59,7 +59,8 @@ class BarObserver:
         self._task = self._progress.add_task("paying", total=0, rate="", bad=0, start=False)
         self._bad = 0
         self._done = 0
-        self._first = 0  # rows already done when paying began: not part of this run's rate
+        # Rows already done when paying began: not part of this run's rate
+        self._first = 0
         self._start = time.monotonic()
 
     def started(self, *, total: int, done: int) -> None:
@@ -82,7 +83,8 @@ class BarObserver:
                 bad=self._bad,
                 rate=f"{(self._done - self._first) / elapsed:,.0f}",
             )
-        elif after.status in _BAD and before.status not in _BAD:  # returned after delivered
+        elif after.status in _BAD and before.status not in _BAD:
+            # Returned after delivered
             self._bad += 1
             self._progress.update(self._task, bad=self._bad)
 
@@ -118,8 +120,9 @@ class LineObserver:
             line = json.dumps(record, default=str)
         else:
             line = f"{time.strftime('%H:%M:%S')} {message}"
-        with reader_may_leave(self._stream, run=True):  # a closed log never stops a run
-            print(line, file=self._stream, flush=True)  # noqa: T201 - the log is the output
+        # A closed log never stops a run
+        with reader_may_leave(self._stream, run=True):
+            print(line, file=self._stream, flush=True)
 
     def started(self, *, total: int, done: int) -> None:
         """Log the start of payments."""
@@ -169,7 +172,8 @@ class LineObserver:
 def finished_line(outcome: RunOutcome, *, report: Path | None) -> None:
     """The JSON log's last line: exit code, rows per status, where the ledger and report are."""
     counts: dict[str, int] = {}
-    for row in outcome.rows:  # the report's status words: an intent shows as its last sure state
+    # The report's status words: an intent shows as its last sure state
+    for row in outcome.rows:
         status = report_status(row.status)
         counts[status] = counts.get(status, 0) + 1
     record = {

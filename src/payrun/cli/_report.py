@@ -46,7 +46,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(handler=execute)
 
 
-_DEFAULT_SUFFIX = ".ledger.sqlite"  # BATCH.ledger.sqlite, beside its batch
+# BATCH.ledger.sqlite, beside its batch
+_DEFAULT_SUFFIX = ".ledger.sqlite"
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -63,19 +64,22 @@ def execute(args: argparse.Namespace) -> int:
             raise UsageError(msg)
         ledger: Path = args.ledger
         parts = [("the ledger's file", ledger.with_name(ledger.name + s)) for s in ("-wal", "-shm")]
-        batches = [ledger_batch_file(ledger)]  # where it was, and beside a default-named one
-        if ledger.name.endswith(_DEFAULT_SUFFIX):  # (a folder moved or copied since)
+        # Where it was, and beside a default-named one
+        batches = [ledger_batch_file(ledger)]
+        # (a folder moved or copied since)
+        if ledger.name.endswith(_DEFAULT_SUFFIX):
             batches.append(ledger.with_name(ledger.name.removesuffix(_DEFAULT_SUFFIX)))
         kept = [("the ledger", ledger), *parts, *(("the batch file", b) for b in batches if b)]
-        check_report_path(output, keep=kept)  # a folder, a missing folder, or what the report
-        # must never overwrite, said plainly
+        # A folder, a missing folder, or what the report must never overwrite, said plainly
+        check_report_path(output, keep=kept)
         write_table(output, REPORT_COLUMNS, report_table(rows))
         return 0
     if fmt == "xlsx":
         msg = "an .xlsx report needs a file: add -o report.xlsx"
         raise UsageError(msg)
     try:
-        with reader_may_leave():  # `payrun report LEDGER | head` ends quietly with exit 0
+        # `payrun report LEDGER | head` ends quietly with exit 0
+        with reader_may_leave():
             if fmt == "json":
                 print(json.dumps(report_records(rows), indent=2))  # noqa: T201
             else:

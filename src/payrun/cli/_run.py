@@ -221,7 +221,8 @@ def _seconds(text: str) -> float:
 
 def execute(args: argparse.Namespace) -> int:
     """Run the batch and print what happened."""
-    from payrun.cli._progress import finished_line  # rich loads only for runs
+    # Rich loads only for runs
+    from payrun.cli._progress import finished_line
     from payrun.cli._summary import dry_run_document, print_document, print_dry_run, show_run
     from payrun.run import run_batch
 
@@ -238,7 +239,8 @@ def execute(args: argparse.Namespace) -> int:
         if folder is not None:
             _say_where(options, as_json=args.log_format == "json")
         observer = _observer(args)
-        if args.dry_run and args.report is not None:  # said, not silently ignored
+        # Said, not silently ignored
+        if args.dry_run and args.report is not None:
             observer.note(f"a dry run writes no report: {args.report} is left as it was")
         refusal = None
         try:
@@ -253,13 +255,15 @@ def execute(args: argparse.Namespace) -> int:
                 ),
                 backend_options=_loop_options(),
             )
-        except RefusedMidRunError as refused:  # payments exist: summary and report still
+        except RefusedMidRunError as refused:
+            # Payments exist: summary and report still
             from payrun.cli._summary import refused_outcome
 
             outcome, refusal = refused_outcome(refused, args.batch, options), str(refused)
         finally:
             observer.close()
-    as_json = args.log_format == "json"  # stdout: one JSON object instead of the text
+    # Stdout: one JSON object instead of the text
+    as_json = args.log_format == "json"
     if outcome.dry_run:
         with reader_may_leave(run=True):
             if as_json:
@@ -286,9 +290,10 @@ def _check_flags(args: argparse.Namespace) -> None:
             " there is no --wait: add --wait, or leave --wait-timeout out"
         )
         raise UsageError(msg)
-    if args.report is not None:  # before any request: a report that cannot be written
-        check_report_path(args.report, keep=_kept_files(args))  # must not surface only after
-        # every row is paid, nor overwrite the batch or the ledger
+    # Before any request: a report that cannot be written must not surface only after every
+    # row is paid, nor overwrite the batch or the ledger
+    if args.report is not None:
+        check_report_path(args.report, keep=_kept_files(args))
 
 
 def _kept_files(args: argparse.Namespace) -> list[tuple[str, Path]]:
@@ -297,13 +302,18 @@ def _kept_files(args: argparse.Namespace) -> list[tuple[str, Path]]:
 
     ledger = args.ledger or default_ledger_path(args.batch)
     parts = [("the ledger's file", ledger.with_name(ledger.name + s)) for s in ("-wal", "-shm")]
-    return [("the batch file", args.batch), ("the ledger", ledger), *parts,
-            ("the ledger's lock", ledger.with_name(ledger.name + ".lock"))]  # fmt: skip
+    return [
+        ("the batch file", args.batch),
+        ("the ledger", ledger),
+        *parts,
+        ("the ledger's lock", ledger.with_name(ledger.name + ".lock")),
+    ]
 
 
 def _observer(args: argparse.Namespace) -> Any:
     """The run's progress observer, which first says which sheet of an .xlsx is paid."""
-    from payrun.cli._progress import make_observer  # rich loads only for runs
+    # Rich loads only for runs
+    from payrun.cli._progress import make_observer
 
     observer = make_observer(log_format=args.log_format, create_only=args.create_only)
     note = sheet_note(args.batch, args.sheet)
@@ -352,7 +362,8 @@ def _say_where(options: RunOptions, *, as_json: bool) -> None:
         f"sandbox run: the ledger goes to {options.ledger_path};"
         f" the report goes to {options.report_path}"
     )
-    if as_json:  # JSON logs stay JSON from the first line
+    # JSON logs stay JSON from the first line
+    if as_json:
         record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": "note"}
         message = json.dumps({**record, "message": message})
     with reader_may_leave(sys.stderr, run=True):
@@ -365,13 +376,16 @@ def _bank(args: argparse.Namespace) -> Iterator[tuple[Settings, Path | None]]:
     if not args.sandbox:
         stop = getattr(args, "stop", None)
         stopped = stop.is_set if stop is not None else lambda: False
-        yield load_settings(base_url=args.base_url, api_key_file=args.api_key_file,
-                            stopped=stopped), None  # fmt: skip
+        yield (
+            load_settings(base_url=args.base_url, api_key_file=args.api_key_file, stopped=stopped),
+            None,
+        )
         return
     if args.base_url:
         msg = "--sandbox and --base-url cannot be used together: pick one bank"
         raise ConfigError(msg)
-    from payrun.sandbox import serve_in_thread  # only a sandbox run needs the server
+    # Only a sandbox run needs the server
+    from payrun.sandbox import serve_in_thread
 
     folder = None
     if not args.dry_run and (not args.ledger or not args.report):

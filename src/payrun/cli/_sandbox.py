@@ -48,12 +48,25 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     add("--latency-ms", type=float, default=0.0, help="added to every request (default 0)")
     add("--jitter-ms", type=float, default=0.0, help="latency varies by up to this much either way")
-    add("--fault-rate", type=float, default=0.0, help="share of create-payment and submit requests "
-        "carried out and then answered 500 or dropped (default 0)")  # fmt: skip
-    add("--extra-429-rate", type=float, default=0.0, help="share of requests refused with 429 "
-        "as if other clients were busy (default 0)")  # fmt: skip
-    add("--deliver-after-ms", type=float, default=200.0, help="delay before a submission is "
-        "delivered (default 200)")  # fmt: skip
+    add(
+        "--fault-rate",
+        type=float,
+        default=0.0,
+        help="share of create-payment and submit requests "
+        "carried out and then answered 500 or dropped (default 0)",
+    )
+    add(
+        "--extra-429-rate",
+        type=float,
+        default=0.0,
+        help="share of requests refused with 429 as if other clients were busy (default 0)",
+    )
+    add(
+        "--deliver-after-ms",
+        type=float,
+        default=200.0,
+        help="delay before a submission is delivered (default 200)",
+    )
     add(
         "--clock-offset",
         type=float,
@@ -87,7 +100,8 @@ def _check(args: argparse.Namespace) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Serve the sandbox bank until interrupted; exit 0 when stopped cleanly."""
-    from payrun.sandbox import SeedError, create_app, serve  # uvicorn loads only for this command
+    # Uvicorn loads only for this command
+    from payrun.sandbox import SeedError, create_app, serve
 
     _check(args)
     try:
@@ -103,7 +117,8 @@ def execute(args: argparse.Namespace) -> int:
     except SeedError as exc:
         raise ConfigError(str(exc)) from exc
 
-    def announce(base_url: str) -> None:  # a reader that leaves (| head -2) stops no server
+    # A reader that leaves (| head -2) stops no server
+    def announce(base_url: str) -> None:
         with reader_may_leave():
             print(f"PAYRUN_BASE_URL={base_url}", flush=True)  # noqa: T201 - the contract's lines
             print(f"PAYRUN_API_KEY={app.api_key}", flush=True)  # noqa: T201
@@ -113,7 +128,8 @@ def execute(args: argparse.Namespace) -> int:
 
     try:
         serve(app, host=args.host, port=args.port, on_ready=announce)
-    except SystemExit as exc:  # uvicorn exits when it cannot bind
+    except SystemExit as exc:
+        # Uvicorn exits when it cannot bind
         message = f"cannot listen on {args.host}:{args.port}"
         raise ConfigError(message) from exc
     return 0

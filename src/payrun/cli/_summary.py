@@ -58,7 +58,8 @@ def _closing(
     waiting for approval, approved (submitted) in the app, or rejected there."""
     if refusal is not None:
         return refusal
-    if outcome.attention and outcome.exit_code == _INCOMPLETE:  # a rerun alone won't settle it
+    # A rerun alone won't settle it
+    if outcome.attention and outcome.exit_code == _INCOMPLETE:
         shown = "rows above" if where == "above" else "rows under attention"
         return (
             f"incomplete: a person must look at the {shown} in the bank's app first;"
@@ -94,7 +95,8 @@ def _money(amount: Decimal) -> str:
 def _table(title: str, table: dict[str, tuple[int, Decimal]]) -> None:
     _say(title)
     for status, (count, total) in sorted(table.items()):
-        if status == RowStatus.INVALID:  # an invalid row's amount may not be money at all
+        # An invalid row's amount may not be money at all
+        if status == RowStatus.INVALID:
             _say(f"  {status:<10} {count:>8} rows  {'(not added up)':>17}")
         else:
             _say(f"  {status:<10} {count:>8} rows  £{_money(total):>16}")
@@ -109,14 +111,15 @@ def write_run_report(path: Path, rows: Sequence[LedgerRow]) -> str | None:
         write_table(path, REPORT_COLUMNS, report_table(rows))
     except PayrunError as error:
         return str(error)
-    except Exception as error:  # noqa: BLE001 - any failure: the payments stand, say it
+    except Exception as error:
         return f"cannot write the report {path}: {type(error).__name__}: {error}"
     return None
 
 
 def refused_outcome(refused: RefusedMidRunError, batch: Path, options: RunOptions) -> RunOutcome:
     """The outcome of a run the bank stopped with a 401/403 after payments were created."""
-    from payrun.cli import exit_code_for  # the one table of exit codes (2 here)
+    # The one table of exit codes (2 here)
+    from payrun.cli import exit_code_for
 
     return RunOutcome(
         rows=list(refused.rows),
@@ -133,7 +136,8 @@ def show_run(
     report = options.report_path
     failure = write_run_report(report, outcome.rows) if report is not None else None
     written = None if failure else report
-    with reader_may_leave(run=True):  # a closed stdout ends the summary, not the exit code
+    # A closed stdout ends the summary, not the exit code
+    with reader_may_leave(run=True):
         if as_json:
             document = summary_document(
                 outcome,
@@ -149,15 +153,18 @@ def show_run(
                 create_only=options.create_only,
                 refusal=refusal,
             )
-    if refusal is not None:  # the error that ended the run, after the summary of what was done
+    # The error that ended the run, after the summary of what was done
+    if refusal is not None:
         error_line(refusal, as_json=as_json)
-    if failure:  # the payments stand: the run's own exit code, and how to get the report
+    # The payments stand: the run's own exit code, and how to get the report
+    if failure:
         error_line(
             f"{failure}; the report was not written: the ledger has every row, so write it"
             f" with: payrun report {outcome.ledger_path} -o {report}",
             as_json=as_json,
         )
-    if as_json:  # a scheduler's last line: how the run ended, in one object
+    # A scheduler's last line: how the run ended, in one object
+    if as_json:
         finished_line(outcome, report=written)
 
 
@@ -199,9 +206,7 @@ def _named(outcome: RunOutcome) -> list[LedgerRow]:
     return [
         r
         for r in outcome.rows
-        if r.status in _NAMED
-        or r.row in outcome.attention
-        or (r.error and r.status in _UNFINISHED)
+        if r.status in _NAMED or r.row in outcome.attention or (r.error and r.status in _UNFINISHED)
     ]
 
 
@@ -268,7 +273,8 @@ def _dry_run_verdict(outcome: RunOutcome, *, confirm_payees: bool) -> str:
     to_check = sum(plan.payees_to_create for plan in outcome.plans) if confirm_payees else 0
     if outcome.exit_code != 0:
         return "some rows would not be paid: see above"
-    if to_check:  # a dry run asks Confirmation of Payee nothing: the run may still hold
+    # A dry run asks Confirmation of Payee nothing: the run may still hold
+    if to_check:
         return (
             f"everything would be paid if Confirmation of Payee matches the {to_check} new"
             f" {'payee' if to_check == 1 else 'payees'} (a close match or no match is held,"
@@ -357,11 +363,17 @@ def dry_run_document(outcome: RunOutcome) -> dict[str, object]:
         "event": "dry_run",
         "exit_code": outcome.exit_code,
         "accounts": accounts,
-        **_problems([r for r in others if r.row in outcome.attention
-                     or r.status not in _NOTHING_TO_DO | _STARTED]),
+        **_problems(
+            [
+                r
+                for r in others
+                if r.row in outcome.attention or r.status not in _NOTHING_TO_DO | _STARTED
+            ]
+        ),
         "attention": list(outcome.attention),
-        "started": sum(1 for r in others if r.status in _STARTED
-                       and r.row not in outcome.attention),
+        "started": sum(
+            1 for r in others if r.status in _STARTED and r.row not in outcome.attention
+        ),
         "already_paid": sum(1 for r in others if r.status in _NOTHING_TO_DO),
     }
 

@@ -48,26 +48,35 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "batch", metavar="BATCH", type=file_path, help="the CSV or .xlsx batch file"
     )
     parser.add_argument(
-        "--source-account", metavar="ACCOUNT",
+        "--source-account",
+        metavar="ACCOUNT",
         help="account to pay from when a row has none: /v0/bank/accounts/ba.x or"
         " 'SORTCODE ACCOUNTNUMBER'",
     )
     parser.add_argument("--sheet", metavar="NAME", help="the .xlsx sheet to read (default: first)")
     parser.add_argument(
-        "--max-amount", metavar="AMOUNT", default=str(DEFAULT_MAX_AMOUNT),
+        "--max-amount",
+        metavar="AMOUNT",
+        default=str(DEFAULT_MAX_AMOUNT),
         help=f"largest amount allowed per payment (default {DEFAULT_MAX_AMOUNT:,})",
     )
     parser.add_argument(
-        "--max-rows", metavar="N", type=int, default=DEFAULT_MAX_ROWS,
+        "--max-rows",
+        metavar="N",
+        type=int,
+        default=DEFAULT_MAX_ROWS,
         help=f"refuse files with more rows than this (default {DEFAULT_MAX_ROWS:,})",
     )
     parser.add_argument(
-        "--allow-duplicates", action="store_true",
+        "--allow-duplicates",
+        action="store_true",
         help="allow the same payee, amount and reference twice",
     )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="stdout format")
     parser.add_argument(
-        "--report", metavar="FILE", type=file_path,
+        "--report",
+        metavar="FILE",
+        type=file_path,
         help="also write the problems to FILE (.json: the JSON object; .csv or .xlsx: a sheet)",
     )
     parser.set_defaults(handler=execute)
@@ -106,12 +115,14 @@ def execute(args: argparse.Namespace) -> int:
     report_ok = False
     try:
         options = parse_options(args)
-        if args.report is not None:  # say so before reading what may be a million rows
+        # Say so before reading what may be a million rows
+        if args.report is not None:
             check_report_path(args.report, keep=[("the batch file", args.batch)])
             report_ok = True
         with read_batch(args.batch, sheet=options.sheet, max_rows=options.max_rows) as batch:
             summary = validate_batch(batch, options)
-    except UsageError as error:  # exit 2: the JSON object and the report still say why
+    except UsageError as error:
+        # Exit 2: the JSON object and the report still say why
         document = file_error_document(str(error))
         if report_ok:
             write_error_report(args.report, document)
@@ -121,15 +132,18 @@ def execute(args: argparse.Namespace) -> int:
         raise
     if args.report is not None:
         write_validation_report(args.report, summary)
-    with reader_may_leave():  # `payrun validate BATCH | head` ends quietly, same exit code
+    # `payrun validate BATCH | head` ends quietly, same exit code
+    with reader_may_leave():
         if args.format == "json":
             sys.stdout.write(json_text(validation_document(summary)) + "\n")
         else:
             name = batch.path.name
-            if batch.sheet is not None:  # which sheet was read: the clerk may expect another
+            # Which sheet was read: the clerk may expect another
+            if batch.sheet is not None:
                 name = f"{name}, sheet {batch.sheet!r}"
             sys.stdout.write(render_validation(summary, name=name))
             note = sheet_note(batch.path, args.sheet)
-            if note is not None and note[1] is not None:  # the sheet is named above already
+            # The sheet is named above already
+            if note is not None and note[1] is not None:
                 sys.stdout.write(note[1] + "\n")
     return 0 if summary.all_valid else 1

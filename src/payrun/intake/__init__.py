@@ -28,7 +28,8 @@ from payrun.intake._damage import ROW, Damage
 from payrun.intake._headers import COLUMNS, ColumnSpec, HeaderMap, map_header, normalize_header
 from payrun.intake._sniff import BatchFormat, sniff_format
 
-if TYPE_CHECKING:  # the .xlsx reader is loaded only for a workbook (a CSV run starts faster)
+# The .xlsx reader is loaded only for a workbook (a CSV run starts faster)
+if TYPE_CHECKING:
     from payrun.intake._xlsx import Cell, XlsxSource
 
 __all__ = [
@@ -132,7 +133,8 @@ def read_batch(
     """Open a batch file, read its header and first row, and return the row stream."""
     path = Path(path)
     kind = sniff_format(path)
-    if kind == "csv" and sheet is not None:  # a sheet name the user expects to be used
+    # A sheet name the user expects to be used
+    if kind == "csv" and sheet is not None:
         msg = f"--sheet {sheet} is for .xlsx workbooks, and {path.name} is a CSV file: leave it out"
         raise BatchFileError(msg, path=path)
     if kind == "csv":
@@ -141,7 +143,7 @@ def read_batch(
         quotes = QuoteCheck(path, source.delimiter)
         records: Iterator[tuple[int, list[Any]]] = source.records(on_lines=quotes)
     else:
-        from payrun.intake._xlsx import open_xlsx  # noqa: PLC0415 - only for a workbook
+        from payrun.intake._xlsx import open_xlsx
 
         workbook = open_xlsx(path, sheet=sheet, max_rows=max_rows)
         sha256, sheet_name = workbook.sha256, workbook.sheet_name
@@ -182,7 +184,8 @@ def _header_cells(
     for number, cells in records:
         texts = [cell if isinstance(cell, str) else _cell_text("", cell)[0] for cell in cells]
         if any(text.strip() for text in texts):
-            return number, texts  # leading blank rows are skipped; numbers stay the sheet's
+            # Leading blank rows are skipped; numbers stay the sheet's
+            return number, texts
     if sheet is not None:
         msg = (
             f"sheet {sheet!r} of {path.name} is empty (or a chart): name the sheet that holds"
@@ -226,14 +229,16 @@ def _csv_cells(
                     raise limit.exceeded()
                 yield number, fields, False
             continue
-        if len(fields) == width and fields[0]:  # the usual row: not blank, every column there
+        # The usual row: not blank, every column there
+        if len(fields) == width and fields[0]:
             count += 1
             if count > most:
                 raise limit.exceeded()
             yield number, fields, True
             continue
         if not any(fields):
-            continue  # a blank line: spreadsheets show it as an empty row
+            # A blank line: spreadsheets show it as an empty row
+            continue
         count += 1
         if count > most:
             raise limit.exceeded()
@@ -295,7 +300,7 @@ def _xlsx_raw_row(header: HeaderMap, book: XlsxSource) -> Callable[[int, list[An
     indexes = tuple(index for _, index in positions)
     needed = max(indexes, default=-1) + 1
     pick = itemgetter(*indexes) if len(indexes) > 1 else (lambda cells: (cells[indexes[0]],))
-    from payrun.intake._xlsx import cell_text  # noqa: PLC0415 - loaded with the workbook
+    from payrun.intake._xlsx import cell_text
 
     def raw_row(number: int, cells: list[Any]) -> RawRow:
         if len(cells) >= needed:
@@ -313,13 +318,14 @@ def _xlsx_raw_row(header: HeaderMap, book: XlsxSource) -> Callable[[int, list[An
             for name, index in positions:
                 kind = in_row.get(index + offset) if in_row else None
                 if kind in _FORMAT_DAMAGE and name in damage:
-                    continue  # a date or lost zeros says more than the format that shows it
+                    # A date or lost zeros says more than the format that shows it
+                    continue
                 if kind is None and in_merge and index + offset in in_merge:
-                    kind = Damage.MERGED  # an error value or a formula says more
+                    # An error value or a formula says more
+                    kind = Damage.MERGED
                 if kind is not None:
                     damage[name] = kind
         return RawRow(number, values, damage or _NO_DAMAGE)
-
 
     return raw_row
 
@@ -338,19 +344,23 @@ def _check_hidden_columns(header: HeaderMap, book: XlsxSource) -> None:
 
 
 def _typed_cells(
-    values: dict[str, Any], number: int, book: XlsxSource,
+    values: dict[str, Any],
+    number: int,
+    book: XlsxSource,
     cell_text: Callable[[str, Cell], tuple[str, Damage | None]],
 ) -> dict[str, Damage] | None:
     """Turn non-text cells into text in place; return the damage their types show."""
     damage: dict[str, Damage] | None = None
     for name, cell in values.items():
-        if type(cell) is str:  # text cells are most cells: no conversion, no damage
+        # Text cells are most cells: no conversion, no damage
+        if type(cell) is str:
             if len(cell) > MAX_FIELD_BYTES:
                 msg = f"{book.path.name}: row {number} has a cell over 1 MB in {name}"
                 raise BatchFileError(msg, path=book.path)
             continue
         text, kind = cell_text(name, cell)
-        values[name] = text  # replacing a value while iterating keeps the keys: allowed
+        # Replacing a value while iterating keeps the keys: allowed
+        values[name] = text
         if kind is not None:
             if damage is None:
                 damage = {}
@@ -365,8 +375,9 @@ def sheet_note(path: Path, sheet: str | None) -> tuple[str, str | None] | None:
         if sniff_format(path) == "csv":
             return None
     except BatchFileError:
-        return None  # reading the file will say what is wrong with it
-    from payrun.intake._zip import sheet_choice  # noqa: PLC0415 - only for a workbook
+        # Reading the file will say what is wrong with it
+        return None
+    from payrun.intake._zip import sheet_choice
 
     choice = sheet_choice(path, sheet)
     if choice is None:
@@ -383,7 +394,7 @@ def sheet_note(path: Path, sheet: str | None) -> tuple[str, str | None] | None:
 
 def _cell_text(name: str, cell: Cell) -> tuple[str, Damage | None]:
     """A header cell that is not text (only a workbook has such cells) as text."""
-    from payrun.intake._xlsx import cell_text  # noqa: PLC0415 - loaded with the workbook
+    from payrun.intake._xlsx import cell_text
 
     return cell_text(name, cell)
 
@@ -391,7 +402,7 @@ def _cell_text(name: str, cell: Cell) -> tuple[str, Damage | None]:
 def __getattr__(name: str) -> Any:
     """``MAX_UNCOMPRESSED_BYTES`` comes from the .xlsx reader, loaded when first asked for."""
     if name == "MAX_UNCOMPRESSED_BYTES":
-        from payrun.intake._zip import MAX_UNCOMPRESSED_BYTES  # noqa: PLC0415
+        from payrun.intake._zip import MAX_UNCOMPRESSED_BYTES
 
         return MAX_UNCOMPRESSED_BYTES
     msg = f"module {__name__!r} has no attribute {name!r}"

@@ -21,7 +21,8 @@ AmountSuspect = Callable[[list[str]], Damage | None]
 
 _AMOUNT_START = re.compile(r"\s*£?\s*\d{1,3}\s*")
 _SHORT_AMOUNT = 8
-_AMOUNT_PENCE = re.compile(r"\s*\d{3}\.\d{1,2}\s*")  # the 234.50 of a cut 1,234.50
+# The 234.50 of a cut 1,234.50
+_AMOUNT_PENCE = re.compile(r"\s*\d{3}\.\d{1,2}\s*")
 _AMOUNT_TAIL = re.compile(r"\s*\d{1,3}(?:\.\d*)?\s*")
 _POINT_THOUSANDS = re.compile(r".*\d\.\d{3}\s*")
 _THREE = 3
@@ -35,7 +36,8 @@ def amount_suspect(header: HeaderMap, delimiter: str) -> AmountSuspect | None:
     if delimiter == ";":
         return _decimal_comma(at)
     if at + 1 >= len(header.headers):
-        return None  # a cut amount in the last column spills into an extra value: caught
+        # A cut amount in the last column spills into an extra value: caught
+        return None
     return _split_amount(header, at)
 
 
@@ -64,7 +66,8 @@ def _split_amount(header: HeaderMap, at: int) -> AmountSuspect:
             return None
         amount = fields[at]
         if "." in amount or len(amount) > _SHORT_AMOUNT or not _AMOUNT_START.fullmatch(amount):
-            return None  # most amounts: no regex needed
+            # Most amounts: no regex needed
+            return None
         rest = fields[after]
         shifted = len(fields) == width + 1 and not fields[-1].strip()
         spill = shifted or (into_reference and len(rest.strip()) == _THREE)

@@ -111,7 +111,7 @@ class QuoteCheck:
     def _refusal(self, row: int, column: str, first: int, last: int) -> BatchFileError:
         swallowed = last - first
         msg = (
-            f"{self.path.name}: a quote (\") opens a cell in row {row} (line {first} of the"
+            f'{self.path.name}: a quote (") opens a cell in row {row} (line {first} of the'
             f" file), column {column}, and is not closed on that line: it swallows the next"
             f" {swallowed} line{'s' if swallowed != 1 else ''} (to line {last}), so the rows"
             " there are not read; close or remove the quote, then run again"
@@ -125,12 +125,14 @@ def open_csv(path: Path) -> CsvSource:
     try:
         with path.open(encoding=encoding, newline="") as handle:
             first = handle.readline(_CHUNK)
-            while first and not first.strip():  # blank lines above the header
+            # Blank lines above the header
+            while first and not first.strip():
                 first = handle.readline(_CHUNK)
     except (OSError, UnicodeDecodeError) as exc:
         msg = f"cannot read the batch file {path}: {exc}"
         raise BatchFileError(msg, path=path) from exc
-    if first.strip().lower() in {"sep=;", "sep=,"}:  # Excel's own delimiter line
+    # Excel's own delimiter line
+    if first.strip().lower() in {"sep=;", "sep=,"}:
         msg = (
             f"{path.name} starts with Excel's {first.strip()!r} line: delete that line (the"
             " header must be the first line) and run again"
@@ -167,7 +169,8 @@ def _scan(path: Path) -> tuple[str, str]:
 
 def _still_utf8(decoder: codecs.IncrementalDecoder, chunk: bytes, *, final: bool = False) -> bool:
     if chunk.isascii() and not decoder.getstate()[0] and not final:
-        return True  # ASCII is valid UTF-8: skip the decode on the common path
+        # ASCII is valid UTF-8: skip the decode on the common path
+        return True
     try:
         decoder.decode(chunk, final=final)
     except UnicodeDecodeError:
@@ -178,7 +181,7 @@ def _still_utf8(decoder: codecs.IncrementalDecoder, chunk: bytes, *, final: bool
 def _csv_message(path: Path, row: int, exc: csv.Error) -> str:
     if "field larger than field limit" in str(exc):
         return (
-            f"{path.name}: row {row} has a field over 1 MB; look for a quote (\") that is"
+            f'{path.name}: row {row} has a field over 1 MB; look for a quote (") that is'
             " never closed"
         )
     return f"{path.name}: row {row} cannot be read as CSV ({exc})"

@@ -130,7 +130,7 @@ def _unusual_cell(row: int | None) -> re.Pattern[bytes]:
     if row is None:
         plain = rb'[A-Z]{1,3}\d{1,7}"'
     else:
-        plain = rb'[A-Z](?>0*)(?!(?:' + _above(row) + rb')")\d{1,7}"'
+        plain = rb"[A-Z](?>0*)(?!(?:" + _above(row) + rb')")\d{1,7}"'
     # the cell test first, then the other tag names: most ``<c`` are cells
     return re.compile(rb'<c(?! r="' + plain + rb")(?![\w:.\-])")
 

@@ -60,13 +60,16 @@ def format_kind(code: str) -> Damage | None:
     sections = text.split(";")
     first = sections[0]
     if len(sections) > 1 and not first.strip():
-        return Damage.FORMAT_HIDES  # ;;; or ;-0.00: a positive number looks empty
+        # ;;; or ;-0.00: a positive number looks empty
+        return Damage.FORMAT_HIDES
     if "general" in first.lower() or first.strip() == "@":
         return None
     if _DATE.search(first):
-        return None  # a date or time: calamine reads the cell as a date
+        # A date or time: calamine reads the cell as a date
+        return None
     if not _DIGIT.search(first):
-        return Damage.FORMAT_HIDES  # "TBC", "-": text shown instead of the number
+        # "TBC", "-": text shown instead of the number
+        return Damage.FORMAT_HIDES
     kinds = [_section_kind(section) for section in (sections[:2] if conditional else [first])]
     return max(kinds, key=lambda kind: _SEVERITY[kind])
 
@@ -75,7 +78,8 @@ def text_kind(code: str) -> Damage | None:
     """What a number format does to a text cell: only its fourth section applies."""
     sections = _LITERALS.sub("", code).split(";")
     if len(sections) >= _TEXT_SECTION + 1 and "@" not in sections[_TEXT_SECTION]:
-        return Damage.FORMAT_HIDES  # 0;0;0; or 0;0;0;"X": the text is not shown
+        # 0;0;0; or 0;0;0;"X": the text is not shown
+        return Damage.FORMAT_HIDES
     return None
 
 
@@ -83,7 +87,8 @@ def _section_kind(section: str) -> Damage | None:
     if "%" in section or "/" in section or "e+" in section.lower() or "e-" in section.lower():
         return Damage.FORMAT_OTHER
     if _SCALED.search(section):
-        return Damage.FORMAT_OTHER  # #,##0, shows thousands
+        #  ,  0, shows thousands
+        return Damage.FORMAT_OTHER
     places = _PLACES.search(section)
     shown = len(places.group(1)) if places else 0
     if shown >= _SHOWN_PLACES:

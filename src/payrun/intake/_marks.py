@@ -36,7 +36,8 @@ _ATTRIBUTE = re.compile(rb"\s(\w+)\s*=\s*(?:\"([^\"]*)\"|'([^']*)')")
 _CELL_REF = re.compile(rb"([A-Z]{1,3})([0-9]{1,7})")
 _RANGE = re.compile(rb"([A-Z]{1,3})([0-9]{1,7})(?::([A-Z]{1,3})([0-9]{1,7}))?")
 _MAX_MERGED = 100_000
-_RANK = {Damage.ERROR: 2, Damage.FORMULA: 1}  # a number format ranks below both
+# A number format ranks below both
+_RANK = {Damage.ERROR: 2, Damage.FORMULA: 1}
 
 
 @dataclass(slots=True)
@@ -69,7 +70,8 @@ class SheetMarks:
         if not spans:
             return lambda _row: False
         starts = [first for first, _ in spans]
-        reach: list[int] = []  # the furthest last row of the ranges starting so far
+        # The furthest last row of the ranges starting so far
+        reach: list[int] = []
         for _, last in spans:
             reach.append(max(last, reach[-1] if reach else last))
 
@@ -88,7 +90,8 @@ class SheetMarks:
         wanted = sorted(set(columns))
         spans = sorted(self.merged)
         active: list[tuple[int, int, int, int]] = []
-        state = [0, 0]  # the next span to take in, the last row asked
+        # The next span to take in, the last row asked
+        state = [0, 0]
 
         def lookup(row: int) -> set[int]:
             if row < state[1]:
@@ -128,7 +131,8 @@ def scan_sheet(
 
 
 def _collect(region: bytes, marks: SheetMarks, styles: StyleDamage) -> None:
-    if styles:  # cells whose number format shows something else: one pass over the styles
+    # Cells whose number format shows something else: one pass over the styles
+    if styles:
         for match in _STYLE.finditer(region):
             kinds = styles.get(int(match.group(1)))
             if kinds is None:
@@ -145,7 +149,8 @@ def _collect(region: bytes, marks: SheetMarks, styles: StyleDamage) -> None:
 
 
 def _collect_marks(region: bytes, marks: SheetMarks) -> None:
-    if b"<f" in region or b":f" in region:  # a formula element (``<f``, ``<x:f``) may be here
+    # A formula element (``<f``, ``<x:f``) may be here
+    if b"<f" in region or b":f" in region:
         prefixed = _PREFIXED_CELL.search(region) is not None
         for match in _FORMULA.finditer(region):
             start = _last_cell_start(region, match.start(), prefixed=prefixed)
@@ -154,8 +159,9 @@ def _collect_marks(region: bytes, marks: SheetMarks) -> None:
                 raise ValueError(msg)
             row, column = _cell_reference(_attributes(region, start))
             marks.mark(row, column, Damage.FORMULA)
-    errors = b'"e"' in region or b"'e'" in region  # a quick look first: most sheets have
-    zero = b'ht="0' in region or b"ht='0" in region or b'width="0' in region  # none of them
+    # A quick look first: most sheets have none of them
+    errors = b'"e"' in region or b"'e'" in region
+    zero = b'ht="0' in region or b"ht='0" in region or b'width="0' in region
     looks = ((errors, _ERROR_TYPE), (b"hidden" in region, _HIDDEN), (zero, _ZERO_SIZE))
     for found, pattern in looks:
         if found:
@@ -197,8 +203,10 @@ def _attributes(region: bytes, start: int) -> tuple[bytes, dict[bytes, bytes]]:
     end = region.find(b">", start)
     tag = region[start : end if end >= 0 else len(region)]
     name = _TAG_NAME.match(tag)
-    values = {m.group(1): m.group(2) if m.group(2) is not None else m.group(3)
-              for m in _ATTRIBUTE.finditer(tag)}
+    values = {
+        m.group(1): m.group(2) if m.group(2) is not None else m.group(3)
+        for m in _ATTRIBUTE.finditer(tag)
+    }
     return (name.group(1) if name else b""), values
 
 

@@ -55,8 +55,9 @@ def sniff_format(path: Path) -> BatchFormat:
 
 def _read_head(path: Path) -> bytes:
     try:
-        if not stat.S_ISREG(path.stat().st_mode) and not path.is_dir():  # never opened: a
-            msg = (  # pipe's bytes could be read only once, and a rerun needs the same file
+        # Never opened: a pipe's bytes could be read only once, and a rerun needs the same file
+        if not stat.S_ISREG(path.stat().st_mode) and not path.is_dir():
+            msg = (
                 f"{path} is not a regular file (a pipe or a device): save the batch to a file"
                 " and give that file's path"
             )

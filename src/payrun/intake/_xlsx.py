@@ -56,11 +56,12 @@ class XlsxSource:
     def records(self) -> Iterator[tuple[int, list[Cell]]]:
         """Yield ``(row_number, cells)`` from row 1; ``cells[0]`` is column ``first_column``."""
         rows = _guard(self.path, self._sheet.iter_rows)
-        try:  # one guard around the loop, not one call per row
+        # One guard around the loop, not one call per row
+        try:
             yield from enumerate(rows, start=1)
         except (KeyboardInterrupt, SystemExit, GeneratorExit):
             raise
-        except BaseException as exc:  # noqa: BLE001 - see _guard
+        except BaseException as exc:
             raise _translated(self.path, exc) from exc
 
 
@@ -89,7 +90,8 @@ def open_xlsx(path: Path, *, sheet: str | None, max_rows: int) -> XlsxSource:
     try:
         found = _guard(path, lambda: book.get_sheet_by_index(index))
     except BaseException:
-        marks_found.wait()  # the sheet's own error is the one to report
+        # The sheet's own error is the one to report
+        marks_found.wait()
         raise
     marks = marks_found.result()
     start = found.start
@@ -160,7 +162,7 @@ class _Background(Generic[_T]):
     def _run(self) -> None:
         try:
             self._outcome.append(self._call())
-        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+        except BaseException as exc:
             self._failure.append(exc)
 
     def wait(self) -> None:
@@ -182,7 +184,7 @@ def _guard(path: Path, call: Callable[[], _T]) -> _T:
     except (KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
     # calamine's Rust panics arrive as pyo3 PanicException, a BaseException: catch them too.
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         raise _translated(path, exc) from exc
 
 
@@ -192,7 +194,8 @@ def _translated(path: Path, exc: BaseException) -> BatchFileError:
         msg = f"{path.name} is password-protected: remove the password and save again"
         return BatchFileError(msg, path=path)
     detail = str(exc).splitlines()[0][:120] if str(exc) else ""
-    said = f" ({detail})" if " " in detail else ""  # a lone word such as "t" tells nothing
+    # A lone word such as "t" tells nothing
+    said = f" ({detail})" if " " in detail else ""
     msg = f"{path.name} is a corrupt .xlsx workbook{said}: open it in Excel and save again"
     return BatchFileError(msg, path=path)
 

@@ -77,9 +77,10 @@ def sheet_marks(path: Path, sheet_index: int) -> SheetMarks:
 def sheet_extent(path: Path, sheet_index: int) -> Extent:
     """The last row and column the n-th sheet's cells reach (calamine's grid is that big)."""
     try:
-        with zipfile.ZipFile(path) as archive, archive.open(
-            _sheet_member(archive, sheet_index)
-        ) as stream:
+        with (
+            zipfile.ZipFile(path) as archive,
+            archive.open(_sheet_member(archive, sheet_index)) as stream,
+        ):
             return scan_extent(stream.read, _CHUNK)
     except (zipfile.BadZipFile, zlib.error, EOFError, KeyError, ValueError, OSError) as exc:
         msg = f"{path.name} is a corrupt .xlsx workbook ({exc}): save it again from Excel"

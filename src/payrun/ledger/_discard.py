@@ -28,5 +28,6 @@ def _never_sent(ledger: Ledger) -> bool:
     """True when no row of the ledger was ever sent to the bank (no intent, no payment)."""
     try:
         return not any(row.attempts or row.payment_url for row in ledger.rows())
-    except LedgerError:  # unreadable: keep it
+    except LedgerError:
+        # Unreadable: keep it
         return False

@@ -139,7 +139,8 @@ def take_lock(path: Path) -> int | None:
         except BlockingIOError:
             pid = _read_pid(fd)
             os.close(fd)
-            if time.monotonic() < deadline:  # a dry run's look, or a ledger being removed
+            # A dry run's look, or a ledger being removed
+            if time.monotonic() < deadline:
                 time.sleep(_LOCK_RETRY_SECONDS)
                 continue
             holder = f"process {pid}" if pid else "another process"
@@ -150,7 +151,8 @@ def take_lock(path: Path) -> int | None:
             raise LedgerLockedError(msg, pid=pid) from None
         if _still_linked(fd, lock_path):
             break
-        os.close(fd)  # locked a lock file its holder removed meanwhile: take the new one
+        # Locked a lock file its holder removed meanwhile: take the new one
+        os.close(fd)
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     return fd

@@ -37,7 +37,7 @@ from payrun.ledger._records import LedgerRow
 
 __all__ = ["LOCK_FOLDER", "BatchLock", "check_batch_lock", "take_batch_lock"]
 
-LOCK_FOLDER = Path("/tmp/payrun-locks")  # noqa: S108 - one place for all users, checked before use
+LOCK_FOLDER = Path("/tmp/payrun-locks")
 """The register's folder: the same for every user and process of the machine."""
 _GUARD = "register.lock"
 _ENTRY_PREFIX = "run-"
@@ -140,7 +140,8 @@ def check_batch_lock(rows: Sequence[LedgerRow], bank: str) -> None:
     """
     if sys.platform == "win32":  # pragma: no cover - payrun runs on Linux and macOS
         return
-    if not LOCK_FOLDER.exists():  # no run has paid on this machine since it started
+    # No run has paid on this machine since it started
+    if not LOCK_FOLDER.exists():
         return
     folder = _open_folder(create=False)
     try:

@@ -245,7 +245,12 @@ class Ledger:
         """Update batch fields: base_url, organization_url, started_at, ended_at, options,
         late_until, alive_at."""
         allowed = {
-            "base_url", "organization_url", "started_at", "ended_at", "options", "late_until",
+            "base_url",
+            "organization_url",
+            "started_at",
+            "ended_at",
+            "options",
+            "late_until",
             "alive_at",
         }
         unknown = set(values) - allowed
@@ -255,7 +260,7 @@ class Ledger:
         assignments = ", ".join(f"{name} = ?" for name in values)
         params = [to_sql(value) for value in values.values()]
         with self.atomic():
-            self._execute(f"UPDATE batch SET {assignments} WHERE id = 1", params)  # noqa: S608
+            self._execute(f"UPDATE batch SET {assignments} WHERE id = 1", params)
 
     def replace_rows(self, rows: Iterable[LedgerRow]) -> None:
         """Rewrite rows never sent to the bank from the file again (new options on a rerun).
@@ -270,23 +275,34 @@ class Ledger:
                 " amount = ?, reference = ?, source_account = ?, status = ?, error = ?,"
                 " account_url = NULL, payee_url = NULL, updated_at = ? WHERE row = ?",
                 (
-                    (r.row_id, r.payee_name, r.sort_code, r.account_number,
-                     r.amount_text if r.status is RowStatus.INVALID else format_money(r.amount),
-                     r.reference, r.source_account, str(r.status), r.error, now, r.row)
+                    (
+                        r.row_id,
+                        r.payee_name,
+                        r.sort_code,
+                        r.account_number,
+                        r.amount_text if r.status is RowStatus.INVALID else format_money(r.amount),
+                        r.reference,
+                        r.source_account,
+                        str(r.status),
+                        r.error,
+                        now,
+                        r.row,
+                    )
                     for r in rows
                 ),
-            )  # fmt: skip
+            )
 
     def rows(self, statuses: Iterable[RowStatus] | None = None) -> list[LedgerRow]:
         """Every row (or those in ``statuses``), in row order."""
-        select = f"SELECT {ROW_SELECT} FROM rows"  # noqa: S608 - fixed column names
+        select = f"SELECT {ROW_SELECT} FROM rows"
         if statuses is None:
             cursor = self._execute(f"{select} ORDER BY row")
         else:
             wanted = [str(status) for status in statuses]
             marks = ", ".join("?" for _ in wanted)
             cursor = self._execute(f"{select} WHERE status IN ({marks}) ORDER BY row", wanted)
-        cursor.row_factory = None  # plain tuples, in ROW_SELECT order
+        # Plain tuples, in ROW_SELECT order
+        cursor.row_factory = None
         return [row_from_values(values) for values in cursor]
 
     def counts(self) -> dict[RowStatus, int]:
@@ -302,7 +318,7 @@ class Ledger:
                 msg = f"cannot update row fields {sorted(unknown)}"
                 raise ValueError(msg)
             assignments = "".join(f"{name} = ?, " for name in names)
-            sql = f"UPDATE rows SET {assignments}updated_at = ? WHERE row = ?"  # noqa: S608
+            sql = f"UPDATE rows SET {assignments}updated_at = ? WHERE row = ?"
             self._sql_cache[names] = sql
         return sql
 
@@ -314,15 +330,14 @@ class Ledger:
         dozen rows' intents and outcomes costs 2-3 statements, not one per run of fields.
         """
         merged: dict[int, dict[str, Any]] = {}
-        for row, values in changes:  # one UPDATE per row: its changes in order, last wins
+        # One UPDATE per row: its changes in order, last wins
+        for row, values in changes:
             earlier = merged.get(row)
             merged[row] = values if earlier is None else {**earlier, **values}
         by_names: dict[tuple[str, ...], list[list[Any]]] = {}
         now = iso(utc_now())
         for row, values in merged.items():
-            by_names.setdefault(tuple(values), []).append(
-                [*map(to_sql, values.values()), now, row]
-            )
+            by_names.setdefault(tuple(values), []).append([*map(to_sql, values.values()), now, row])
         with self.atomic():
             for names, params in by_names.items():
                 self._executemany(self._update_sql(names), params)
@@ -355,7 +370,8 @@ def _ledger_error(path: Path, exc: sqlite3.Error) -> LedgerError:
             " row's request did when it runs again"
         )
         return LedgerWriteError(msg)
-    if "locked" in str(exc):  # another program (a database browser, say) holds it
+    # Another program (a database browser, say) holds it
+    if "locked" in str(exc):
         msg = (
             f"cannot use the ledger {path}: another program has it locked ({exc}); close"
             " that program, then run the same command again"
@@ -381,9 +397,11 @@ def _refuse_other_files(path: Path) -> None:
     except FileNotFoundError:
         return
     except OSError:
-        return  # a folder or an unreadable file: opening it says why
+        # A folder or an unreadable file: opening it says why
+        return
     if not header:
-        return  # empty: a new ledger
+        # Empty: a new ledger
+        return
     other = f"{path} is not a payrun ledger"
     if header != _SQLITE_HEADER:
         msg = f"{other} (it is not an SQLite database): name another --ledger file"
@@ -392,8 +410,10 @@ def _refuse_other_files(path: Path) -> None:
         with closing(sqlite3.connect(_read_only(path), uri=True, timeout=1.0)) as db:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.Error:
-        return  # opening it for real says what is wrong
-    others = {t for t in tables - _OWN_TABLES if not t.startswith("sqlite_")}  # ANALYZE's too
+        # Opening it for real says what is wrong
+        return
+    # ANALYZE's too
+    others = {t for t in tables - _OWN_TABLES if not t.startswith("sqlite_")}
     if others:
         shown = ", ".join(sorted(others)[:5])
         msg = f"{other}: it is a database of other tables ({shown}); name another --ledger file"
@@ -434,7 +454,7 @@ def _add_unique_indexes(connection: sqlite3.Connection, path: Path) -> None:
             )
         except sqlite3.IntegrityError:
             url, rows = connection.execute(
-                f"SELECT {column}, GROUP_CONCAT(row, ', ') FROM rows"  # noqa: S608
+                f"SELECT {column}, GROUP_CONCAT(row, ', ') FROM rows"
                 f" WHERE {column} IS NOT NULL GROUP BY {column} HAVING COUNT(*) > 1 LIMIT 1"
             ).fetchone()
             what = column.removesuffix("_url")
@@ -455,7 +475,8 @@ def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
         else:
             connection = sqlite3.connect(path, isolation_level=None)
             connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=NORMAL")  # durable across a process crash
+            # Durable across a process crash
+            connection.execute("PRAGMA synchronous=NORMAL")
             connection.executescript(_SCHEMA)
             _add_batch_columns(connection)
             try:

@@ -99,9 +99,7 @@ def check_report_path(path: Path | str, *, keep: Sequence[tuple[str, Path]] = ()
     target = Path(path)
     for what, kept in keep:
         if _same_file(target, kept):
-            msg = (
-                f"the report {target} would overwrite {what} {kept}: name another report file"
-            )
+            msg = f"the report {target} would overwrite {what} {kept}: name another report file"
             raise ConfigError(msg)
     if target.suffix.lower() not in TABLE_FORMATS:
         raise _unsupported(target)
@@ -123,7 +121,8 @@ def _same_file(one: Path, other: Path) -> bool:
     """The same file: one path, or two names of it (a link), existing or not."""
     try:
         return os.path.samefile(one, other)
-    except OSError:  # one of them does not exist (yet): compare where the names point
+    except OSError:
+        # One of them does not exist (yet): compare where the names point
         return one.resolve() == other.resolve()
 
 
@@ -203,9 +202,7 @@ def _summary_lines(summary: BatchSummary, name: str) -> list[str]:
     for account, totals in sorted(summary.accounts.items()):
         noun = "payment" if totals.count == 1 else "payments"
         lines.append(f"  from {account}: {totals.count:,} {noun}, £{totals.total:,.2f}")
-    lines.append(
-        f"fingerprint: count {fingerprint.count}, total {format_money(fingerprint.total)}"
-    )
+    lines.append(f"fingerprint: count {fingerprint.count}, total {format_money(fingerprint.total)}")
     lines.append(f"  sha256 {fingerprint.sha256}")
     return lines
 
@@ -247,7 +244,8 @@ def csv_cell(value: object) -> object:
 
 
 def _write_xlsx(handle: IO[Any], columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    from openpyxl import Workbook  # type: ignore[import-untyped]  # only .xlsx needs it
+    # Only .xlsx needs it
+    from openpyxl import Workbook  # type: ignore[import-untyped]
     from openpyxl.cell import WriteOnlyCell  # type: ignore[import-untyped]
     from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE  # type: ignore[import-untyped]
 
@@ -255,12 +253,14 @@ def _write_xlsx(handle: IO[Any], columns: Sequence[str], rows: Iterable[Sequence
     sheet = book.create_sheet("report")
 
     def cell(value: object) -> object:
-        if isinstance(value, Decimal):  # money: a number a spreadsheet can add up, exact
+        # Money: a number a spreadsheet can add up, exact
+        if isinstance(value, Decimal):
             money = WriteOnlyCell(sheet, value=value)
             money.number_format = _MONEY_FORMAT
             return money
-        if isinstance(value, str):  # text exactly as it is, never a formula (no escape needed)
-            # except control characters, which XML cannot hold: shown as U+FFFD
+        # Text exactly as it is, never a formula (no escape needed), except control
+        # characters, which XML cannot hold: shown as U+FFFD
+        if isinstance(value, str):
             text = WriteOnlyCell(sheet, value=ILLEGAL_CHARACTERS_RE.sub("\ufffd", value))
             text.data_type = "s"
             return text
@@ -309,6 +309,7 @@ def _atomic_write(target: Path, mode: str, write: Callable[[IO[Any]], None]) -> 
         os.replace(temp, target)
     except BaseException as exc:
         Path(temp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):  # a full disk, a folder in the way: one line, not a trace
+        # A full disk, a folder in the way: one line, not a trace
+        if isinstance(exc, OSError):
             raise _unwritable(target, exc) from exc
         raise

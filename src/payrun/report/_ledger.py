@@ -37,8 +37,10 @@ REPORT_COLUMNS = (
 )
 
 _REPORTED = {
-    RowStatus.CREATING: RowStatus.PENDING,  # not known to exist at the bank yet
-    RowStatus.SUBMITTING: RowStatus.CREATED,  # the payment exists; the submit is unconfirmed
+    # Not known to exist at the bank yet
+    RowStatus.CREATING: RowStatus.PENDING,
+    # The payment exists; the submit is unconfirmed
+    RowStatus.SUBMITTING: RowStatus.CREATED,
 }
 
 

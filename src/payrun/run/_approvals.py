@@ -20,7 +20,8 @@ from payrun.ledger import LedgerRow
 from payrun.run._book import RowBook
 from payrun.run._reconcile import adopt_outside_submissions, adopt_resubmissions
 
-if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
+# The bank client is imported only by runs that talk to a bank
+if TYPE_CHECKING:
     from payrun.bank import BankClient
 
 __all__ = ["refresh_created"]

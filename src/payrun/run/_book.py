@@ -58,8 +58,12 @@ class _Ahead:
     __slots__ = ("group", "number", "restore", "status", "values")
 
     def __init__(
-        self, status: RowStatus, values: dict[str, Any], restore: dict[str, Any],
-        number: int, group: _GroupCommit,
+        self,
+        status: RowStatus,
+        values: dict[str, Any],
+        restore: dict[str, Any],
+        number: int,
+        group: _GroupCommit,
     ) -> None:
         self.status = status
         self.values = values
@@ -87,12 +91,18 @@ class RowBook:
         self._ledger = ledger
         self._on_change = on_change
         self._held: list[tuple[int, dict[str, Any]]] = []
-        self._group: _GroupCommit | None = None  # the commit intents are gathering for
-        self._staged = 0  # intents staged so far (each intent's sequence number)
-        self._durable = 0  # every intent up to this number is on disk
-        self._broken: BaseException | None = None  # a failed write: nothing more is committed
-        self._ahead: dict[int, _Ahead] = {}  # intents committed before their row's turn
-        self._next_alive = 0.0  # ``tick`` commits the batch's alive_at again from then
+        # The commit intents are gathering for
+        self._group: _GroupCommit | None = None
+        # Intents staged so far (each intent's sequence number)
+        self._staged = 0
+        # Every intent up to this number is on disk
+        self._durable = 0
+        # A failed write: nothing more is committed
+        self._broken: BaseException | None = None
+        # Intents committed before their row's turn
+        self._ahead: dict[int, _Ahead] = {}
+        # ``tick`` commits the batch's alive_at again from then
+        self._next_alive = 0.0
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -165,7 +175,8 @@ class RowBook:
         """
         if self._ledger is not None and self._held:
             self._ensure_writable()
-            staged = self._staged  # every intent staged so far is in ``held``
+            # Every intent staged so far is in ``held``
+            staged = self._staged
             held, self._held = self._held, []
             try:
                 self._ledger.update_each(held)
@@ -211,7 +222,8 @@ class RowBook:
 
     @staticmethod
     def _rerun(cause: BaseException) -> str:
-        if isinstance(cause, LedgerWriteError):  # it says what to do itself
+        # It says what to do itself
+        if isinstance(cause, LedgerWriteError):
             return str(cause)
         return f"{cause}; then run the same command again (nothing is paid twice)"
 
@@ -223,7 +235,8 @@ class RowBook:
         for number in numbers:
             self._ahead.pop(number, None)
         if self._ledger is not None:
-            self.flush()  # held outcomes first: a row's changes reach the disk in order
+            # Held outcomes first: a row's changes reach the disk in order
+            self.flush()
             self._ensure_writable()
             try:
                 self._ledger.update_many(numbers, **values)
@@ -243,9 +256,7 @@ class RowBook:
         """
         return self.set(row, **self._intent_values(row, status, at))
 
-    async def intent(
-        self, row: int, status: RowStatus, *, ahead: Iterable[int] = ()
-    ) -> LedgerRow:
+    async def intent(self, row: int, status: RowStatus, *, ahead: Iterable[int] = ()) -> LedgerRow:
         """``mark_intent`` for concurrent workers: intents of one loop turn share a commit.
 
         The first worker to stage an intent lets every other ready worker run once (they
@@ -283,21 +294,31 @@ class RowBook:
                 finally:
                     group.done.set()
         else:
-            with anyio.CancelScope(shield=True):  # at most one turn: memory follows the disk
+            # At most one turn: memory follows the disk
+            with anyio.CancelScope(shield=True):
                 await group.done.wait()
-        self._ensure_durable(row, number, group)  # the group's commit, or an earlier one, failed?
-        for other in staged:  # on disk now: memory follows (unless its turn came already)
+        # The group's commit, or an earlier one, failed?
+        self._ensure_durable(row, number, group)
+        # On disk now: memory follows (unless its turn came already)
+        for other in staged:
             entry = self._ahead.get(other)
             if entry is not None and entry.number == number:
                 self._apply(other, entry.values)
         after = self._apply(row, values)
-        self.alive()  # due after a stalled loop: the sign of life goes before the call
-        await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled run sends nothing more
+        # Due after a stalled loop: the sign of life goes before the call
+        self.alive()
+        # A cancelled run sends nothing more
+        await anyio.lowlevel.checkpoint_if_cancelled()
         return after
 
     def _stage_ahead(
-        self, ahead: Iterable[int], row: int, status: RowStatus, at: datetime,
-        number: int, group: _GroupCommit,
+        self,
+        ahead: Iterable[int],
+        row: int,
+        status: RowStatus,
+        at: datetime,
+        number: int,
+        group: _GroupCommit,
     ) -> list[int]:
         """Stage the intents of rows ``ahead`` (not already staged) into this commit."""
         staged: list[int] = []
@@ -306,8 +327,11 @@ class RowBook:
                 continue
             before = self._rows[other]
             values = self._intent_values(other, status, at)
-            restore = {"status": before.status, "intent_at": before.intent_at,
-                       "attempts": before.attempts}
+            restore = {
+                "status": before.status,
+                "intent_at": before.intent_at,
+                "attempts": before.attempts,
+            }
             self._ahead[other] = _Ahead(status, values, restore, number, group)
             self._held.append((other, values))
             staged.append(other)
@@ -320,7 +344,8 @@ class RowBook:
                 await early.group.done.wait()
         self._ensure_durable(row, early.number, early.group)
         after = self._rows[row]
-        if after.status is not early.status:  # committed, not yet followed in memory
+        # Committed, not yet followed in memory
+        if after.status is not early.status:
             after = self._apply(row, early.values)
         self.alive()
         await anyio.lowlevel.checkpoint_if_cancelled()

@@ -48,12 +48,14 @@ from payrun.run._book import RowBook
 from payrun.run._plan import PayeeFacts, PaymentCheck
 from payrun.run._refusal import refused_mid_run
 
-if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
+# The bank client is imported only by runs that talk to a bank
+if TYPE_CHECKING:
     from payrun.bank import BankClient, Payment, Submission
 
 __all__ = ["ExecutionResult", "StopFlag", "execute_rows"]
 
-_GONE = 410  # the bank's answer to submitting a payment someone rejected (payment-rejected)
+# The bank's answer to submitting a payment someone rejected (payment-rejected)
+_GONE = 410
 _PAYEE_GONE = "payee-deactivated"
 _PAYEE_GONE_AFTER_CREATE = (
     "the payee was deactivated after this payment was created, so it can never be submitted:"
@@ -75,12 +77,16 @@ _NEXT_STEP = {
     " again (it looks the payee up again)",
 }
 """What to do next after the bank refused a create or submit, by the bank's code."""
-_AHEAD = 32  # intents committed with each one for the next rows of its queue (RowBook.intent)
-LATE_ANSWER_SECONDS = 30.0  # a bank that did not answer in time may finish later: payrun
-# looks once as long as it waited for the answer (transport.REQUEST_TIMEOUT) has passed
+# Intents committed with each one for the next rows of its queue (RowBook.intent)
+_AHEAD = 32
+# A bank that did not answer in time may finish later: payrun looks once as long as it
+# waited for the answer (transport.REQUEST_TIMEOUT) has passed
+LATE_ANSWER_SECONDS = 30.0
 _OUTBOUND = "outbound-payment"
-_WATCH_SECONDS = 0.25  # how often the engine looks at the stop flag
-_FLUSH_SECONDS = 1.0  # how long an outcome waits at most for the next intent's commit
+# How often the engine looks at the stop flag
+_WATCH_SECONDS = 0.25
+# How long an outcome waits at most for the next intent's commit
+_FLUSH_SECONDS = 1.0
 
 
 class StopFlag(Protocol):
@@ -102,7 +108,8 @@ class ExecutionResult:
     deferred: int = 0
     unreachable: bool = False
     """A request found the bank unreachable after its retries: the pass stopped early."""
-    settle_at: float = 0.0  # anyio's clock: no earlier is the bank asked about a late answer
+    # Anyio's clock: no earlier is the bank asked about a late answer
+    settle_at: float = 0.0
     fatal: PayrunError | None = None
     answered_otherwise: set[int] = field(default_factory=set)
     """Rows whose create the bank answered with another payment than theirs: it did
@@ -150,8 +157,10 @@ class _Engine:
         self._lanes: dict[str, _Lane] = {}
         self._eligible: deque[_Lane] = deque()
         self._creates_left = 0
-        self._idle: deque[anyio.Event] = deque()  # create workers waiting for work
-        self._halted = False  # a stop request or a fatal answer: start nothing new
+        # Create workers waiting for work
+        self._idle: deque[anyio.Event] = deque()
+        # A stop request or a fatal answer: start nothing new
+        self._halted = False
         self.result = ExecutionResult()
 
     def plan(self, to_create: list[LedgerRow], to_submit: list[LedgerRow]) -> None:
@@ -178,9 +187,11 @@ class _Engine:
     async def run(self) -> ExecutionResult:
         """Run every worker until all lanes are drained or a stop is requested."""
         try:
-            self._book.tick()  # alive: a rerun after a kill knows when requests may have left
+            # Alive: a rerun after a kill knows when requests may have left
+            self._book.tick()
             async with anyio.create_task_group() as watching:
-                watching.start_soon(self._watch_stop)  # until every worker has ended
+                # Until every worker has ended
+                watching.start_soon(self._watch_stop)
                 async with anyio.create_task_group() as group:
                     if not self._create_only:
                         for lane in self._lanes.values():
@@ -189,10 +200,12 @@ class _Engine:
                     for _ in range(min(self._create_workers, self._creates_left)):
                         group.start_soon(self._create_worker)
                 watching.cancel_scope.cancel()
-        finally:  # intents committed ahead but never used are put back; held outcomes go now
+        finally:
+            # Intents committed ahead but never used are put back; held outcomes go now
             self._book.withdraw_unused()
             self._book.flush()
-        if isinstance(self.result.fatal, AuthError):  # say what was done: created, submitted
+        # Say what was done: created, submitted
+        if isinstance(self.result.fatal, AuthError):
             self.result.fatal = refused_mid_run(
                 self.result.fatal, self._book.all(), create_only=self._create_only
             )
@@ -207,10 +220,13 @@ class _Engine:
         flush_at = anyio.current_time() + _FLUSH_SECONDS
         while True:
             await anyio.sleep(_WATCH_SECONDS)
-            if (now := anyio.current_time()) >= flush_at:  # a commit costs CPU: not more often
+            # A commit costs CPU: not more often
+            if (now := anyio.current_time()) >= flush_at:
                 flush_at = now + _FLUSH_SECONDS
-                self._book.flush()  # an outcome waits at most this long for the next intent
-            self._book.alive()  # on time even while requests only retry or wait for answers
+                # An outcome waits at most this long for the next intent
+                self._book.flush()
+            # On time even while requests only retry or wait for answers
+            self._book.alive()
             if not stopped and self._stop.is_set():
                 stopped = True
                 self._stop_all()
@@ -219,7 +235,8 @@ class _Engine:
         if lane.to_create and lane.credit > 0 and not lane.queued:
             lane.queued = True
             self._eligible.append(lane)
-            if self._idle:  # wake one idle create worker, not all of them
+            # Wake one idle create worker, not all of them
+            if self._idle:
                 self._idle.popleft().set()
 
     async def _pick(self) -> tuple[_Lane, int] | None:
@@ -252,7 +269,8 @@ class _Engine:
                 lane.creating -= 1
                 if created and not self._create_only and not lane.closed:
                     lane.to_submit.append((row, True))
-                    if lane.idle:  # wake one idle submit worker of the account
+                    # Wake one idle submit worker of the account
+                    if lane.idle:
                         lane.idle.popleft().set()
                 elif not self._create_only:
                     self._release_credit(lane)
@@ -264,7 +282,8 @@ class _Engine:
 
     def _close(self, lane: _Lane) -> None:
         lane.closed = True
-        while lane.idle:  # idle submit workers drain what is queued, then end
+        # Idle submit workers drain what is queued, then end
+        while lane.idle:
             lane.idle.popleft().set()
 
     def _release_credit(self, lane: _Lane) -> None:
@@ -376,7 +395,8 @@ class _Engine:
                 ),
             )
             self.result.unknown += 1
-            if exc.late:  # the bank may still be working on it: look only once it had time
+            # The bank may still be working on it: look only once it had time
+            if exc.late:
                 self.result.settle_at = anyio.current_time() + LATE_ANSWER_SECONDS
         elif isinstance(exc, BankRejectedError) and action == "submit" and exc.status == _GONE:
             self._book.record(
@@ -400,7 +420,8 @@ class _Engine:
             unbind = {"payee_url": None} if exc.code == _PAYEE_GONE and action == "create" else {}
             self._book.record(number, status=RowStatus.FAILED, error=error, **unbind)
             self.result.failed += 1
-        else:  # 429 or never sent, after the retry policy gave up: nothing happened
+        else:
+            # 429 or never sent, after the retry policy gave up: nothing happened
             self._book.record(
                 number,
                 status=before,
@@ -410,8 +431,10 @@ class _Engine:
                 ),
             )
             self.result.deferred += 1
-            if isinstance(exc, BankUnavailableError):  # the bank is gone: start nothing new
-                self.result.unreachable = True  # (each row would wait out its own retries)
+            # The bank is gone: start nothing new
+            if isinstance(exc, BankUnavailableError):
+                # (each row would wait out its own retries)
+                self.result.unreachable = True
                 self._stop_all()
 
     def _wake_all(self) -> None:
@@ -459,6 +482,7 @@ async def execute_rows(
         payee_details=payee_details or {},
     )
     engine.plan(to_create, to_submit)
-    to_create.clear()  # the engine keeps row numbers: let the rows' old versions be freed
+    # The engine keeps row numbers: let the rows' old versions be freed
+    to_create.clear()
     to_submit.clear()
     return await engine.run()

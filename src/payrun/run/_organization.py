@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 from payrun.errors import BankError, BankRejectedError, BankUnavailableError, ConfigError
 
-if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
+# The bank client is imported only by runs that talk to a bank
+if TYPE_CHECKING:
     from payrun.bank import BankClient, Organization
     from payrun.config import Settings
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from payrun.run._plan import account_classification
 
-if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
+# The bank client is imported only by runs that talk to a bank
+if TYPE_CHECKING:
     from payrun.bank import BankClient, CopResult, Organization
 
 __all__ = ["NEW_FILE", "confirm_payee", "cop_verdict", "held_again_reason"]

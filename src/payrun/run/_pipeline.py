@@ -44,17 +44,24 @@ from payrun.run._settle import bank_may_still_finish, remember_late_answers, wai
 from payrun.run._stop import StopSignal
 from payrun.run._track import follow_submissions
 
-if TYPE_CHECKING:  # imported at run time only when a bank is called (keeps `validate` fast)
+# Imported at run time only when a bank is called (keeps `validate` fast)
+if TYPE_CHECKING:
     from payrun.bank import BankClient, Organization
 
 __all__ = ["RunObserver", "RunOutcome", "run_batch", "run_exit_code"]
 
 _MAX_ROUNDS = 6
-_STOP_POLL_SECONDS = 0.25  # each wake-up costs CPU; a quarter second is prompt enough
+# Each wake-up costs CPU; a quarter second is prompt enough
+_STOP_POLL_SECONDS = 0.25
 _GC_YOUNG_THRESHOLD = 50_000
 _UNPAID = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.SUBMITTING)
-_NOT_PAID = (RowStatus.INVALID, RowStatus.HELD, RowStatus.FAILED, RowStatus.RETURNED,
-             RowStatus.REJECTED)  # fmt: skip
+_NOT_PAID = (
+    RowStatus.INVALID,
+    RowStatus.HELD,
+    RowStatus.FAILED,
+    RowStatus.RETURNED,
+    RowStatus.REJECTED,
+)
 
 
 class RunObserver(Protocol):
@@ -82,7 +89,8 @@ class RunOutcome:
     interrupted: bool = False
     attention: list[int] = field(default_factory=list)
     exit_code: int = 0
-    wait_ended: str | None = None  # why --wait ended with payments not final (ran out, no answer)
+    # Why --wait ended with payments not final (ran out, no answer)
+    wait_ended: str | None = None
 
 
 class _Quiet:
@@ -132,9 +140,16 @@ async def run_batch(
     stop = stop or StopSignal()
     if options.dry_run:
         book, info = run_start.dry_run_book(batch_path, ledger_path, validation, options)
-        late = bank_may_still_finish(ledger_path)  # then a run would wait before it checks
-        dry = functools.partial(_dry_run, book=book, settings=settings, options=options,
-                                late=late, recorded=(info, ledger_path))  # fmt: skip
+        # Then a run would wait before it checks
+        late = bank_may_still_finish(ledger_path)
+        dry = functools.partial(
+            _dry_run,
+            book=book,
+            settings=settings,
+            options=options,
+            late=late,
+            recorded=(info, ledger_path),
+        )
         return await _with_client(settings, options, dry)
     is_new = not ledger_path.exists()
     ledger = run_start.open_run_ledger(batch_path, ledger_path, validation, options)
@@ -152,7 +167,8 @@ async def run_batch(
         ledger.set_batch(ended_at=utc_now())
     except BaseException as exc:
         if is_new:
-            discard_if_refused(ledger, exc)  # a refused first run leaves no ledger behind
+            # A refused first run leaves no ledger behind
+            discard_if_refused(ledger, exc)
         raise
     finally:
         ledger.close()
@@ -170,7 +186,8 @@ def _collector_tuned() -> Iterator[None]:
     """
     previous = gc.get_threshold()
     gc.set_threshold(_GC_YOUNG_THRESHOLD, *previous[1:])
-    gc.freeze()  # what exists now (the book, the indexes) lives for the whole run
+    # What exists now (the book, the indexes) lives for the whole run
+    gc.freeze()
     try:
         yield
     finally:
@@ -240,32 +257,52 @@ def _preflight(
 
 
 async def _dry_run(
-    client: BankClient, book: RowBook, settings: Settings, options: RunOptions, *, late: bool,
+    client: BankClient,
+    book: RowBook,
+    settings: Settings,
+    options: RunOptions,
+    *,
+    late: bool,
     recorded: tuple[BatchInfo | None, Path],
 ) -> RunOutcome:
     org = await find_organization(client, settings)
-    if recorded[0] is not None:  # a ledger of another bank or organization: as a run, exit 2
+    # A ledger of another bank or organization: as a run, exit 2
+    if recorded[0] is not None:
         run_start.refuse_other_bank(recorded[0], recorded[1], settings, org)
     checks = _preflight(client, org, book, options)
-    checks.recall_holds(run_start.reopen_unfinished(book))  # held rows checked again, as in a run
+    # Held rows checked again, as in a run
+    checks.recall_holds(run_start.reopen_unfinished(book))
     await checks.check_accounts()
     # A run paying these rows now has payments in flight that the bank does not show yet.
     check_batch_lock(book.all(), bank_identity(settings.base_url, org.url))
     await checks.load_payees_and_payments()
-    attention = [] if late else await reconcile_rows(  # reads only, as a run (which first
-        client, book, accounts=checks.accounts, payee_details=checks.payee_details,
-        payments=checks.payments,  # waits out a late bank: rows mid-call stay started)
-    )  # fmt: skip
-    await refresh_created(client, book, create_only=True)  # approved or rejected in the app
+    # Reads only, as a run (which first waits out a late bank: rows mid-call stay started)
+    attention = (
+        []
+        if late
+        else await reconcile_rows(
+            client,
+            book,
+            accounts=checks.accounts,
+            payee_details=checks.payee_details,
+            payments=checks.payments,
+        )
+    )
+    # Approved or rejected in the app
+    await refresh_created(client, book, create_only=True)
     checks.guard_repeats()
     checks.check_balances(created=not options.create_only)
     await checks.prepare_payees()
     rows = book.all()
     code = run_exit_code(rows, create_only=False, wait=False, dry_run=True, interrupted=False)
     return RunOutcome(
-        rows=rows, plans=list(checks.plans.values()), ledger_path=None, dry_run=True,
-        attention=attention, exit_code=max(code, 1 if attention else 0),
-    )  # fmt: skip
+        rows=rows,
+        plans=list(checks.plans.values()),
+        ledger_path=None,
+        dry_run=True,
+        attention=attention,
+        exit_code=max(code, 1 if attention else 0),
+    )
 
 
 async def _pay(
@@ -282,7 +319,8 @@ async def _pay(
     run_start.check_same_bank(ledger, settings, org)
     batch = ledger.batch()
     assert batch is not None
-    if batch.started_at is not None:  # --wait reads the events from the batch's start
+    # --wait reads the events from the batch's start
+    if batch.started_at is not None:
         started = min(started, batch.started_at)
     run_start.reopen_unfinished(book)
     checks = _preflight(client, org, book, options, stop)
@@ -293,9 +331,7 @@ async def _pay(
     bank = bank_identity(settings.base_url, org.url)
     lock = take_batch_lock(book.all(), bank, ledger.path)
     try:
-        return await _pay_locked(
-            client, ledger, book, checks, org, started, options, watcher, stop
-        )
+        return await _pay_locked(client, ledger, book, checks, org, started, options, watcher, stop)
     finally:
         if lock is not None:
             lock.release()
@@ -315,14 +351,23 @@ async def _pay_locked(
     settled = await wait_for_late_answers(ledger, book, stop, watcher.note, at_start=True)
     attention: list[int] = []
     unreachable = False
-    if not stop.is_set():  # Ctrl-C during the checks or the wait: not even a read starts
+    # Ctrl-C during the checks or the wait: not even a read starts
+    if not stop.is_set():
         await checks.load_payees_and_payments()
-        attention = (  # rows left mid-call, once a slow bank had time to finish
-            await reconcile_rows(client, book, accounts=checks.accounts,
-                                 payee_details=checks.payee_details, payments=checks.payments)
-            if settled else []
-        )  # fmt: skip
-        await refresh_created(client, book, create_only=options.create_only)  # approved?
+        # Rows left mid-call, once a slow bank had time to finish
+        attention = (
+            await reconcile_rows(
+                client,
+                book,
+                accounts=checks.accounts,
+                payee_details=checks.payee_details,
+                payments=checks.payments,
+            )
+            if settled
+            else []
+        )
+        # Approved?
+        await refresh_created(client, book, create_only=options.create_only)
         checks.guard_repeats()
         checks.check_balances(created=not options.create_only)
         await checks.prepare_payees()
@@ -331,11 +376,20 @@ async def _pay_locked(
         attention, unreachable = await _execute_rounds(
             client, ledger, book, checks, options, stop, watcher, attention
         )
-    followed = (  # delivered rows too: a return can follow; an unreachable bank: a rerun
-        await follow_submissions(client, org, book, since=started, stop=stop,
-                                 wait_seconds=options.wait_timeout, note=watcher.note)
-        if options.wait and not stop.is_set() and not unreachable else None
-    )  # fmt: skip
+    # Delivered rows too: a return can follow; an unreachable bank: a rerun
+    followed = (
+        await follow_submissions(
+            client,
+            org,
+            book,
+            since=started,
+            stop=stop,
+            wait_seconds=options.wait_timeout,
+            note=watcher.note,
+        )
+        if options.wait and not stop.is_set() and not unreachable
+        else None
+    )
     rows = book.all()
     return RunOutcome(
         rows=rows,
@@ -344,8 +398,13 @@ async def _pay_locked(
         interrupted=stop.is_set(),
         attention=attention,
         wait_ended=None if followed is None else followed.ended,
-        exit_code=run_exit_code(rows, create_only=options.create_only, wait=options.wait,
-                                dry_run=False, interrupted=stop.is_set()),  # fmt: skip
+        exit_code=run_exit_code(
+            rows,
+            create_only=options.create_only,
+            wait=options.wait,
+            dry_run=False,
+            interrupted=stop.is_set(),
+        ),
     )
 
 
@@ -386,12 +445,14 @@ async def _execute_rounds(
             stop=stop,
             payee_details=checks.payee_details,
         )
-        remember_late_answers(ledger, result)  # for this run's check and, if stopped, the next
+        # For this run's check and, if stopped, the next
+        remember_late_answers(ledger, result)
         answered_otherwise |= result.answered_otherwise
         if result.fatal is not None:
             raise result.fatal
         unreachable = result.unreachable
-        if stop.is_set() or unreachable:  # a rerun finishes: nothing is paid twice
+        # A rerun finishes: nothing is paid twice
+        if stop.is_set() or unreachable:
             break
         if book.in_status(RowStatus.CREATING, RowStatus.SUBMITTING):
             if not await wait_for_late_answers(ledger, book, stop, watcher.note):

@@ -211,9 +211,7 @@ def _reference_match(
     return _LOOSE if payment.reference.casefold().startswith(_DEFAULT_REFERENCE_PREFIX) else 0
 
 
-def _account_srds(
-    payment: PaymentLike, payees: Mapping[str, PayeeFacts], srds: _Srds
-) -> set[str]:
+def _account_srds(payment: PaymentLike, payees: Mapping[str, PayeeFacts], srds: _Srds) -> set[str]:
     """The SRDs the bank may have written on a payment: its payee's, or, when the bank shows
     the creditor as a bare account (no payee URL), those of every payee of that account."""
     facts = payees.get(payment.creditor_payee_url or "")
@@ -374,7 +372,8 @@ def _assign(
         options = [r for r in free if strengths.get(r.payment_key)]
         if not options:
             return None
-        best = max(options, key=lambda r: strengths[r.payment_key])  # the earliest of the best
+        # The earliest of the best
+        best = max(options, key=lambda r: strengths[r.payment_key])
         assigned[best.row] = payment.url
         free.remove(best)
     return assigned

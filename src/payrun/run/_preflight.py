@@ -33,7 +33,8 @@ from payrun.run._plan import CLOCK_SKEW, PayeeFacts, PayeeIndex, find_repeats
 from payrun.run._reconcile import fetch_recent_payments
 from payrun.run._stop import StopSignal
 
-if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
+# The bank client is imported only by runs that talk to a bank
+if TYPE_CHECKING:
     from payrun.bank import BankAccount, BankClient, Organization, Payment
 
 __all__ = ["AccountPlan", "Preflight"]
@@ -57,7 +58,6 @@ class AccountPlan:
     rows_by_payee: set[int] = field(default_factory=set)
 
 
-
 class Preflight:
     """Runs the checks in order; each step records its verdicts in the book."""
 
@@ -75,7 +75,8 @@ class Preflight:
         stop: StopSignal | None = None,
     ) -> None:
         self.client = client
-        self.stop = stop  # once set, no new payee is checked or created
+        # Once set, no new payee is checked or created
+        self.stop = stop
         self.org = org
         self.book = book
         self.confirm_payees = confirm_payees
@@ -87,8 +88,10 @@ class Preflight:
         self.accounts: dict[str, BankAccount] = {}
         self.indexes: dict[str, PayeeIndex] = {}
         self.payments: dict[str, list[Payment]] = {}
-        self.last_errors: dict[int, str] = {}  # a dry run's reopened rows: why held or failed
-        self.unreachable = False  # a payee create found the bank gone: create no more
+        # A dry run's reopened rows: why held or failed
+        self.last_errors: dict[int, str] = {}
+        # A payee create found the bank gone: create no more
+        self.unreachable = False
 
     @property
     def payee_details(self) -> dict[str, PayeeFacts]:
@@ -278,7 +281,8 @@ class Preflight:
             if row.account_url not in self.accounts:
                 continue
             index = self.indexes[self.accounts[row.account_url].owner_url]
-            if row.payee_url and row.payee_url not in index.inactive:  # found or made before
+            # Found or made before
+            if row.payee_url and row.payee_url not in index.inactive:
                 self._count_existing(row.account_url)
                 continue
             url = index.lookup(row.payee_name, row.sort_code, row.account_number)
@@ -330,7 +334,8 @@ class Preflight:
     async def _new_payee(self, item: tuple[_PayeeKey, list[LedgerRow]]) -> None:
         (owner, name, sort_code, number), rows = item
         numbers = [r.row for r in rows]
-        if self.unreachable or (self.stop is not None and self.stop.is_set()):  # start nothing
+        # Start nothing
+        if self.unreachable or (self.stop is not None and self.stop.is_set()):
             return
         try:
             cop_url = None
@@ -366,7 +371,8 @@ class Preflight:
                 ),
             )
             return
-        except (RateLimitedError, BankUnavailableError) as exc:  # nothing happened: later
+        except (RateLimitedError, BankUnavailableError) as exc:
+            # Nothing happened: later
             self.unreachable = self.unreachable or isinstance(exc, BankUnavailableError)
             self.book.set_many(
                 numbers,
@@ -381,6 +387,7 @@ class Preflight:
             return
         self.indexes[owner].add(payee)
         self.book.set_many(numbers, payee_url=payee.url)
+
 
 async def _run_pool(items: Iterable[_T], work: Callable[[_T], Awaitable[None]]) -> None:
     """Run ``work`` over ``items`` with a bounded pool of long-lived workers."""

@@ -29,7 +29,8 @@ from payrun.run._book import RowBook
 from payrun.run._plan import CLOCK_SKEW, PayeeFacts, match_half_created
 from payrun.run._track import FINAL_SUBMISSION_STATUSES, final_error
 
-if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
+# The bank client is imported only by runs that talk to a bank
+if TYPE_CHECKING:
     from payrun.bank import BankAccount, BankClient, Payment, Submission
 
 __all__ = [
@@ -71,7 +72,11 @@ async def reconcile_rows(
     needs a person (the bank did something: it is not created again in this run).
     """
     ambiguous = await _reconcile_creating(
-        client, book, accounts=accounts, payee_details=payee_details, payments=payments or {},
+        client,
+        book,
+        accounts=accounts,
+        payee_details=payee_details,
+        payments=payments or {},
         answered_otherwise=answered_otherwise,
     )
     await _reconcile_submitting(client, book)
@@ -93,7 +98,8 @@ async def _reconcile_creating(
     ambiguous: list[int] = []
     for account_url, rows in by_account.items():
         account = accounts.get(account_url)
-        if account is None:  # the bank no longer shows it: its payments cannot be read
+        # The bank no longer shows it: its payments cannot be read
+        if account is None:
             for row in rows:
                 book.set(
                     row.row,
@@ -167,9 +173,7 @@ async def adopt_resubmissions(client: BankClient, book: RowBook) -> None:
     The bank lets a payment whose submission failed be submitted again (an approver
     retrying in the app): such a row, ``failed`` in the ledger, takes the new submission.
     """
-    rows = [
-        r for r in book.in_status(RowStatus.FAILED) if r.payment_url and r.submission_url
-    ]
+    rows = [r for r in book.in_status(RowStatus.FAILED) if r.payment_url and r.submission_url]
     await _settle_by_submissions(client, book, rows, none=None, newer_only=True)
 
 

@@ -76,8 +76,10 @@ async def wait_for_late_answers(
     until = batch.late_until
     killed = _killed_run_settles(batch, mid_call, now) if at_start else None
     if killed is not None and (until is None or until < killed):
-        ledger.set_batch(late_until=killed)  # kept before waiting: a stopped rerun ends
-        until = killed  # normally (ended_at), and the next run must still wait
+        # Kept before waiting: a stopped rerun ends normally (ended_at), and the next run must
+        # still wait
+        ledger.set_batch(late_until=killed)
+        until = killed
     if until is None or until <= now:
         return True
     note(

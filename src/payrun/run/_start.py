@@ -36,12 +36,17 @@ if TYPE_CHECKING:
     from payrun.bank import Organization
 
 __all__ = [
-    "check_same_bank", "dry_run_book", "file_sha256", "open_run_ledger", "refuse_other_bank",
+    "check_same_bank",
+    "dry_run_book",
+    "file_sha256",
+    "open_run_ledger",
+    "refuse_other_bank",
     "reopen_unfinished",
-]  # fmt: skip
+]
 
 
 _STARTED = frozenset({RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING})
+
 
 def open_run_ledger(
     batch_path: Path, ledger_path: Path, validation: ValidationOptions, options: RunOptions
@@ -66,7 +71,8 @@ def open_run_ledger(
                 )
     except BaseException:
         if is_new:
-            ledger.discard()  # removed while its lock is held: no other run sees it half gone
+            # Removed while its lock is held: no other run sees it half gone
+            ledger.discard()
         else:
             ledger.close()
         raise
@@ -80,13 +86,23 @@ def _record_new_batch(
         counter = _ValidCounter()
         with ledger.atomic():
             ledger.start(
-                BatchInfo(file_path=str(batch_path.resolve()), file_sha256=batch.sha256,
-                          valid_count=0, valid_total=Decimal(0), expect_count=options.expect_count,
-                          expect_total=options.expect_total, options=_options_text(validation)),
+                BatchInfo(
+                    file_path=str(batch_path.resolve()),
+                    file_sha256=batch.sha256,
+                    valid_count=0,
+                    valid_total=Decimal(0),
+                    expect_count=options.expect_count,
+                    expect_total=options.expect_total,
+                    options=_options_text(validation),
+                ),
                 counter.count(plain_or_verdicts(batch, validation)),
-            )  # fmt: skip
-            check_control_totals(counter.valid, counter.total, expect_count=options.expect_count,
-                                 expect_total=options.expect_total)  # fmt: skip
+            )
+            check_control_totals(
+                counter.valid,
+                counter.total,
+                expect_count=options.expect_count,
+                expect_total=options.expect_total,
+            )
             ledger.set_valid_totals(counter.valid, counter.total)
 
 
@@ -95,11 +111,10 @@ class _ValidCounter:
         self.valid = 0
         self.total = Decimal(0)
 
-    def count(
-        self, verdicts: Iterator[RowVerdict | PlainRow]
-    ) -> Iterator[RowVerdict | PlainRow]:
+    def count(self, verdicts: Iterator[RowVerdict | PlainRow]) -> Iterator[RowVerdict | PlainRow]:
         for verdict in verdicts:
-            if not isinstance(verdict, RowVerdict):  # a plain valid row: canonical amount text
+            # A plain valid row: canonical amount text
+            if not isinstance(verdict, RowVerdict):
                 self.valid += 1
                 self.total += Decimal(verdict[4])
             elif verdict.instruction is not None:
@@ -124,7 +139,8 @@ def file_sha256(path: Path) -> str:
 def _check_same_file(ledger: Ledger, info: BatchInfo, batch_path: Path) -> None:
     if file_sha256(batch_path) == info.file_sha256:
         return
-    if Path(info.file_path) != batch_path.resolve():  # another file (a link pointed anew)
+    # Another file (a link pointed anew)
+    if Path(info.file_path) != batch_path.resolve():
         own = ledger.path.resolve() == default_ledger_path(batch_path).resolve()
         way = "name a new one with --ledger" if own else "leave out --ledger, or name a new one"
         msg = (
@@ -133,8 +149,14 @@ def _check_same_file(ledger: Ledger, info: BatchInfo, batch_path: Path) -> None:
         )
         raise LedgerMismatchError(msg)
     started = sum(1 for row in ledger.rows() if row.status in _STARTED)
-    unfinished = (f" ({started} of its payments are created at the bank but not submitted yet:"
-                  " only that run submits them)") if started else ""  # fmt: skip
+    unfinished = (
+        (
+            f" ({started} of its payments are created at the bank but not submitted yet:"
+            " only that run submits them)"
+        )
+        if started
+        else ""
+    )
     msg = (
         f"the ledger {ledger.path} was made for a different content of {batch_path.name}"
         f" (the file changed since its first run); first restore the original file and"
@@ -152,14 +174,16 @@ def check_same_bank(ledger: Ledger, settings: Settings, org: Organization) -> No
     refuse_other_bank(info, ledger.path, settings, org)
     if info.base_url is None:
         ledger.set_batch(base_url=settings.base_url, organization_url=org.url, started_at=utc_now())
-    elif info.base_url != settings.base_url:  # the same bank: a password kept before goes
+    elif info.base_url != settings.base_url:
+        # The same bank: a password kept before goes
         ledger.set_batch(base_url=settings.base_url)
 
 
 def refuse_other_bank(info: BatchInfo, path: Path, settings: Settings, org: Organization) -> None:
     """Raise ``LedgerMismatchError`` if the ledger at ``path`` was used with another bank
     or organization (a dry run checks this too, without binding anything)."""
-    for what, recorded, now in (  # an address kept by an older payrun may hold a password
+    # An address kept by an older payrun may hold a password
+    for what, recorded, now in (
         ("bank", info.base_url and without_userinfo(info.base_url), settings.base_url),
         ("organization", info.organization_url, org.url),
     ):
@@ -201,7 +225,8 @@ def dry_run_book(
     yet, so the dry run would call them repeats from outside the ledger.
     """
     if ledger_path.exists():
-        release_lock(take_lock(ledger_path))  # LedgerLockedError names the paying process
+        # LedgerLockedError names the paying process
+        release_lock(take_lock(ledger_path))
         with Ledger.open(ledger_path, readonly=True) as ledger:
             info = ledger.batch()
             if info is not None:
@@ -276,13 +301,24 @@ def _apply_new_options(
 def _file_key(row: LedgerRow) -> tuple[object, ...]:
     """What a row's payment is, as read from the file (invalid rows: their text and reasons)."""
     invalid = row.status is RowStatus.INVALID
-    return (row.row_id, row.payee_name, row.sort_code, row.account_number,
-            row.amount_text if invalid else row.amount, row.reference or None,
-            row.source_account, invalid, row.error if invalid else None)  # fmt: skip
+    return (
+        row.row_id,
+        row.payee_name,
+        row.sort_code,
+        row.account_number,
+        row.amount_text if invalid else row.amount,
+        row.reference or None,
+        row.source_account,
+        invalid,
+        row.error if invalid else None,
+    )
 
 
 def _changed_rows(
-    ledger_path: Path, info: BatchInfo, rows: list[LedgerRow], fresh: list[LedgerRow],
+    ledger_path: Path,
+    info: BatchInfo,
+    rows: list[LedgerRow],
+    fresh: list[LedgerRow],
     validation: ValidationOptions,
 ) -> list[LedgerRow]:
     """The file's rows (under the new options) that differ from the ledger's; none sent yet."""
@@ -299,7 +335,8 @@ def _changed_rows(
     for old, new in zip(rows, fresh, strict=True):
         if _file_key(old) == _file_key(new):
             continue
-        if old.attempts or old.payment_url:  # a create was (maybe) sent: it stays as it is
+        # A create was (maybe) sent: it stays as it is
+        if old.attempts or old.payment_url:
             sent.append((old, new))
         else:
             changed.append(new)
@@ -326,8 +363,9 @@ def _option_change(recorded: str | None, validation: ValidationOptions) -> str:
     for name in sorted(now):
         if first.get(name) != now[name]:
             flag = "--" + name.replace("_", "-")
-            words.append(f"{flag} {_option_value(first.get(name))} then,"
-                         f" {_option_value(now[name])} now")
+            words.append(
+                f"{flag} {_option_value(first.get(name))} then, {_option_value(now[name])} now"
+            )
     return "; ".join(words) or "the same options"
 
 
@@ -340,15 +378,23 @@ def _option_value(value: object) -> str:
 def _row_change(old: LedgerRow, new: LedgerRow) -> str:
     if new.status is RowStatus.INVALID:
         return f"invalid: {new.error}"
-    for name in ("source_account", "payee_name", "sort_code", "account_number", "amount",
-                 "reference", "row_id"):  # fmt: skip
+    for name in (
+        "source_account",
+        "payee_name",
+        "sort_code",
+        "account_number",
+        "amount",
+        "reference",
+        "row_id",
+    ):
         if getattr(old, name) != getattr(new, name):
             return f"{name.replace('_', ' ')} {getattr(old, name)} -> {getattr(new, name)}"
     return "changed"
 
 
 def _row_of(verdict: RowVerdict | PlainRow) -> LedgerRow:
-    if not isinstance(verdict, RowVerdict):  # a plain valid row
+    # A plain valid row
+    if not isinstance(verdict, RowVerdict):
         row, name, sort_code, account, amount, reference, source, row_id = verdict
         return LedgerRow(
             row=row,

@@ -48,7 +48,7 @@ class StopSignal:
 
         True when the deadline came; False when the run must stop instead.
         """
-        import anyio  # noqa: PLC0415 - only runs that talk to a bank get here
+        import anyio
 
         # a signal handler sets the flag, and cannot set an anyio Event: look 4 times a second
         while not self.is_set() and (left := deadline - anyio.current_time()) > 0:  # noqa: ASYNC110

@@ -40,7 +40,8 @@ from payrun.errors import AuthError, BankError, BankRejectedError, RateLimitedEr
 from payrun.run._book import RowBook
 from payrun.run._refusal import refused_mid_run
 
-if TYPE_CHECKING:  # the bank client is imported only by runs that talk to a bank
+# The bank client is imported only by runs that talk to a bank
+if TYPE_CHECKING:
     from payrun.bank import BankClient, Organization
 
 __all__ = [
@@ -56,11 +57,16 @@ FINAL_SUBMISSION_STATUSES = {
     "failed": RowStatus.FAILED,
     "returned": RowStatus.RETURNED,
 }
-_FIRST_READ_SECONDS = 30.0  # the events work: a submission they leave open this long is read
-_FALLBACK_FIRST_SECONDS = 1.0  # the events cannot be read: each submission is read this soon
-_LONGEST_GAP_SECONDS = 60.0  # between two reads of one submission (the gap doubles up to it)
-_NO_ANSWER_SECONDS = 60.0  # every request failed this long (unreachable, 5xx): stop waiting
-_PROGRESS_SECONDS = 30.0  # how often the run is told how the wait goes
+# The events work: a submission they leave open this long is read
+_FIRST_READ_SECONDS = 30.0
+# The events cannot be read: each submission is read this soon
+_FALLBACK_FIRST_SECONDS = 1.0
+# Between two reads of one submission (the gap doubles up to it)
+_LONGEST_GAP_SECONDS = 60.0
+# Every request failed this long (unreachable, 5xx): stop waiting
+_NO_ANSWER_SECONDS = 60.0
+# How often the run is told how the wait goes
+_PROGRESS_SECONDS = 30.0
 _POLL_WORKERS = 20
 _FORBIDDEN = 403
 
@@ -117,21 +123,29 @@ class _Tracker:
         self.since = client.clock.to_bank(since) - timedelta(minutes=1)
         self.stopped = stopped
         self.seen: set[str] = set()
-        self.events_refused = False  # 403 on the events: poll from then on
-        self.events_failed = False  # the events could not be read once: the fallback is on
-        self.polls_refused = False  # 403 on a submission while the events work: events only
-        self.delivered_read = False  # delivered rows read directly once (events refused)
+        # 403 on the events: poll from then on
+        self.events_refused = False
+        # The events could not be read once: the fallback is on
+        self.events_failed = False
+        # 403 on a submission while the events work: events only
+        self.polls_refused = False
+        # Delivered rows read directly once (events refused)
+        self.delivered_read = False
         self.refused: AuthError | None = None
-        self.answered_at = anyio.current_time()  # the bank's last answer (or the wait's start)
-        self.failing = False  # the last request got no answer
+        # The bank's last answer (or the wait's start)
+        self.answered_at = anyio.current_time()
+        # The last request got no answer
+        self.failing = False
         self.last_failure = ""
-        self.tracked = {  # every submission whose row a later status may still change
+        # Every submission whose row a later status may still change
+        self.tracked = {
             row.submission_url: row.row
             for row in book.in_status(RowStatus.SUBMITTED, RowStatus.DELIVERED)
             if row.submission_url
         }
         now = anyio.current_time()
-        self.waiting = {  # submission URL -> (when it is next read directly, the gap then)
+        # Submission URL -> (when it is next read directly, the gap then)
+        self.waiting = {
             url: (now + _FIRST_READ_SECONDS, _FIRST_READ_SECONDS)
             for url, number in self.tracked.items()
             if book.get(number).status is RowStatus.SUBMITTED
@@ -152,8 +166,10 @@ class _Tracker:
 
     def failed(self, error: BankError) -> None:
         if _no_answer(error):
-            self.failing, self.last_failure = True, str(error).split(";")[0]  # not its advice
-        else:  # a refusal is an answer: the bank is there
+            # Not its advice
+            self.failing, self.last_failure = True, str(error).split(";")[0]
+        else:
+            # A refusal is an answer: the bank is there
             self.answered()
 
     def silent_for(self) -> float:
@@ -170,7 +186,8 @@ class _Tracker:
             async for event in self.client.events(
                 self.org, event_type="submission-updated", created_since=self.since
             ):
-                self.answered()  # a page came: a long read that fails later was no silence
+                # A page came: a long read that fails later was no silence
+                self.answered()
                 latest = max(latest, event.created_at)
                 if event.url not in self.seen:
                     self.seen.add(event.url)
@@ -179,19 +196,24 @@ class _Tracker:
                     if isinstance(url, str) and isinstance(status, str):
                         reason = payload.get("submission-status-reason")
                         self.settle(url, status, reason if isinstance(reason, str) else None)
-                if self.stopped():  # no next page
+                # No next page
+                if self.stopped():
                     return True
         except AuthError as exc:
-            if exc.status != _FORBIDDEN or self.polls_refused:  # 401, or nothing can be read
+            # 401, or nothing can be read
+            if exc.status != _FORBIDDEN or self.polls_refused:
                 raise
-            self.events_refused = True  # this role may pay but not read events: poll
+            # This role may pay but not read events: poll
+            self.events_refused = True
             self.answered()
             return self._fall_back()
         except BankError as exc:
-            self.failed(exc)  # a busy organization (429) gets no extra reads: next round
+            # A busy organization (429) gets no extra reads: next round
+            self.failed(exc)
             return False if isinstance(exc, RateLimitedError) else self._fall_back()
         self.answered()
-        self.since = latest - timedelta(seconds=5)  # overlap; duplicates are dropped by URL
+        # Overlap; duplicates are dropped by URL
+        self.since = latest - timedelta(seconds=5)
         return True
 
     def _fall_back(self) -> bool:
@@ -231,7 +253,8 @@ class _Tracker:
                     submission = await self.client.get_submission(url)
                 except AuthError as exc:
                     if exc.status == _FORBIDDEN and not self.events_refused:
-                        self.polls_refused = True  # the role reads events, not submissions
+                        # The role reads events, not submissions
+                        self.polls_refused = True
                     else:
                         self.refused = self.refused or exc
                     urls.clear()
@@ -294,8 +317,9 @@ async def follow_submissions(
                 if not tracker.waiting:
                     break
                 if tracker.silent_for() >= _NO_ANSWER_SECONDS:
-                    ended = _no_answer_for(tracker.silent_for(), len(tracker.waiting),
-                                           tracker.last_failure)  # fmt: skip
+                    ended = _no_answer_for(
+                        tracker.silent_for(), len(tracker.waiting), tracker.last_failure
+                    )
                     break
                 if anyio.current_time() >= next_progress:
                     next_progress = anyio.current_time() + _PROGRESS_SECONDS

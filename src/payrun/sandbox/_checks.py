@@ -130,7 +130,8 @@ def url_id(value: Any, collection: str, prefix: str, pointer: str) -> str:
         raise ApiError(400, "incorrect-type", "a resource URL string is expected", pointer=pointer)
     path: str = value
     if path.startswith(("http://", "https://")):
-        path = "/" + path.split("/", 3)[-1]  # an absolute URL: keep only its path
+        # An absolute URL: keep only its path
+        path = "/" + path.split("/", 3)[-1]
     ident = path.removeprefix(f"/v0/{collection}/")
     if not ident.startswith(f"{prefix}.") or "/" in ident:
         detail = f"expected a URL like /v0/{collection}/{prefix}.<id>"

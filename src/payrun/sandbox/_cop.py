@@ -79,7 +79,8 @@ def confirm_payee(name: str, classification: str, entry: DirectoryEntry | None) 
     given, true = normalise_name(name), normalise_name(entry.name)
     differs = classification != entry.classification
     if given == true:
-        if differs:  # Pay.UK's BANM/PANM: the name matches, the account type does not
+        # Pay.UK's BANM/PANM: the name matches, the account type does not
+        if differs:
             reason = _classification_reason("match-name", classification, entry.classification)
             return {"status": "verified", "result": "no-match", "reason": reason}
         return {"status": "verified", "result": "match"}

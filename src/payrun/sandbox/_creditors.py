@@ -28,10 +28,20 @@ __all__ = ["CREDITOR_TYPES", "Creditor", "parse_creditor"]
 
 CREDITOR_TYPES = ("payee", "service-bank-account", "griffin-bank-account", "uk-domestic")
 _UK_OPTIONAL = (
-    "account-holder", "uk-domestic-sort-code", "uk-domestic-account-number", "iban", "bic",
-    "bban", "other-account-identification", "other-institution-identification", "account-url",
-    "account-number", "bank-id", "bank-id-code", "account-number-code",
-)  # fmt: skip
+    "account-holder",
+    "uk-domestic-sort-code",
+    "uk-domestic-account-number",
+    "iban",
+    "bic",
+    "bban",
+    "other-account-identification",
+    "other-institution-identification",
+    "account-url",
+    "account-number",
+    "bank-id",
+    "bank-id-code",
+    "account-number-code",
+)
 _CODES = {"bank-id-code": "gbdsc", "account-number-code": "bban"}
 _LONG_TEXT = {"other-account-identification": 64, "other-institution-identification": 64}
 _PATTERNS = {
@@ -104,9 +114,14 @@ def _payee_creditor(state: SandboxState, account: Account, value: dict[str, Any]
     if not state.bare_payee_creditors:
         rendered["payee-url"] = f"/v0/payees/{payee.id}"
     return Creditor(
-        rendered, payee.sort_code, payee.account_number, payee.account_holder, payee.id, target,
+        rendered,
+        payee.sort_code,
+        payee.account_number,
+        payee.account_holder,
+        payee.id,
+        target,
         srd[:35] if isinstance(srd, str) and srd else None,
-    )  # fmt: skip
+    )
 
 
 def _uk_field(value: dict[str, Any], new: str, legacy: str, pattern: re.Pattern[str]) -> str:

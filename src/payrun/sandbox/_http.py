@@ -85,7 +85,8 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(detail)
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)  # once: loads() makes one a call
+# Once: loads() makes one a call
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 @dataclass(slots=True)
@@ -122,7 +123,8 @@ class Request:
             raise ApiError(400, "bad-request", "a JSON object body is required", pointer="")
         try:
             parsed = _DECODER.decode(self.body.decode("utf-8"))
-        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        except (ValueError, RecursionError) as exc:
+            # UnicodeDecodeError is a ValueError
             raise ApiError(400, "bad-request", "the body is not valid JSON", pointer="") from exc
         if not isinstance(parsed, dict):
             raise ApiError(400, "incorrect-type", "the body must be a JSON object", pointer="")

@@ -45,7 +45,8 @@ class Filter:
     """One filterable field: allowed operators, how values are read, how records answer."""
 
     ops: frozenset[str]
-    kind: str  # "enum", "bool", "time" or "text"
+    # "enum", "bool", "time" or "text"
+    kind: str
     getter: Callable[[Any], Any]
     options: frozenset[str] = frozenset()
 

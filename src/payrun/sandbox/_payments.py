@@ -51,14 +51,29 @@ FPS_LIMIT_PENCE = 100_000_000
 """The Faster Payments scheme limit: GBP 1,000,000.00."""
 
 _PAYMENT_EVENT_KEYS = (
-    "payment-url", "payment-direction", "creditor", "debtor", "payment-amount",
-    "payment-reference", "payment-admissions-url", "payment-submissions-url", "created-at",
-)  # fmt: skip
+    "payment-url",
+    "payment-direction",
+    "creditor",
+    "debtor",
+    "payment-amount",
+    "payment-reference",
+    "payment-admissions-url",
+    "payment-submissions-url",
+    "created-at",
+)
 _TRANSACTION_EVENT_KEYS = (
-    "account-transaction-url", "account-url", "balance-change", "account-balance",
-    "balance-change-direction", "transaction-origin-type", "payment-url", "reference",
-    "post-datetime", "processed-at", "effective-at",
-)  # fmt: skip
+    "account-transaction-url",
+    "account-url",
+    "balance-change",
+    "account-balance",
+    "balance-change-direction",
+    "transaction-origin-type",
+    "payment-url",
+    "reference",
+    "post-datetime",
+    "processed-at",
+    "effective-at",
+)
 
 
 def _check_outbound(state: SandboxState, account: Account, amount: int, creditor: Creditor) -> None:

@@ -57,7 +57,7 @@ def _account_spec(ctx: Context) -> ListSpec:
                 frozenset({"eq"}),
                 "text",
                 lambda a: f"/v0/legal-persons/{a.beneficiary_id}" if a.beneficiary_id else None,
-            ),  # fmt: skip
+            ),
             "account-restricted": restricted,
         },
         includes=frozenset({"beneficiary", "owner"}),
@@ -136,10 +136,12 @@ def _search_accounts(ctx: Context, request: Request, args: tuple[str, ...]) -> R
     state = ctx.state
     found = [state.accounts[i] for i in reversed(state.children("accounts"))]
     found = [a for a in found if a.account_number.startswith(query)]
-    return reply({
-        "search-results": [render_account(a, state) for a in found],
-        "meta": {"page": {"total": len(found)}},
-    })  # fmt: skip
+    return reply(
+        {
+            "search-results": [render_account(a, state) for a in found],
+            "meta": {"page": {"total": len(found)}},
+        }
+    )
 
 
 def _new_address(ctx: Context) -> tuple[str, str]:
@@ -216,11 +218,13 @@ _PRODUCT_SPEC = ListSpec(
 def _list_products(ctx: Context, request: Request, args: tuple[str, ...]) -> Reply:
     state = ctx.state
     page = ctx.page(_PRODUCT_SPEC, list(state.products.values()), request)
-    return reply({
-        "bank-account-products": [render_product(p, state) for p in page.items],
-        "links": page.links,
-        "meta": {"page": {"total": page.total}},
-    })  # fmt: skip
+    return reply(
+        {
+            "bank-account-products": [render_product(p, state) for p in page.items],
+            "links": page.links,
+            "meta": {"page": {"total": page.total}},
+        }
+    )
 
 
 def _show_product(ctx: Context, request: Request, args: tuple[str, ...]) -> Reply:

@@ -30,14 +30,24 @@ __all__ = ["EVENT_TYPES", "register"]
 
 EVENT_TYPES = frozenset(
     {
-        "account-status-created", "account-status-updated", "admission-created",
+        "account-status-created",
+        "account-status-updated",
+        "admission-created",
         "admission-updated",
-        "decision-created", "onboarding-application-created", "onboarding-application-updated",
-        "payment-created", "submission-created", "submission-updated", "test-event",
-        "transaction-created", "verification-created", "verification-updated",
-        "verification-resource-created", "verification-resource-updated",
+        "decision-created",
+        "onboarding-application-created",
+        "onboarding-application-updated",
+        "payment-created",
+        "submission-created",
+        "submission-updated",
+        "test-event",
+        "transaction-created",
+        "verification-created",
+        "verification-updated",
+        "verification-resource-created",
+        "verification-resource-updated",
     }
-)  # fmt: skip
+)
 _COP_FIELDS = (
     "account-number",
     "bank-id",
@@ -49,14 +59,16 @@ _COP_FIELDS = (
 
 def _index(ctx: Context, request: Request, args: tuple[str, ...]) -> Reply:
     state = ctx.state
-    return reply({
-        "organizations-url": "/v0/organizations",
-        "users-url": "/v0/users",
-        "roles-url": "/v0/roles",
-        "session-url": "/v0/session",
-        "api-key-url": f"/v0/api-keys/{state.api_key_id}",
-        "organization-url": f"/v0/organizations/{state.org_id}",
-    })  # fmt: skip
+    return reply(
+        {
+            "organizations-url": "/v0/organizations",
+            "users-url": "/v0/users",
+            "roles-url": "/v0/roles",
+            "session-url": "/v0/session",
+            "api-key-url": f"/v0/api-keys/{state.api_key_id}",
+            "organization-url": f"/v0/organizations/{state.org_id}",
+        }
+    )
 
 
 def _ping(ctx: Context, request: Request, args: tuple[str, ...]) -> Reply:
@@ -67,14 +79,16 @@ def _api_key(ctx: Context, request: Request, args: tuple[str, ...]) -> Reply:
     state = ctx.state
     if args[0] != state.api_key_id:
         raise ApiError(404, "not-found", "no such API key")
-    return reply({
-        "api-key-url": f"/v0/api-keys/{state.api_key_id}",
-        "api-key-name": state.api_key_name,
-        "api-key-live?": state.org_mode == "live-mode",
-        "organization-url": f"/v0/organizations/{state.org_id}",
-        "user-url": f"/v0/users/{state.user_id}",
-        "created-at": format_time(state.created_at),
-    })  # fmt: skip
+    return reply(
+        {
+            "api-key-url": f"/v0/api-keys/{state.api_key_id}",
+            "api-key-name": state.api_key_name,
+            "api-key-live?": state.org_mode == "live-mode",
+            "organization-url": f"/v0/organizations/{state.org_id}",
+            "user-url": f"/v0/users/{state.user_id}",
+            "created-at": format_time(state.created_at),
+        }
+    )
 
 
 def _organization(ctx: Context, request: Request, args: tuple[str, ...]) -> Reply:

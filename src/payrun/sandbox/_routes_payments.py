@@ -56,7 +56,7 @@ def _payment_spec(ctx: Context) -> ListSpec:
                 "enum",
                 lambda p: p.direction,
                 frozenset({"inbound-payment", "outbound-payment"}),
-            ),  # fmt: skip
+            ),
             "latest-submission-status": Filter(
                 frozenset({"in"}), "enum", _latest_status(ctx), _SUBMISSION_STATUSES | {"null"}
             ),
@@ -83,7 +83,7 @@ _ADMISSION_SPEC = ListSpec(
             "enum",
             lambda a: a.status,
             frozenset({"cancelled", "processing", "returned", "delivered"}),
-        ),  # fmt: skip
+        ),
         "created-at": Filter(_TIME, "time", lambda a: a.created_at),
     },
 )
@@ -181,11 +181,13 @@ def _search_payments(ctx: Context, request: Request, args: tuple[str, ...]) -> R
             found.append(payment)
     found.reverse()
     includes = frozenset(v for k, v in request.query() if k in {"include", "include[]"})
-    return reply({
-        "search-results": [render_payment(p, state) for p in found],
-        "meta": {"page": {"total": len(found)}},
-        "included": _included(ctx, found, includes & _PAYMENT_INCLUDES),
-    })  # fmt: skip
+    return reply(
+        {
+            "search-results": [render_payment(p, state) for p in found],
+            "meta": {"page": {"total": len(found)}},
+            "included": _included(ctx, found, includes & _PAYMENT_INCLUDES),
+        }
+    )
 
 
 def _payment(ctx: Context, payment_id: str) -> Payment:

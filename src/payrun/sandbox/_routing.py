@@ -20,7 +20,8 @@ from payrun.sandbox.state import SandboxState
 
 __all__ = ["Context", "Handler", "Route", "Router"]
 
-_ID_GROUP = r"(\1\\.[A-Za-z0-9_-]{1,64})"  # {ba} -> (ba\.<id>)
+# {ba} -> (ba\.<id>)
+_ID_GROUP = r"(\1\\.[A-Za-z0-9_-]{1,64})"
 
 
 @dataclass(slots=True)

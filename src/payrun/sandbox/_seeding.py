@@ -40,12 +40,24 @@ PRODUCT_TYPES = frozenset(
 ACCOUNT_STATUSES = frozenset({"opening", "open", "closing", "closed"})
 RESTRICTION_REASONS = frozenset(
     {
-        "customer-request", "deceased", "dormant", "fraud-1st-party", "fraud-3rd-party",
-        "fraud-app-perpetrator", "fraud-app-victim", "law-enforcement", "money-laundering",
-        "other", "risk-appetite", "sanctions", "terrorist-financing", "suspicious",
-        "service-decision", "griffin-decision",
+        "customer-request",
+        "deceased",
+        "dormant",
+        "fraud-1st-party",
+        "fraud-3rd-party",
+        "fraud-app-perpetrator",
+        "fraud-app-victim",
+        "law-enforcement",
+        "money-laundering",
+        "other",
+        "risk-appetite",
+        "sanctions",
+        "terrorist-financing",
+        "suspicious",
+        "service-decision",
+        "griffin-decision",
     }
-)  # fmt: skip
+)
 RESTRICTION_LEGAL_STATUSES = frozenset(
     {"not-applicable", "suspected", "formal-charge-filed", "conviction-confirmed"}
 )
@@ -181,8 +193,16 @@ def new_restriction(
     notes: str,
 ) -> Restriction:
     """Apply a restriction ``(type, reason code, legal status)`` to ``account``."""
-    restriction = Restriction(state.new_id("ri"), account.id, *fields, by_service, "active",
-                              state.now(), state.next_seq(), [notes] if notes else [])  # fmt: skip
+    restriction = Restriction(
+        state.new_id("ri"),
+        account.id,
+        *fields,
+        by_service,
+        "active",
+        state.now(),
+        state.next_seq(),
+        [notes] if notes else [],
+    )
     state.restrictions[restriction.id] = restriction
     state.index(f"restrictions:{account.id}", restriction.id)
     return restriction

@@ -66,7 +66,8 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 _LOG = logging.getLogger("payrun.sandbox")
 _JSON = [(b"content-type", b"application/json")]
-_ENCODER = json.JSONEncoder(separators=(",", ":"))  # built once: dumps() builds one per call
+# Built once: dumps() builds one per call
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
 _AUTH_SCHEMES = (b"ServiceAPIKey ", b"GriffinAPIKey ")
 _FAULTED_KINDS = frozenset({"create-payment", "submit"})
 
@@ -210,7 +211,8 @@ class SandboxApp:
         released = False
         try:
             outcome = await self._process(scope, receive, held)
-            self._release(held)  # no await between this and writing the response
+            # No await between this and writing the response
+            self._release(held)
             released = True
             if outcome.drop:
                 # Promise a body, send none, and fail: the server closes the connection.
@@ -286,7 +288,8 @@ class SandboxApp:
             outcome = _encode(route.handler(context, request, args))
         except ApiError as error:
             return _error(error)
-        except Exception:  # a sandbox bug must still answer, and visibly
+        except Exception:
+            # A sandbox bug must still answer, and visibly
             _LOG.exception("sandbox handler failed for %s %s", scope["method"], scope["path"])
             return _encode(Reply(500, error_body(500, "internal-error", "sandbox bug"), []))
         if route.kind in _FAULTED_KINDS and self.fault_rate and self.rng.random() < self.fault_rate:

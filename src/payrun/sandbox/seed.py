@@ -81,12 +81,23 @@ def load_directory() -> list[dict[str, str]]:
 def default_seed() -> dict[str, Any]:
     """Return the default seed: Acme Payroll Ltd, its two accounts and a few payees."""
     employees = [
-        {"owner": "org", "account-holder": e["account-holder"], "sort-code": e["sort-code"],
-         "account-number": e["account-number"], "payee-status": "active"}
-        for e in load_directory() if e["account-classification"] == "personal"
-    ][:DEFAULT_EMPLOYEE_PAYEES]  # fmt: skip
-    retired = {"owner": "org", "account-holder": "Dormant Supplies Ltd", "sort-code": "401276",
-               "account-number": "11110000", "payee-status": "deactivated"}  # fmt: skip
+        {
+            "owner": "org",
+            "account-holder": e["account-holder"],
+            "sort-code": e["sort-code"],
+            "account-number": e["account-number"],
+            "payee-status": "active",
+        }
+        for e in load_directory()
+        if e["account-classification"] == "personal"
+    ][:DEFAULT_EMPLOYEE_PAYEES]
+    retired = {
+        "owner": "org",
+        "account-holder": "Dormant Supplies Ltd",
+        "sort-code": "401276",
+        "account-number": "11110000",
+        "payee-status": "deactivated",
+    }
     return {
         "organization": {"display-name": "Acme Payroll Ltd", "organization-mode": "test-mode"},
         "legal-persons": [],
@@ -109,7 +120,7 @@ def default_seed() -> dict[str, Any]:
                 "owner": "org",
                 "account-status": "open",
             },
-        ],  # fmt: skip
+        ],
         "payees": [*employees, retired],
         "directory": [],
         "builtin-directory": True,
@@ -127,7 +138,8 @@ def load_seed(path: str | Path) -> dict[str, Any]:
         message = f"seed {path} must hold a JSON object"
         raise SeedError(message)
     seed = default_seed() | loaded
-    build_state(seed)  # fail now, with the file's name at hand, rather than at serve time
+    # Fail now, with the file's name at hand, rather than at serve time
+    build_state(seed)
     return seed
 
 

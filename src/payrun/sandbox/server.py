@@ -69,7 +69,7 @@ class _Server(uvicorn.Server):
         if not self.started:
             return
         host, port = self.servers[0].sockets[0].getsockname()[:2]
-        if host in {"0.0.0.0", "::"}:  # noqa: S104 - a wildcard bind is reachable on loopback
+        if host in {"0.0.0.0", "::"}:
             host = "127.0.0.1"
         shown = f"[{host}]" if ":" in host else host
         self.base_url = f"http://{shown}:{port}"

@@ -23,21 +23,34 @@ _FIELDS = frozenset(PaymentInstruction.model_fields)
 _new = object.__new__
 _set = object.__setattr__
 
-Builder = Callable[
-    [int, str, str, str, Decimal, str | None, str, str | None], PaymentInstruction
-]
+Builder = Callable[[int, str, str, str, Decimal, str | None, str, str | None], PaymentInstruction]
 
 
 def _fast(
-    row: int, payee_name: str, sort_code: str, account_number: str, amount: Decimal,
-    reference: str | None, source_account: str, row_id: str | None,
+    row: int,
+    payee_name: str,
+    sort_code: str,
+    account_number: str,
+    amount: Decimal,
+    reference: str | None,
+    source_account: str,
+    row_id: str | None,
 ) -> PaymentInstruction:
     instruction = _new(PaymentInstruction)
-    _set(instruction, "__dict__", {
-        "row": row, "payee_name": payee_name, "sort_code": sort_code,
-        "account_number": account_number, "amount": amount, "reference": reference,
-        "source_account": source_account, "row_id": row_id,
-    })
+    _set(
+        instruction,
+        "__dict__",
+        {
+            "row": row,
+            "payee_name": payee_name,
+            "sort_code": sort_code,
+            "account_number": account_number,
+            "amount": amount,
+            "reference": reference,
+            "source_account": source_account,
+            "row_id": row_id,
+        },
+    )
     _set(instruction, "__pydantic_fields_set__", _FIELDS)
     _set(instruction, "__pydantic_extra__", None)
     _set(instruction, "__pydantic_private__", None)
@@ -45,12 +58,24 @@ def _fast(
 
 
 def _validated(
-    row: int, payee_name: str, sort_code: str, account_number: str, amount: Decimal,
-    reference: str | None, source_account: str, row_id: str | None,
+    row: int,
+    payee_name: str,
+    sort_code: str,
+    account_number: str,
+    amount: Decimal,
+    reference: str | None,
+    source_account: str,
+    row_id: str | None,
 ) -> PaymentInstruction:
     return PaymentInstruction(
-        row=row, payee_name=payee_name, sort_code=sort_code, account_number=account_number,
-        amount=amount, reference=reference, source_account=source_account, row_id=row_id,
+        row=row,
+        payee_name=payee_name,
+        sort_code=sort_code,
+        account_number=account_number,
+        amount=amount,
+        reference=reference,
+        source_account=source_account,
+        row_id=row_id,
     )
 
 
@@ -66,7 +91,7 @@ def _fast_build_works() -> bool:
             and hash(fast.payment_key) == hash(slow.payment_key)
             and fast.model_copy() == slow
         )
-    except Exception:  # noqa: BLE001 - any failure means: use the validating constructor
+    except Exception:
         return False
 
 

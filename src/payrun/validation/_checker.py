@@ -100,7 +100,8 @@ class RowChecker:
             fields = plain(row, cells)
             if fields is None:
                 return None
-            if row >= tidy_at:  # row numbers only grow: tidy every _TIDY_ROWS rows
+            # Row numbers only grow: tidy every _TIDY_ROWS rows
+            if row >= tidy_at:
                 row_ids.tidy()
                 payments.tidy()
                 tidy_at = row + _TIDY_ROWS
@@ -216,6 +217,6 @@ def _build_instruction(
     row_id: str | None,
 ) -> PaymentInstruction:
     """Build a ``PaymentInstruction`` (pydantic is imported on the first one)."""
-    from payrun.validation._build import build_instruction  # noqa: PLC0415
+    from payrun.validation._build import build_instruction
 
     return build_instruction(row, name, sort_code, account, amount, reference, source, row_id)

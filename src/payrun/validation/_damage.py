@@ -44,13 +44,16 @@ def damage_problems(
     for column, kind in damage.items():
         if column == ROW:
             problems.error(None, _HIDDEN if kind is Damage.HIDDEN else _EXTRA_VALUES)
-            skip.update(_LABELS)  # shifted or unseen values: checking them would only mislead
+            # Shifted or unseen values: checking them would only mislead
+            skip.update(_LABELS)
             continue
         text = values.get(column, "")
         if kind is Damage.NUMBER and len(text) in _DIGITS.get(column, (len(text),)):
-            continue  # a number with every digit intact: nothing was lost
+            # A number with every digit intact: nothing was lost
+            continue
         if kind in _FORMATS and not _format_misleads(kind, column, text):
-            continue  # shown as it is (1500 as 1,500), or a column whose display is not money
+            # Shown as it is (1500 as 1,500), or a column whose display is not money
+            continue
         problems.error(column, _message(kind, _LABELS.get(column, column), text))
         skip.add(column)
     return frozenset(skip)
@@ -68,7 +71,8 @@ _FORMATS = {
 def _format_misleads(kind: Damage, column: str, text: str) -> bool:
     """Does the cell's number format show the person checking something else than is paid?"""
     if kind is Damage.FORMAT_HIDES:
-        return True  # any payment cell that looks empty
+        # Any payment cell that looks empty
+        return True
     if column != "amount":
         return False
     shown = _FORMATS[kind]
@@ -80,7 +84,8 @@ def _format_misleads(kind: Damage, column: str, text: str) -> bool:
 
 def _message(kind: Damage, label: str, text: str) -> str:
     fix = "format the column as Text and type it again"
-    if label == "amount":  # money is a number: the fix is a number format, not Text
+    # Money is a number: the fix is a number format, not Text
+    if label == "amount":
         fix = "format the column as Number with 2 decimal places and type the amount again"
         if kind is Damage.SCIENTIFIC:
             return f"amount {text} is in scientific notation: {fix}, like 1500.00"

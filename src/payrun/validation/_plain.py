@@ -31,11 +31,18 @@ Plain = PlainRow
 PlainCheck = Callable[[int, Sequence[Any]], Plain | None]
 
 _COLUMNS = (
-    "payee_name", "sort_code", "account_number", "amount",
-    "reference", "source_account", "row_id", "currency",
+    "payee_name",
+    "sort_code",
+    "account_number",
+    "amount",
+    "reference",
+    "source_account",
+    "row_id",
+    "currency",
 )
 _SORT_CODE_DIGITS = 6
-_DASHED_SORT_CODE = 8  # 12-34-56, the usual way to write one
+# 12-34-56, the usual way to write one
+_DASHED_SORT_CODE = 8
 _ACCOUNT_DIGITS = 8
 _LONG_TEXT = 256
 """Source accounts and row ids longer than this take the full rules (which bound cells)."""
@@ -113,7 +120,8 @@ def plain_check(
                 source is None
                 or len(row_id) > _LONG_TEXT
                 or (i_currency >= 0 and not _is_gbp(cells[i_currency]))
-                or not (row_id := row_id.strip()).isprintable()  # blank: isprintable, no row_id
+                # Blank: isprintable, no row_id
+                or not (row_id := row_id.strip()).isprintable()
             ):
                 return None
         except (AttributeError, TypeError):
@@ -164,4 +172,3 @@ def _source_lookup(
         return source
 
     return source_of
-

@@ -43,7 +43,8 @@ _OUTSIDE_CHARSET = re.compile(r"[^A-Za-z0-9 .,&/\-'()+?:]")
 _FORMULA_START = ("=", "+", "@")
 _PLAIN = re.compile(r"[A-Za-z0-9.,&/\-'()?: ][A-Za-z0-9 .,&/\-'()+?:]*")
 """Text in the UK payment character set that does not start like a formula: no checks due."""
-_NEGATIVE_STARTS = ("-", "£-", "(", "\u2212", "£\u2212")  # \u2212: the minus sign
+# \u2212: the minus sign
+_NEGATIVE_STARTS = ("-", "£-", "(", "\u2212", "£\u2212")
 _EXCEL_TEXT = re.compile(r'="[^"]*"')
 _SORT_CODE = re.compile(r"([0-9]{2})[- ]?([0-9]{2})[- ]?([0-9]{2})")
 _SCIENTIFIC = re.compile(r"[+-]?£?[0-9]*\.?[0-9]+[eE][+-]?[0-9]+")
@@ -82,7 +83,8 @@ def check_payee_name(text: str, problems: Problems) -> str | None:
     """Payee name: 1..140 characters, no control characters, not a formula."""
     name = text.strip()
     if _PLAIN.fullmatch(name) and len(name) <= MAX_NAME_LENGTH:
-        return name  # the common case: nothing to report
+        # The common case: nothing to report
+        return name
     if not name:
         problems.error("payee_name", "payee name is empty: fill in the account holder's name")
         return None
@@ -100,7 +102,8 @@ def check_reference(text: str, problems: Problems) -> tuple[bool, str | None]:
     """Reference: blank (a warning) or 1..35 characters; returns (ok, reference or None)."""
     reference = text.strip()
     if len(reference) <= SHOWN_REFERENCE_LENGTH and _PLAIN.fullmatch(reference):
-        return True, reference  # the common case: nothing to report
+        # The common case: nothing to report
+        return True, reference
     if not reference:
         problems.warn(
             "reference", 'reference is blank: the bank will send "Sent from <account owner>"'
@@ -139,7 +142,7 @@ def check_sort_code(text: str, problems: Problems) -> str | None:
     elif _EXCEL_TEXT.fullmatch(shown):
         problems.error(
             "sort_code",
-            f"sort code {shown} is wrapped in Excel's =\"...\" (a text formula); write the"
+            f'sort code {shown} is wrapped in Excel\'s ="..." (a text formula); write the'
             " 6 digits alone, like 12-34-56",
         )
     else:
@@ -163,7 +166,7 @@ def check_account_number(text: str, problems: Problems) -> str | None:
         message = "account number is empty: it must be 8 digits"
     elif _EXCEL_TEXT.fullmatch(number):
         message = (
-            f"account number {number} is wrapped in Excel's =\"...\" (a text formula); write"
+            f'account number {number} is wrapped in Excel\'s ="..." (a text formula); write'
             " the 8 digits alone"
         )
     else:
@@ -177,7 +180,8 @@ def check_amount(text: str, max_amount: Decimal, problems: Problems) -> Decimal 
     if _PLAIN_AMOUNT.fullmatch(text):
         amount = Decimal(text)
         if 0 < amount <= max_amount:
-            return amount  # the common case: 1234.50 as written by payroll software
+            # The common case: 1234.50 as written by payroll software
+            return amount
     shown = text.strip()
     match = _AMOUNT.fullmatch(shown)
     if match is None:
@@ -191,7 +195,8 @@ def check_amount(text: str, max_amount: Decimal, problems: Problems) -> Decimal 
         return None
     pence = number.partition(".")[2]
     if len(pence) == _PENCE_PLACES and 0 < amount <= max_amount:
-        return amount  # the common case: already in pence, nothing to report
+        # The common case: already in pence, nothing to report
+        return amount
     if not amount:
         problems.error("amount", "amount is zero: fill in the amount or remove the row")
     elif amount > max_amount:
@@ -249,13 +254,13 @@ def _amount_format_message(shown: str) -> str:
             f"amount {shown!r} is in scientific notation: write it out in full, like 1500.00"
             " (format the column as Number with 2 decimal places)"
         )
-    if shown.replace("£", "").strip() in {"-", "\u2212"}:  # accounting format's zero
+    # Accounting format's zero
+    if shown.replace("£", "").strip() in {"-", "\u2212"}:
         return f"amount {shown!r} is a zero in accounting format: fill in the amount, like 1234.50"
     if shown.startswith(_NEGATIVE_STARTS) or shown.endswith(("-", "\u2212")):
         return f"amount {shown} is negative: payrun only sends money; remove the row"
     return (
-        f"amount {shown!r} is not a number: write it like 1234.50 (commas and a leading £ are"
-        " fine)"
+        f"amount {shown!r} is not a number: write it like 1234.50 (commas and a leading £ are fine)"
     )
 
 

@@ -67,20 +67,24 @@ class DigestTable:
             while slots < 2 * _GROWTH * len(small):
                 slots *= _GROWTH
             self._allocate(slots)
-            for digest, row in small.items():  # the dict keeps digests as given
+            # The dict keeps digests as given
+            for digest, row in small.items():
                 self._probe((digest & _MASK64) or 1, row)
             self.remember = self._array_remember()
 
     def _array_remember(self) -> Callable[[int, int], int]:
         """``remember`` over the current arrays (a closure: no attribute loads a row)."""
         digests, rows, mask, probe = self._digests, self._rows, self._mask, self._probe
-        full = (mask + 1) // 2  # grow at half load
+        # Grow at half load
+        full = (mask + 1) // 2
 
         def remember(digest: int, row: int) -> int:
-            key = (digest & _MASK64) or 1  # 0 marks an empty slot
+            # 0 marks an empty slot
+            key = (digest & _MASK64) or 1
             slot = key & mask
             found = digests[slot]
-            if found == 0:  # the usual case at half load: the first slot is free
+            # The usual case at half load: the first slot is free
+            if found == 0:
                 digests[slot] = key
                 rows[slot] = row
                 self._used += 1
