@@ -1,17 +1,51 @@
-"""The docs are checked: every command is in README.md and has help; README's commands work."""
+"""The docs are checked: every command is in README.md and has help; the commands shown in
+README.md and docs/ parse, and the quickstart's output is what the commands print."""
 
 from __future__ import annotations
 
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from payrun.cli import main
+from payrun.cli import build_parser, main
 
 ROOT = Path(__file__).parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 COMMANDS = ("validate", "run", "report", "template", "sandbox")
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+_SHELL_ENDS = (">", ">>", "2>&1", "|", "&&", ";")
+
+
+def _code_blocks(text: str) -> list[str]:
+    """The lines inside the text's fenced code blocks."""
+    return [
+        line
+        for block in re.findall(r"```[^\n]*\n(.*?)```", text, re.S)
+        for line in block.splitlines()
+    ]
+
+
+def _shown_commands() -> list[tuple[str, list[str]]]:
+    """Every ``payrun COMMAND ...`` shown in a code block of README.md or docs/, as argv."""
+    shown = []
+    for path in [ROOT / "README.md", *DOCS]:
+        for line in _code_blocks(path.read_text(encoding="utf-8")):
+            found = re.search(r"(?:^|[\s/=$])payrun (" + "|".join(COMMANDS) + r")\b(.*)", line)
+            # a synopsis with [optional] parts is not a command to run
+            if found is None or " [" in line:
+                continue
+            words = shlex.split(f"{found.group(1)}{found.group(2)}", comments=True)
+            argv = []
+            for word in words:
+                if word in _SHELL_ENDS or word.startswith((">", "2>")):
+                    break
+                argv.append(word)
+            shown.append((f"{path.name}: {line.strip()}", argv))
+    return shown
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -47,3 +81,41 @@ def test_readme_validate_example_runs(capsys: pytest.CaptureFixture[str]) -> Non
     """The README's first validate example runs on the committed sample and exits 0."""
     assert main(["validate", str(ROOT / "samples" / "payroll.csv")]) == 0
     assert "40" in capsys.readouterr().out
+
+
+def test_docs_show_commands() -> None:
+    """README.md and docs/ show every command (so the check below is not empty)."""
+    shown = [argv[0] for _, argv in _shown_commands()]
+    assert {"validate", "run", "report", "template", "sandbox"} <= set(shown)
+
+
+@pytest.mark.parametrize(("where", "argv"), _shown_commands(), ids=lambda v: str(v)[:60])
+def test_every_command_shown_in_the_docs_parses(where: str, argv: list[str]) -> None:
+    """Each command shown in README.md or docs/ is one payrun accepts (options and choices)."""
+    try:
+        build_parser().parse_args(argv)
+    except SystemExit as exc:
+        pytest.fail(f"{where}: payrun would refuse it (exit {exc.code})")
+
+
+def test_readme_quickstart_output_is_what_validate_prints() -> None:
+    """The validate output shown in the README's quickstart is what the command prints now."""
+    readme_block = re.search(r"\$ payrun validate samples/payroll.csv\n(.*?)```", README, re.S)
+    assert readme_block is not None
+    done = subprocess.run(
+        [sys.executable, "-m", "payrun", "validate", "samples/payroll.csv"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0
+    assert done.stdout == readme_block.group(1)
+
+
+def test_the_readme_is_a_front_page() -> None:
+    """README.md stays at most 300 lines, with its lines readable (the reference is in docs/)."""
+    lines = README.splitlines()
+    assert len(lines) <= 300
+    assert all("docs/" + path.name in README for path in DOCS)
