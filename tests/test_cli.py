@@ -124,3 +124,15 @@ def test_a_key_given_as_the_key_file_name_is_never_shown(
     assert KEY not in captured.err + captured.out
     source = option[0] if option else "PAYRUN_API_KEY_FILE"
     assert f"cannot read the API key file named by {source}" in captured.err
+
+
+def test_version_prints_the_installed_version_and_exits_0(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`payrun --version` prints the package's version (as installed) and exits 0."""
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"payrun {version('payrun')}\n"

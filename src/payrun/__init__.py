@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 from payrun.errors import PayrunError as PayrunError
 
+__version__ = "0.1.0"
+"""The package's version (pyproject.toml reads it from here)."""
+
 _HOMES = {
     "RunOptions": "payrun.config",
     "Settings": "payrun.config",
@@ -65,6 +68,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "__version__",
     "Ledger",
     "PaymentInstruction",
     "PayrunError",

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
+from payrun import __version__
 from payrun.cli._output import error_line
 from payrun.errors import (
     AuthError,
@@ -84,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Validate and pay a batch file of UK payments through the bank API,"
         " exactly once.",
     )
+    parser.add_argument("--version", action="version", version=f"payrun {__version__}")
     subparsers = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
