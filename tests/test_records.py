@@ -12,10 +12,10 @@ from typing import Any
 import anyio
 import pytest
 
-from payrun._models import PaymentInstruction, RowStatus, RowVerdict
+from payrun._models import BatchInfo, PaymentInstruction, RowStatus, RowVerdict
 from payrun.bank import AdaptiveLimiter
 from payrun.errors import LedgerError
-from payrun.ledger import BatchInfo, Ledger
+from payrun.ledger import Ledger
 from payrun.run._book import RowBook
 
 
