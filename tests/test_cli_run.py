@@ -1193,6 +1193,25 @@ def test_a_postgresql_ledger_is_refused_in_one_line_without_its_password(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pay.csv"]
 
 
+def test_a_ledger_named_memory_is_refused_before_anything_is_paid(
+    start_bank: StartBank,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--ledger :memory: (SQLite's in-memory name): exit 2 in one line, nothing sent, no file
+    made; a ledger lost at the run's end would let a rerun pay again."""
+    bank = start_bank()
+    monkeypatch.chdir(tmp_path)
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    capsys.readouterr()
+    assert main(["run", str(batch), "--ledger", ":memory:"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lost when the run ends" in err, err
+    assert stats(bank)["requests"] == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pay.csv"]
+
+
 def test_invalid_rows_are_reported_not_paid(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -24,6 +24,7 @@ from payrun.ledger import (
     BatchInfo,
     Ledger,
     LedgerRow,
+    SQLiteLedger,
     batch_beside,
     check_batch_lock,
     default_ledger_path,
@@ -799,3 +800,28 @@ def test_the_files_of_a_ledger_are_named_in_one_place(tmp_path: Path) -> None:
     assert [p.name for _, p in ledger_files(path, lock=False)] == [n for _, n in names[:3]]
     assert batch_beside(path) == tmp_path / "pay.csv"
     assert batch_beside(tmp_path / "other.sqlite") is None
+
+
+def test_an_in_memory_ledger_keeps_rows_and_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLiteLedger.in_memory records and updates rows like a file, and makes no file."""
+    monkeypatch.chdir(tmp_path)
+    ledger = SQLiteLedger.in_memory()
+    assert ledger.created
+    ledger.start(_info(), [_verdict(2), _verdict(3, valid=False)])
+    ledger.update_many([2], status=RowStatus.CREATED, payment_url="/v0/payments/pm.1")
+    with ledger.hold_batch(ledger.rows(), "bank"):
+        ledger.check_in_place()
+    assert [(r.row, r.status) for r in ledger.rows()] == [
+        (2, RowStatus.CREATED),
+        (3, RowStatus.INVALID),
+    ]
+    ledger.discard()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_open_ledger_refuses_sqlites_in_memory_name() -> None:
+    """--ledger :memory: is a ConfigError: an in-memory ledger would let a rerun pay again."""
+    with pytest.raises(ConfigError, match="lost when the run ends"):
+        open_ledger(":memory:")

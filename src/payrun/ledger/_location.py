@@ -14,7 +14,7 @@ from pathlib import Path
 from payrun.errors import ConfigError
 from payrun.ledger._lock import release_lock, take_lock
 from payrun.ledger._protocol import LedgerStore
-from payrun.ledger._sqlite import SQLiteLedger
+from payrun.ledger._sqlite import MEMORY, SQLiteLedger
 
 __all__ = [
     "batch_beside",
@@ -38,10 +38,17 @@ def default_ledger_path(batch_path: Path) -> Path:
 
 
 def ledger_file(location: str | Path) -> Path:
-    """The ledger file a location names; ``ConfigError`` for a database URL (not yet usable).
+    """The ledger file a location names; ``ConfigError`` for a database URL (not yet usable)
+    and for SQLite's in-memory name, which would keep nothing once the run ends.
 
     The message does not repeat the URL: it may hold a password.
     """
+    if str(location) == MEMORY:
+        msg = (
+            f"the ledger {MEMORY} would be kept in memory and lost when the run ends, so a"
+            " rerun could pay again: name a ledger file (BATCH.ledger.sqlite by default)"
+        )
+        raise ConfigError(msg)
     found = _DATABASE_URL.match(str(location))
     if found:
         msg = (

@@ -44,7 +44,10 @@ from payrun.ledger._records import (
 )
 from payrun.ledger._running import take_batch_lock
 
-__all__ = ["SQLiteLedger"]
+__all__ = ["MEMORY", "SQLiteLedger"]
+
+MEMORY = ":memory:"
+"""The name SQLite gives a database held in memory (``SQLiteLedger.in_memory``)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS batch (
@@ -113,6 +116,7 @@ class SQLiteLedger:
         self._identity = identity
         """(device, inode) of the file a writer opened: ``check_in_place`` compares it."""
         self._created = created
+        self._in_memory = str(path) == MEMORY
         self._depth = 0
         self._sql_cache: dict[tuple[str, ...], str] = {}
 
@@ -135,6 +139,12 @@ class SQLiteLedger:
             raise
         return cls(path, connection, lock_fd, identity=identity, created=created)
 
+    @classmethod
+    def in_memory(cls) -> SQLiteLedger:
+        """A new, empty ledger in memory only, gone when closed: no file, lock or register
+        (for tests of the run's logic; a run needs a ledger that outlives it)."""
+        return cls(Path(MEMORY), _connect(Path(MEMORY), readonly=False), None, created=True)
+
     @property
     def location(self) -> str:
         """The ledger file's path, as messages name it."""
@@ -148,7 +158,7 @@ class SQLiteLedger:
     def hold_batch(self, rows: Sequence[LedgerRow], bank: str) -> AbstractContextManager[object]:
         """Publish these rows in the machine-wide register (``take_batch_lock``) until the
         block ends."""
-        lock = take_batch_lock(rows, bank, self.path)
+        lock = None if self._in_memory else take_batch_lock(rows, bank, self.path)
         return nullcontext() if lock is None else lock
 
     def check_in_place(self) -> None:
@@ -181,7 +191,7 @@ class SQLiteLedger:
         """Close and delete this ledger (file, WAL, index, lock file) while still holding
         its lock, so that no other run can open it half removed; then release the lock."""
         self._db.close()
-        for suffix in ("", "-wal", "-shm", ".lock"):
+        for suffix in () if self._in_memory else ("", "-wal", "-shm", ".lock"):
             self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
         release_lock(self._lock_fd)
         self._lock_fd = None
