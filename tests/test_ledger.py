@@ -825,3 +825,13 @@ def test_open_ledger_refuses_sqlites_in_memory_name() -> None:
     """--ledger :memory: is a ConfigError: an in-memory ledger would let a rerun pay again."""
     with pytest.raises(ConfigError, match="lost when the run ends"):
         open_ledger(":memory:")
+
+
+def test_sqlite_ledger_open_refuses_the_in_memory_name_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLiteLedger.open(":memory:") is refused as open_ledger is, making no file."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="lost when the run ends"):
+        SQLiteLedger.open(Path(":memory:"))
+    assert list(tmp_path.iterdir()) == []

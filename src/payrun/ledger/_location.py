@@ -14,7 +14,7 @@ from pathlib import Path
 from payrun.errors import ConfigError
 from payrun.ledger._lock import release_lock, take_lock
 from payrun.ledger._protocol import LedgerStore
-from payrun.ledger._sqlite import MEMORY, SQLiteLedger
+from payrun.ledger._sqlite import SQLiteLedger, refuse_memory
 
 __all__ = [
     "batch_beside",
@@ -43,12 +43,7 @@ def ledger_file(location: str | Path) -> Path:
 
     The message does not repeat the URL: it may hold a password.
     """
-    if str(location) == MEMORY:
-        msg = (
-            f"the ledger {MEMORY} would be kept in memory and lost when the run ends, so a"
-            " rerun could pay again: name a ledger file (BATCH.ledger.sqlite by default)"
-        )
-        raise ConfigError(msg)
+    refuse_memory(location)
     found = _DATABASE_URL.match(str(location))
     if found:
         msg = (

@@ -31,7 +31,7 @@ from payrun._models import (
     format_money,
     utc_now,
 )
-from payrun.errors import LedgerError, LedgerWriteError
+from payrun.errors import ConfigError, LedgerError, LedgerWriteError
 from payrun.ledger._lock import create_private, release_lock, take_lock
 from payrun.ledger._records import (
     ROW_SELECT,
@@ -44,7 +44,7 @@ from payrun.ledger._records import (
 )
 from payrun.ledger._running import take_batch_lock
 
-__all__ = ["MEMORY", "SQLiteLedger"]
+__all__ = ["MEMORY", "SQLiteLedger", "refuse_memory"]
 
 MEMORY = ":memory:"
 """The name SQLite gives a database held in memory (``SQLiteLedger.in_memory``)."""
@@ -123,6 +123,7 @@ class SQLiteLedger:
     @classmethod
     def open(cls, path: Path, *, readonly: bool = False) -> SQLiteLedger:
         """Open (or create) the ledger at ``path``; writers take the lock, readers do not."""
+        refuse_memory(path)
         if readonly and not path.is_file():
             msg = f"no ledger at {path}: pass the .ledger.sqlite file a run wrote"
             raise LedgerError(msg)
@@ -376,6 +377,17 @@ class SQLiteLedger:
             self._db.executemany(sql, params)
         except sqlite3.Error as exc:
             raise _ledger_error(self.path, exc) from exc
+
+
+def refuse_memory(location: str | Path) -> None:
+    """Raise ``ConfigError`` for SQLite's in-memory name: such a ledger is lost when the run
+    ends, so a rerun could pay again."""
+    if str(location) == MEMORY:
+        msg = (
+            f"the ledger {MEMORY} would be kept in memory and lost when the run ends, so a"
+            " rerun could pay again: name a ledger file (BATCH.ledger.sqlite by default)"
+        )
+        raise ConfigError(msg)
 
 
 def _ledger_error(path: Path, exc: sqlite3.Error) -> LedgerError:
