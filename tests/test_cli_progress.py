@@ -8,9 +8,8 @@ from decimal import Decimal
 
 import pytest
 
-from payrun._models import RowStatus
+from payrun._models import LedgerRow, RowStatus
 from payrun.cli._progress import BarObserver, LineObserver, make_observer
-from payrun.ledger import LedgerRow
 
 
 def _row(status: RowStatus, *, error: str | None = None) -> LedgerRow:

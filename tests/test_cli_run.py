@@ -1168,6 +1168,50 @@ def test_ledger_of_another_bank_is_refused(
     assert "--ledger" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["run", "{batch}", "--ledger", "{url}"], ["run", "{batch}", "--ledger", "{url}", "--dry-run"]]
+    + [["report", "{url}"]],
+    ids=["run", "dry-run", "report"],
+)
+def test_a_postgresql_ledger_is_refused_in_one_line_without_its_password(
+    start_bank: StartBank, tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--ledger postgresql://USER:PASSWORD@HOST/DB: exit 2 in one line that keeps the password
+    out, before any request or file is made."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    url = "postgresql://payrun:pg-s3cret@db.example/payrun"
+    requests = stats(bank)["requests"]
+    capsys.readouterr()
+    argv = [word.format(batch=batch, url=url) for word in command]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a PostgreSQL database" in err, err
+    assert "pg-s3cret" not in err
+    assert stats(bank)["requests"] == requests
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pay.csv"]
+
+
+def test_a_ledger_named_memory_is_refused_before_anything_is_paid(
+    start_bank: StartBank,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--ledger :memory: (SQLite's in-memory name): exit 2 in one line, nothing sent, no file
+    made; a ledger lost at the run's end would let a rerun pay again."""
+    bank = start_bank()
+    monkeypatch.chdir(tmp_path)
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    capsys.readouterr()
+    assert main(["run", str(batch), "--ledger", ":memory:"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lost when the run ends" in err, err
+    assert stats(bank)["requests"] == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pay.csv"]
+
+
 def test_invalid_rows_are_reported_not_paid(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

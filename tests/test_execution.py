@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from payrun._models import PaymentInstruction, RowStatus, RowVerdict
+from payrun._models import BatchInfo, LedgerRow, PaymentInstruction, RowStatus, RowVerdict
 from payrun.bank import AdaptiveLimiter, BankClient, RetryPolicy
 from payrun.errors import AuthError
-from payrun.ledger import BatchInfo, Ledger, LedgerRow
+from payrun.ledger import Ledger
 from payrun.run._book import RowBook
 from payrun.run._execute import ExecutionResult, execute_rows
 from payrun.sandbox import create_app, default_seed

@@ -19,13 +19,17 @@ import pytest
 
 from _run_helpers import fresh_python
 from payrun._models import PaymentInstruction, RowProblem, RowStatus, RowVerdict
-from payrun.errors import LedgerError, LedgerLockedError
+from payrun.errors import ConfigError, LedgerError, LedgerLockedError
 from payrun.ledger import (
     BatchInfo,
     Ledger,
     LedgerRow,
+    SQLiteLedger,
+    batch_beside,
     check_batch_lock,
     default_ledger_path,
+    ledger_files,
+    open_ledger,
     take_batch_lock,
     take_lock,
 )
@@ -753,3 +757,81 @@ def _as_nobody(action: Callable[[], object], *, wait: bool = True) -> str:
             os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     return said
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "postgresql://payrun:pg-s3cret@db.example/payrun",
+        Path("postgres://payrun:pg-s3cret@db.example/payrun"),
+        "POSTGRESQL+psycopg://payrun:pg-s3cret@db.example/payrun",
+    ],
+    ids=["url", "path", "driver"],
+)
+def test_open_ledger_refuses_a_postgresql_url_without_repeating_it(location: str | Path) -> None:
+    """A PostgreSQL location is a ConfigError (exit 2) naming the scheme, never the password."""
+    with pytest.raises(ConfigError, match="is a PostgreSQL database") as caught:
+        open_ledger(location)
+    assert "pg-s3cret" not in str(caught.value)
+
+
+def test_open_ledger_says_whether_it_made_the_ledger(tmp_path: Path) -> None:
+    """``created`` is True for the open that made the file, False once it exists."""
+    path = tmp_path / "b.ledger.sqlite"
+    with open_ledger(path) as first:
+        assert first.created
+        assert first.location == str(path)
+    with open_ledger(path) as again:
+        assert not again.created
+    with open_ledger(path, readonly=True) as reader:
+        assert not reader.created
+
+
+def test_the_files_of_a_ledger_are_named_in_one_place(tmp_path: Path) -> None:
+    """The ledger, its -wal and -shm files and its lock; the batch a default name sits beside."""
+    path = default_ledger_path(tmp_path / "pay.csv")
+    names = [(what, p.name) for what, p in ledger_files(path)]
+    assert names == [
+        ("the ledger", "pay.csv.ledger.sqlite"),
+        ("the ledger's file", "pay.csv.ledger.sqlite-wal"),
+        ("the ledger's file", "pay.csv.ledger.sqlite-shm"),
+        ("the ledger's lock", "pay.csv.ledger.sqlite.lock"),
+    ]
+    assert [p.name for _, p in ledger_files(path, lock=False)] == [n for _, n in names[:3]]
+    assert batch_beside(path) == tmp_path / "pay.csv"
+    assert batch_beside(tmp_path / "other.sqlite") is None
+
+
+def test_an_in_memory_ledger_keeps_rows_and_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLiteLedger.in_memory records and updates rows like a file, and makes no file."""
+    monkeypatch.chdir(tmp_path)
+    ledger = SQLiteLedger.in_memory()
+    assert ledger.created
+    ledger.start(_info(), [_verdict(2), _verdict(3, valid=False)])
+    ledger.update_many([2], status=RowStatus.CREATED, payment_url="/v0/payments/pm.1")
+    with ledger.hold_batch(ledger.rows(), "bank"):
+        ledger.check_in_place()
+    assert [(r.row, r.status) for r in ledger.rows()] == [
+        (2, RowStatus.CREATED),
+        (3, RowStatus.INVALID),
+    ]
+    ledger.discard()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_open_ledger_refuses_sqlites_in_memory_name() -> None:
+    """--ledger :memory: is a ConfigError: an in-memory ledger would let a rerun pay again."""
+    with pytest.raises(ConfigError, match="lost when the run ends"):
+        open_ledger(":memory:")
+
+
+def test_sqlite_ledger_open_refuses_the_in_memory_name_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLiteLedger.open(":memory:") is refused as open_ledger is, making no file."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="lost when the run ends"):
+        SQLiteLedger.open(Path(":memory:"))
+    assert list(tmp_path.iterdir()) == []

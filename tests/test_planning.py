@@ -8,9 +8,8 @@ from decimal import Decimal
 
 import pytest
 
-from payrun._models import RowStatus
+from payrun._models import LedgerRow, RowStatus
 from payrun.errors import ControlTotalsError
-from payrun.ledger import LedgerRow
 from payrun.run._plan import (
     PayeeFacts,
     PayeeIndex,

@@ -12,15 +12,16 @@ from typing import Any
 import anyio
 import pytest
 
-from payrun._models import PaymentInstruction, RowStatus, RowVerdict
+from payrun._models import BatchInfo, PaymentInstruction, RowStatus, RowVerdict
 from payrun.bank import AdaptiveLimiter
 from payrun.errors import LedgerError
-from payrun.ledger import BatchInfo, Ledger
+from payrun.ledger import Ledger
 from payrun.run._book import RowBook
 
 
-def _ledger(tmp_path: Path) -> Ledger:
-    ledger = Ledger.open(tmp_path / "b.ledger.sqlite")
+def _ledger(tmp_path: Path | None) -> Ledger:
+    """A ledger of rows 2 and 3, pending: a file in ``tmp_path``, or in memory for None."""
+    ledger = Ledger.in_memory() if tmp_path is None else Ledger.open(tmp_path / "b.ledger.sqlite")
     verdicts = [
         RowVerdict(
             row,
@@ -152,9 +153,9 @@ def test_book_without_ledger_writes_nothing(tmp_path: Path) -> None:
     ledger.close()
 
 
-def test_status_changes_reach_the_observer(tmp_path: Path) -> None:
+def test_status_changes_reach_the_observer() -> None:
     """on_change sees each status change once, with the before and after rows."""
-    ledger = _ledger(tmp_path)
+    ledger = _ledger(None)
     seen: list[tuple[RowStatus, RowStatus]] = []
     book = RowBook(
         ledger.rows(),
@@ -202,10 +203,10 @@ async def test_concurrent_intents_share_one_commit_and_are_on_disk_when_they_ret
 
 
 async def test_a_failed_group_commit_stops_every_worker_in_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """If the shared commit fails, no worker of the group goes on to make its call."""
-    ledger = _ledger(tmp_path)
+    ledger = _ledger(None)
     book = RowBook(ledger.rows(), ledger=ledger)
 
     def broken(self: Ledger, changes: Any) -> None:
@@ -292,9 +293,11 @@ async def test_a_cancelled_run_sends_nothing_after_its_intent(tmp_path: Path) ->
     ledger.close()
 
 
-def _ledger_of(tmp_path: Path, count: int) -> Ledger:
-    """A ledger of ``count`` pending rows, numbered from 2."""
-    ledger = Ledger.open(tmp_path / "ahead.ledger.sqlite")
+def _ledger_of(tmp_path: Path | None, count: int) -> Ledger:
+    """A ledger of ``count`` pending rows, numbered from 2 (in memory for None)."""
+    ledger = (
+        Ledger.in_memory() if tmp_path is None else Ledger.open(tmp_path / "ahead.ledger.sqlite")
+    )
     verdicts = [
         RowVerdict(
             row,
@@ -388,10 +391,10 @@ async def test_a_row_ahead_changed_by_someone_else_is_not_withdrawn(tmp_path: Pa
 
 
 async def test_a_failed_commit_leaves_rows_ahead_unsent_and_unchanged(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """When the commit carrying intents ahead fails, their turn raises too: never sent."""
-    ledger = _ledger_of(tmp_path, 2)
+    ledger = _ledger_of(None, 2)
     book = RowBook(ledger.rows(), ledger=ledger)
 
     def broken(self: Ledger, changes: Any) -> None:

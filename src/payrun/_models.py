@@ -1,17 +1,20 @@
-"""Value types shared by every stage: money, payment instructions, row problems, row status.
+"""Value types shared by every stage: money, payment instructions, row problems, rows.
 
 Nothing here does I/O. ``PaymentInstruction`` is what validation hands to planning (it
 lives in ``payrun.instruction`` and is loaded on first use: pydantic takes 0.2 s to import,
 and ``payrun validate`` of a clean file never needs it); ``RowVerdict`` is validation's
-per-row answer; ``RowStatus`` is a row's state in the ledger.
+per-row answer; ``LedgerRow`` is a batch row as a run knows it and ``RowStatus`` its state;
+``BatchInfo`` is what a ledger was made for. ``RowUpdate`` and ``BatchUpdate`` name the
+fields a run may change, so that mypy checks every update a phase makes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 if TYPE_CHECKING:
     from payrun.instruction import PaymentInstruction
@@ -20,13 +23,18 @@ if TYPE_CHECKING:
 __all__ = [
     "CENTS",
     "FINAL_STATUSES",
+    "BatchInfo",
+    "BatchUpdate",
+    "LedgerRow",
     "PaymentInstruction",
     "PlainRow",
     "RowProblem",
     "RowStatus",
+    "RowUpdate",
     "RowVerdict",
     "format_money",
     "payment_key",
+    "utc_now",
 ]
 
 CENTS = Decimal("0.01")
@@ -107,6 +115,95 @@ class RowVerdict(NamedTuple):
     def valid(self) -> bool:
         """True when the row has no errors (warnings do not count)."""
         return self.instruction is not None
+
+
+def utc_now() -> datetime:
+    """The current time in UTC (the ledger stores ISO 8601 UTC text)."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """What a ledger was made for: file content, bank and organization, control totals."""
+
+    file_path: str
+    file_sha256: str
+    valid_count: int
+    valid_total: Decimal
+    base_url: str | None = None
+    organization_url: str | None = None
+    expect_count: int | None = None
+    expect_total: Decimal | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    options: str | None = None
+    """The validation options of the file's rows (``run._start``'s text; None: not known)."""
+    late_until: datetime | None = None
+    """Until when the bank may still be finishing a request whose answer came too late."""
+    alive_at: datetime | None = None
+    """When a run paying rows last said it was alive (every few seconds while it sends)."""
+
+
+class BatchUpdate(TypedDict, total=False):
+    """The batch fields a run may change (``LedgerStore.set_batch``), each optional."""
+
+    base_url: str | None
+    organization_url: str | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    options: str | None
+    late_until: datetime | None
+    alive_at: datetime | None
+
+
+class LedgerRow(NamedTuple):
+    """One batch row as the ledger holds it; ``intent_at`` is the last committed intent's time.
+
+    A NamedTuple rather than a frozen dataclass: a run makes six new versions of every row
+    (``_replace``: about 1 us, against 7 us for ``dataclasses.replace``).
+    """
+
+    row: int
+    row_id: str | None
+    payee_name: str
+    sort_code: str
+    account_number: str
+    amount: Decimal
+    reference: str | None
+    source_account: str
+    status: RowStatus
+    account_url: str | None = None
+    payee_url: str | None = None
+    payment_url: str | None = None
+    submission_url: str | None = None
+    intent_at: datetime | None = None
+    attempts: int = 0
+    error: str | None = None
+    updated_at: datetime | None = None
+    amount_text: str = ""
+
+    @property
+    def payment_key(self) -> tuple[str, str, str, str]:
+        """Sort code, account number, amount and reference: what the bank can match on."""
+        return payment_key(self.sort_code, self.account_number, self.amount, self.reference)
+
+
+class RowUpdate(TypedDict, total=False):
+    """The row fields a run may change (``RowBook.set``, ``LedgerStore.update_many``).
+
+    A plain dict at run time: the keys and value types are checked by mypy, at no cost
+    per update.
+    """
+
+    status: RowStatus
+    account_url: str | None
+    payee_url: str | None
+    payment_url: str | None
+    submission_url: str | None
+    intent_at: datetime | None
+    attempts: int
+    error: str | None
 
 
 def __getattr__(name: str) -> Any:

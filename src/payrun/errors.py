@@ -30,9 +30,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-# Only the type: the ledger itself imports this module
 if TYPE_CHECKING:
-    from payrun.ledger import LedgerRow
+    from payrun._models import LedgerRow
 
 __all__ = [
     "AuthError",

@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from payrun._models import FINAL_STATUSES, RowStatus
+from payrun._models import FINAL_STATUSES, LedgerRow, RowStatus
 from payrun.cli._output import reader_may_leave
-from payrun.ledger import LedgerRow
 from payrun.report import report_status
 
 if TYPE_CHECKING:

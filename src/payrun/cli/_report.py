@@ -11,6 +11,7 @@ from typing import Any
 
 from payrun.cli._output import file_path, reader_may_leave
 from payrun.errors import ConfigError, UsageError
+from payrun.ledger import batch_beside, ledger_files
 from payrun.report import (
     REPORT_COLUMNS,
     check_report_path,
@@ -46,10 +47,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(handler=execute)
 
 
-# BATCH.ledger.sqlite, beside its batch
-_DEFAULT_SUFFIX = ".ledger.sqlite"
-
-
 def execute(args: argparse.Namespace) -> int:
     """Write the report to a file or stdout."""
     rows = read_ledger_rows(args.ledger)
@@ -63,13 +60,9 @@ def execute(args: argparse.Namespace) -> int:
             msg = f"cannot tell the format of {output}: end it in .csv, .xlsx or .json"
             raise UsageError(msg)
         ledger: Path = args.ledger
-        parts = [("the ledger's file", ledger.with_name(ledger.name + s)) for s in ("-wal", "-shm")]
-        # Where it was, and beside a default-named one
-        batches = [ledger_batch_file(ledger)]
-        # (a folder moved or copied since)
-        if ledger.name.endswith(_DEFAULT_SUFFIX):
-            batches.append(ledger.with_name(ledger.name.removesuffix(_DEFAULT_SUFFIX)))
-        kept = [("the ledger", ledger), *parts, *(("the batch file", b) for b in batches if b)]
+        # Where it was, and beside a default-named one (a folder moved or copied since)
+        batches = [ledger_batch_file(ledger), batch_beside(ledger)]
+        kept = [*ledger_files(ledger, lock=False), *(("the batch file", b) for b in batches if b)]
         # A folder, a missing folder, or what the report must never overwrite, said plainly
         check_report_path(output, keep=kept)
         write_table(output, REPORT_COLUMNS, report_table(rows))

@@ -298,15 +298,11 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def _kept_files(args: argparse.Namespace) -> list[tuple[str, Path]]:
     """The files a report must never overwrite: the batch file, the ledger and its parts."""
-    from payrun.ledger import default_ledger_path
+    from payrun.ledger import default_ledger_path, ledger_files
 
-    ledger = args.ledger or default_ledger_path(args.batch)
-    parts = [("the ledger's file", ledger.with_name(ledger.name + s)) for s in ("-wal", "-shm")]
     return [
         ("the batch file", args.batch),
-        ("the ledger", ledger),
-        *parts,
-        ("the ledger's lock", ledger.with_name(ledger.name + ".lock")),
+        *ledger_files(args.ledger or default_ledger_path(args.batch)),
     ]
 
 
@@ -333,10 +329,12 @@ def _loop_options() -> dict[str, bool]:
 
 
 def _run_options(args: argparse.Namespace, folder: Path | None) -> RunOptions:
+    from payrun.ledger import default_ledger_path
+
     ledger = args.ledger
     report = args.report
     if folder is not None:
-        ledger = ledger or folder / f"{args.batch.name}.ledger.sqlite"
+        ledger = ledger or default_ledger_path(folder / args.batch.name)
         report = report or folder / "report.csv"
     return RunOptions(
         max_in_flight=args.max_in_flight,

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 
-from payrun._models import RowStatus, format_money
+from payrun._models import LedgerRow, RowStatus, format_money
 from payrun.cli._output import error_line, json_text, reader_may_leave
 from payrun.cli._progress import finished_line
 from payrun.config import RunOptions
 from payrun.errors import PayrunError, RefusedMidRunError
-from payrun.ledger import LedgerRow, default_ledger_path
+from payrun.ledger import default_ledger_path
 from payrun.report import REPORT_COLUMNS, Totals, report_status, report_table, write_table
 from payrun.run import RunOutcome
 

@@ -1,38 +1,61 @@
-"""The result ledger: one SQLite file per batch that makes reruns exactly-once.
+"""The result ledger: the durable record of a batch that makes reruns exactly-once.
 
 Input: the batch's rows (``RowVerdict``) and every state change of a run. Output: durable
-``LedgerRow`` records a later run resumes from. WAL mode with ``synchronous=NORMAL``
-survives a process crash (kill -9); every write goes through ``atomic()``, and the
+``LedgerRow`` records a later run resumes from. The run's phases see a ``LedgerStore``
+(the protocol every backend implements) from ``open_ledger(location)``; the one backend
+today is an SQLite file (``SQLiteLedger``), whose WAL mode with ``synchronous=NORMAL``
+survives a process crash (kill -9). Every write goes through ``atomic()``, and the
 execution stage commits an *intent* (``creating``/``submitting`` with its time) before each
 POST and the outcome after it. A lock file stops two runs of one ledger at once, and a
-machine-wide register (``take_batch_lock``) two runs paying the same rows at one bank.
-Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated here only.
+machine-wide register (``hold_batch``, ``take_batch_lock``) two runs paying the same rows
+at one bank. Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated
+here only.
 """
 
 from __future__ import annotations
 
+from payrun._models import BatchInfo as BatchInfo
+from payrun._models import LedgerRow as LedgerRow
+from payrun._models import utc_now as utc_now
 from payrun.ledger._discard import discard_if_refused as discard_if_refused
+from payrun.ledger._location import batch_beside as batch_beside
+from payrun.ledger._location import default_ledger_path as default_ledger_path
+from payrun.ledger._location import is_default_ledger as is_default_ledger
+from payrun.ledger._location import ledger_exists as ledger_exists
+from payrun.ledger._location import ledger_file as ledger_file
+from payrun.ledger._location import ledger_files as ledger_files
+from payrun.ledger._location import open_ledger as open_ledger
+from payrun.ledger._location import refuse_if_running as refuse_if_running
 from payrun.ledger._lock import bank_identity as bank_identity
 from payrun.ledger._lock import release_lock as release_lock
 from payrun.ledger._lock import take_lock as take_lock
-from payrun.ledger._records import BatchInfo as BatchInfo
-from payrun.ledger._records import LedgerRow as LedgerRow
-from payrun.ledger._records import utc_now as utc_now
+from payrun.ledger._protocol import LedgerStore as LedgerStore
 from payrun.ledger._running import BatchLock as BatchLock
 from payrun.ledger._running import check_batch_lock as check_batch_lock
 from payrun.ledger._running import take_batch_lock as take_batch_lock
-from payrun.ledger._store import Ledger as Ledger
-from payrun.ledger._store import default_ledger_path as default_ledger_path
+from payrun.ledger._sqlite import SQLiteLedger as SQLiteLedger
+
+Ledger = SQLiteLedger
+"""The SQLite ledger under its library name (``payrun.Ledger``)."""
 
 __all__ = [
     "BatchInfo",
     "BatchLock",
     "Ledger",
     "LedgerRow",
+    "LedgerStore",
+    "SQLiteLedger",
     "bank_identity",
+    "batch_beside",
     "check_batch_lock",
     "default_ledger_path",
     "discard_if_refused",
+    "is_default_ledger",
+    "ledger_exists",
+    "ledger_file",
+    "ledger_files",
+    "open_ledger",
+    "refuse_if_running",
     "release_lock",
     "take_lock",
     "take_batch_lock",

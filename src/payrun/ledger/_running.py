@@ -31,9 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from payrun._models import RowStatus, format_money
+from payrun._models import LedgerRow, RowStatus, format_money
 from payrun.errors import LedgerError, LedgerLockedError
-from payrun.ledger._records import LedgerRow
 
 __all__ = ["LOCK_FOLDER", "BatchLock", "check_batch_lock", "take_batch_lock"]
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
-from payrun._models import RowStatus, format_money
-from payrun.ledger import Ledger, LedgerRow
+from payrun._models import LedgerRow, RowStatus, format_money
+from payrun.ledger import open_ledger
 
 __all__ = [
     "REPORT_COLUMNS",
@@ -49,15 +49,15 @@ def report_status(status: RowStatus) -> str:
     return str(_REPORTED.get(status, status))
 
 
-def read_ledger_rows(path: Path) -> list[LedgerRow]:
+def read_ledger_rows(path: str | Path) -> list[LedgerRow]:
     """Every row of a ledger, read-only and without its lock (works mid-run)."""
-    with Ledger.open(path, readonly=True) as ledger:
+    with open_ledger(path, readonly=True) as ledger:
         return ledger.rows()
 
 
-def ledger_batch_file(path: Path) -> Path | None:
+def ledger_batch_file(path: str | Path) -> Path | None:
     """The batch file a ledger was made for (None for a ledger without its batch)."""
-    with Ledger.open(path, readonly=True) as ledger:
+    with open_ledger(path, readonly=True) as ledger:
         info = ledger.batch()
     return None if info is None else Path(info.file_path)
 

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from payrun._models import RowStatus
+from payrun._models import LedgerRow, RowStatus
 from payrun.errors import AuthError, BankError
-from payrun.ledger import LedgerRow
 from payrun.run._book import RowBook
 from payrun.run._reconcile import adopt_outside_submissions, adopt_resubmissions
 

@@ -26,14 +26,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any
+from typing import Unpack
 
 import anyio
 import anyio.lowlevel
 
-from payrun._models import RowStatus
+from payrun._models import LedgerRow, RowStatus, RowUpdate, utc_now
 from payrun.errors import LedgerError, LedgerWriteError
-from payrun.ledger import Ledger, LedgerRow, utc_now
+from payrun.ledger import LedgerStore
 
 __all__ = ["ALIVE_SECONDS", "RowBook"]
 
@@ -60,8 +60,8 @@ class _Ahead:
     def __init__(
         self,
         status: RowStatus,
-        values: dict[str, Any],
-        restore: dict[str, Any],
+        values: RowUpdate,
+        restore: RowUpdate,
         number: int,
         group: _GroupCommit,
     ) -> None:
@@ -79,7 +79,7 @@ class RowBook:
         self,
         rows: Iterable[LedgerRow],
         *,
-        ledger: Ledger | None = None,
+        ledger: LedgerStore | None = None,
         on_change: Callable[[LedgerRow, LedgerRow], None] | None = None,
     ) -> None:
         self._rows = {row.row: row for row in rows}
@@ -90,7 +90,7 @@ class RowBook:
         }
         self._ledger = ledger
         self._on_change = on_change
-        self._held: list[tuple[int, dict[str, Any]]] = []
+        self._held: list[tuple[int, RowUpdate]] = []
         # The commit intents are gathering for
         self._group: _GroupCommit | None = None
         # Intents staged so far (each intent's sequence number)
@@ -140,7 +140,7 @@ class RowBook:
         """The row recorded with this submission, if any."""
         return self._submissions.get(submission_url)
 
-    def set(self, row: int, **values: Any) -> LedgerRow:
+    def set(self, row: int, **values: Unpack[RowUpdate]) -> LedgerRow:
         """Commit new values for one row (with any held outcomes), then return its new state."""
         self._ahead.pop(row, None)
         if self._ledger is not None:
@@ -148,7 +148,7 @@ class RowBook:
             self.flush()
         return self._apply(row, values)
 
-    def set_each(self, changes: dict[int, dict[str, Any]]) -> None:
+    def set_each(self, changes: dict[int, RowUpdate]) -> None:
         """Commit each row's own new values, all in one transaction."""
         if not changes:
             return
@@ -160,7 +160,7 @@ class RowBook:
         for number, values in changes.items():
             self._apply(number, values)
 
-    def record(self, row: int, **values: Any) -> LedgerRow:
+    def record(self, row: int, **values: Unpack[RowUpdate]) -> LedgerRow:
         """Note an outcome now; it is committed with the next intent or ``flush``."""
         self._ahead.pop(row, None)
         if self._ledger is not None:
@@ -227,7 +227,7 @@ class RowBook:
             return str(cause)
         return f"{cause}; then run the same command again (nothing is paid twice)"
 
-    def set_many(self, rows: Iterable[int], **values: Any) -> None:
+    def set_many(self, rows: Iterable[int], **values: Unpack[RowUpdate]) -> None:
         """Commit the same values for several rows in one transaction."""
         numbers = list(rows)
         if not numbers:
@@ -270,7 +270,8 @@ class RowBook:
         early = self._ahead.pop(row, None)
         if early is not None and early.status is status:
             return await self._use_ahead(row, early)
-        values = self._intent_values(row, status, None)
+        at = utc_now()
+        values = self._intent_values(row, status, at)
         if self._ledger is None:
             return self._apply(row, values)
         self._held.append((row, values))
@@ -280,7 +281,7 @@ class RowBook:
         leader = group is None
         if group is None:
             group = self._group = _GroupCommit()
-        staged = self._stage_ahead(ahead, row, status, values["intent_at"], number, group)
+        staged = self._stage_ahead(ahead, row, status, at, number, group)
         if leader:
             try:
                 await anyio.lowlevel.cancel_shielded_checkpoint()
@@ -327,7 +328,7 @@ class RowBook:
                 continue
             before = self._rows[other]
             values = self._intent_values(other, status, at)
-            restore = {
+            restore: RowUpdate = {
                 "status": before.status,
                 "intent_at": before.intent_at,
                 "attempts": before.attempts,
@@ -372,11 +373,11 @@ class RowBook:
         if changes and self._broken is None:
             self.set_each(changes)
 
-    def _intent_values(self, row: int, status: RowStatus, at: datetime | None) -> dict[str, Any]:
+    def _intent_values(self, row: int, status: RowStatus, at: datetime | None) -> RowUpdate:
         attempts = self._rows[row].attempts + 1
         return {"status": status, "intent_at": at or utc_now(), "attempts": attempts}
 
-    def _apply(self, row: int, values: dict[str, Any]) -> LedgerRow:
+    def _apply(self, row: int, values: RowUpdate) -> LedgerRow:
         before = self._rows[row]
         after = before._replace(**values)
         self._rows[row] = after

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from payrun._models import RowStatus
+from payrun._models import LedgerRow, RowStatus, RowUpdate, utc_now
 from payrun.errors import (
     AuthError,
     BankError,
@@ -43,7 +43,6 @@ from payrun.errors import (
     OutcomeUnknownError,
     PayrunError,
 )
-from payrun.ledger import LedgerRow, utc_now
 from payrun.run._book import RowBook
 from payrun.run._plan import PayeeFacts, PaymentCheck
 from payrun.run._refusal import refused_mid_run
@@ -416,9 +415,11 @@ class _Engine:
                 else _NEXT_STEP.get(exc.code or "", _RUN_AGAIN)
             )
             error = f"{prefix}{exc}; {hint}"
+            failed: RowUpdate = {"status": RowStatus.FAILED, "error": error}
             # a payee deactivated at the bank: the next run looks the payee up again
-            unbind = {"payee_url": None} if exc.code == _PAYEE_GONE and action == "create" else {}
-            self._book.record(number, status=RowStatus.FAILED, error=error, **unbind)
+            if exc.code == _PAYEE_GONE and action == "create":
+                failed["payee_url"] = None
+            self._book.record(number, **failed)
             self.result.failed += 1
         else:
             # 429 or never sent, after the retry policy gave up: nothing happened

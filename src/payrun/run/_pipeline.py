@@ -19,19 +19,15 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from payrun._models import RowStatus
+from payrun._models import BatchInfo, LedgerRow, RowStatus, utc_now
 from payrun.config import RunOptions, Settings, ValidationOptions
 from payrun.errors import InterruptedRunError, PayrunError
 from payrun.ledger import (
-    BatchInfo,
-    Ledger,
-    LedgerRow,
+    LedgerStore,
     bank_identity,
     check_batch_lock,
     default_ledger_path,
     discard_if_refused,
-    take_batch_lock,
-    utc_now,
 )
 from payrun.run import _start as run_start
 from payrun.run._approvals import refresh_created
@@ -148,10 +144,9 @@ async def run_batch(
             settings=settings,
             options=options,
             late=late,
-            recorded=(info, ledger_path),
+            recorded=(info, str(ledger_path)),
         )
         return await _with_client(settings, options, dry)
-    is_new = not ledger_path.exists()
     ledger = run_start.open_run_ledger(batch_path, ledger_path, validation, options)
     try:
         book = RowBook(ledger.rows(), ledger=ledger, on_change=watcher.row_changed)
@@ -166,7 +161,7 @@ async def run_batch(
         ledger.check_in_place()
         ledger.set_batch(ended_at=utc_now())
     except BaseException as exc:
-        if is_new:
+        if ledger.created:
             # A refused first run leaves no ledger behind
             discard_if_refused(ledger, exc)
         raise
@@ -263,7 +258,7 @@ async def _dry_run(
     options: RunOptions,
     *,
     late: bool,
-    recorded: tuple[BatchInfo | None, Path],
+    recorded: tuple[BatchInfo | None, str],
 ) -> RunOutcome:
     org = await find_organization(client, settings)
     # A ledger of another bank or organization: as a run, exit 2
@@ -307,7 +302,7 @@ async def _dry_run(
 
 async def _pay(
     client: BankClient,
-    ledger: Ledger,
+    ledger: LedgerStore,
     book: RowBook,
     settings: Settings,
     options: RunOptions,
@@ -329,17 +324,13 @@ async def _pay(
     # Taken once the accounts are the bank's (its row keys name them so), and before the
     # bank's payments are read or any payee or payment is made.
     bank = bank_identity(settings.base_url, org.url)
-    lock = take_batch_lock(book.all(), bank, ledger.path)
-    try:
+    with ledger.hold_batch(book.all(), bank):
         return await _pay_locked(client, ledger, book, checks, org, started, options, watcher, stop)
-    finally:
-        if lock is not None:
-            lock.release()
 
 
 async def _pay_locked(
     client: BankClient,
-    ledger: Ledger,
+    ledger: LedgerStore,
     book: RowBook,
     checks: Preflight,
     org: Organization,
@@ -394,7 +385,8 @@ async def _pay_locked(
     return RunOutcome(
         rows=rows,
         plans=list(checks.plans.values()),
-        ledger_path=ledger.path,
+        # ``run_batch`` says where the ledger is
+        ledger_path=None,
         interrupted=stop.is_set(),
         attention=attention,
         wait_ended=None if followed is None else followed.ended,
@@ -410,7 +402,7 @@ async def _pay_locked(
 
 async def _execute_rounds(
     client: BankClient,
-    ledger: Ledger,
+    ledger: LedgerStore,
     book: RowBook,
     checks: Preflight,
     options: RunOptions,

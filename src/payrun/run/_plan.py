@@ -17,9 +17,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import NamedTuple, Protocol
 
-from payrun._models import format_money
+from payrun._models import LedgerRow, format_money
 from payrun.errors import ControlTotalsError
-from payrun.ledger import LedgerRow
 
 __all__ = [
     "CLOCK_SKEW",

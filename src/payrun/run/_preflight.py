@@ -14,11 +14,11 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
-from payrun._models import RowStatus, format_money
+from payrun._models import LedgerRow, RowStatus, RowUpdate, format_money
 from payrun.errors import (
     AuthError,
     BankError,
@@ -26,7 +26,6 @@ from payrun.errors import (
     OutcomeUnknownError,
     RateLimitedError,
 )
-from payrun.ledger import LedgerRow
 from payrun.run._book import RowBook
 from payrun.run._payees import confirm_payee, cop_verdict, held_again_reason
 from payrun.run._plan import CLOCK_SKEW, PayeeFacts, PayeeIndex, find_repeats
@@ -113,7 +112,7 @@ class Preflight:
             for source in sorted({r.source_account for r in rows})
         }
         await _run_pool(list(self.plans.values()), self._check_plan)
-        bind: dict[int, dict[str, Any]] = {}
+        bind: dict[int, RowUpdate] = {}
         for row in rows:
             plan = self.plans[row.source_account]
             if plan.account is not None and row.account_url != plan.account.url:
@@ -276,7 +275,7 @@ class Preflight:
     async def prepare_payees(self) -> None:
         """Give every pending row an active payee: reuse, or check and create one."""
         groups: dict[_PayeeKey, list[LedgerRow]] = defaultdict(list)
-        reuse: dict[int, dict[str, Any]] = {}
+        reuse: dict[int, RowUpdate] = {}
         for row in self.book.in_status(RowStatus.PENDING):
             if row.account_url not in self.accounts:
                 continue

@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from payrun._models import RowStatus
+from payrun._models import LedgerRow, RowStatus
 from payrun.errors import AuthError, BankError
-from payrun.ledger import LedgerRow
 from payrun.run._book import RowBook
 from payrun.run._plan import CLOCK_SKEW, PayeeFacts, match_half_created
 from payrun.run._track import FINAL_SUBMISSION_STATUSES, final_error

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from payrun._models import RowStatus
+from payrun._models import LedgerRow, RowStatus
 from payrun.errors import AuthError, RefusedMidRunError
-from payrun.ledger import LedgerRow
 
 __all__ = ["refused_mid_run"]
 

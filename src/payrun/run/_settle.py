@@ -26,8 +26,8 @@ from pathlib import Path
 
 import anyio
 
-from payrun._models import RowStatus
-from payrun.ledger import BatchInfo, Ledger, LedgerRow, utc_now
+from payrun._models import BatchInfo, LedgerRow, RowStatus, utc_now
+from payrun.ledger import LedgerStore, ledger_exists, open_ledger
 from payrun.run import _book as records
 from payrun.run._book import RowBook
 from payrun.run._execute import ExecutionResult
@@ -46,7 +46,7 @@ long as a live run allows (the 30 s it waits for an answer, then ``LATE_ANSWER_S
 _MID_CALL = (RowStatus.CREATING, RowStatus.SUBMITTING)
 
 
-def remember_late_answers(ledger: Ledger, result: ExecutionResult) -> None:
+def remember_late_answers(ledger: LedgerStore, result: ExecutionResult) -> None:
     """Keep in the ledger until when the bank may still finish a pass's late requests."""
     left = result.settle_at - anyio.current_time()
     batch = ledger.batch()
@@ -56,7 +56,7 @@ def remember_late_answers(ledger: Ledger, result: ExecutionResult) -> None:
 
 
 async def wait_for_late_answers(
-    ledger: Ledger,
+    ledger: LedgerStore,
     book: RowBook,
     stop: StopSignal,
     note: Callable[[str], None],
@@ -111,13 +111,13 @@ def _killed_run_settles(
     return until if until > now else None
 
 
-def bank_may_still_finish(ledger_path: Path) -> bool:
+def bank_may_still_finish(ledger_path: str | Path) -> bool:
     """True while the bank may still finish a late request of this ledger, or one a killed
     run sent (read only): a dry run then leaves the rows mid-call as they are, as a run
     would first wait."""
-    if not ledger_path.exists():
+    if not ledger_exists(ledger_path):
         return False
-    with Ledger.open(ledger_path, readonly=True) as ledger:
+    with open_ledger(ledger_path, readonly=True) as ledger:
         batch = ledger.batch()
         mid_call = ledger.rows(_MID_CALL)
     if batch is None or not mid_call:

@@ -1,6 +1,6 @@
 """Starting a run's record: a new ledger from the validated file, or the old one checked.
 
-Input: the batch file, its ledger path and the options. Output: an open ``Ledger`` whose
+Input: the batch file, its ledger's location and the options. Output: an open ``LedgerStore`` whose
 rows are the file's (control totals checked before anything is sent), or, for a dry run,
 a ``RowBook`` built without writing anything. Raises ``BatchFileError``,
 ``ControlTotalsError`` and ``LedgerMismatchError`` (another file, bank or organization).
@@ -15,18 +15,16 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from payrun._models import PlainRow, RowStatus, RowVerdict
+from payrun._models import BatchInfo, LedgerRow, PlainRow, RowStatus, RowVerdict, utc_now
 from payrun.config import RunOptions, Settings, ValidationOptions, without_userinfo
 from payrun.errors import BatchFileError, LedgerMismatchError
 from payrun.intake import read_batch
 from payrun.ledger import (
-    BatchInfo,
-    Ledger,
-    LedgerRow,
-    default_ledger_path,
-    release_lock,
-    take_lock,
-    utc_now,
+    LedgerStore,
+    is_default_ledger,
+    ledger_exists,
+    open_ledger,
+    refuse_if_running,
 )
 from payrun.run._book import RowBook
 from payrun.run._plan import check_control_totals
@@ -50,10 +48,9 @@ _STARTED = frozenset({RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTIN
 
 def open_run_ledger(
     batch_path: Path, ledger_path: Path, validation: ValidationOptions, options: RunOptions
-) -> Ledger:
+) -> LedgerStore:
     """Open the ledger; a new one gets every row of the validated file (control totals first)."""
-    is_new = not ledger_path.exists()
-    ledger = Ledger.open(ledger_path)
+    ledger = open_ledger(ledger_path)
     try:
         info = ledger.batch()
         if info is None:
@@ -70,7 +67,7 @@ def open_run_ledger(
                     expect_total=options.expect_total,
                 )
     except BaseException:
-        if is_new:
+        if ledger.created:
             # Removed while its lock is held: no other run sees it half gone
             ledger.discard()
         else:
@@ -80,7 +77,7 @@ def open_run_ledger(
 
 
 def _record_new_batch(
-    ledger: Ledger, batch_path: Path, validation: ValidationOptions, options: RunOptions
+    ledger: LedgerStore, batch_path: Path, validation: ValidationOptions, options: RunOptions
 ) -> None:
     with read_batch(batch_path, sheet=validation.sheet, max_rows=validation.max_rows) as batch:
         counter = _ValidCounter()
@@ -136,15 +133,15 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _check_same_file(ledger: Ledger, info: BatchInfo, batch_path: Path) -> None:
+def _check_same_file(ledger: LedgerStore, info: BatchInfo, batch_path: Path) -> None:
     if file_sha256(batch_path) == info.file_sha256:
         return
     # Another file (a link pointed anew)
     if Path(info.file_path) != batch_path.resolve():
-        own = ledger.path.resolve() == default_ledger_path(batch_path).resolve()
+        own = is_default_ledger(ledger.location, batch_path)
         way = "name a new one with --ledger" if own else "leave out --ledger, or name a new one"
         msg = (
-            f"the ledger {ledger.path} belongs to another batch file, {info.file_path}, not"
+            f"the ledger {ledger.location} belongs to another batch file, {info.file_path}, not"
             f" {batch_path}: to pay {batch_path.name} with a ledger of its own, {way}"
         )
         raise LedgerMismatchError(msg)
@@ -158,7 +155,7 @@ def _check_same_file(ledger: Ledger, info: BatchInfo, batch_path: Path) -> None:
         else ""
     )
     msg = (
-        f"the ledger {ledger.path} was made for a different content of {batch_path.name}"
+        f"the ledger {ledger.location} was made for a different content of {batch_path.name}"
         f" (the file changed since its first run); first restore the original file and"
         f" run it again until it finishes{unfinished}; only then put the corrected rows,"
         " and only those, in a new file of their own and pay that (the whole new file"
@@ -167,11 +164,11 @@ def _check_same_file(ledger: Ledger, info: BatchInfo, batch_path: Path) -> None:
     raise LedgerMismatchError(msg)
 
 
-def check_same_bank(ledger: Ledger, settings: Settings, org: Organization) -> None:
+def check_same_bank(ledger: LedgerStore, settings: Settings, org: Organization) -> None:
     """Refuse a ledger used with another bank or organization; bind a new one to this one."""
     info = ledger.batch()
     assert info is not None
-    refuse_other_bank(info, ledger.path, settings, org)
+    refuse_other_bank(info, ledger.location, settings, org)
     if info.base_url is None:
         ledger.set_batch(base_url=settings.base_url, organization_url=org.url, started_at=utc_now())
     elif info.base_url != settings.base_url:
@@ -179,8 +176,10 @@ def check_same_bank(ledger: Ledger, settings: Settings, org: Organization) -> No
         ledger.set_batch(base_url=settings.base_url)
 
 
-def refuse_other_bank(info: BatchInfo, path: Path, settings: Settings, org: Organization) -> None:
-    """Raise ``LedgerMismatchError`` if the ledger at ``path`` was used with another bank
+def refuse_other_bank(
+    info: BatchInfo, location: str, settings: Settings, org: Organization
+) -> None:
+    """Raise ``LedgerMismatchError`` if the ledger at ``location`` was used with another bank
     or organization (a dry run checks this too, without binding anything)."""
     # An address kept by an older payrun may hold a password
     for what, recorded, now in (
@@ -189,7 +188,7 @@ def refuse_other_bank(info: BatchInfo, path: Path, settings: Settings, org: Orga
     ):
         if recorded is not None and recorded != now:
             msg = (
-                f"the ledger {path} was used with {what} {recorded}, not {now}; run it"
+                f"the ledger {location} was used with {what} {recorded}, not {now}; run it"
                 f" against the same {what} (the same address, written the same way), or start"
                 " a fresh ledger with --ledger NEW.ledger.sqlite for another bank (rows this"
                 " ledger paid would be held there as possible repeats)"
@@ -224,17 +223,17 @@ def dry_run_book(
     A ledger a run is paying right now is refused: its payments in flight are not recorded
     yet, so the dry run would call them repeats from outside the ledger.
     """
-    if ledger_path.exists():
+    if ledger_exists(ledger_path):
         # LedgerLockedError names the paying process
-        release_lock(take_lock(ledger_path))
-        with Ledger.open(ledger_path, readonly=True) as ledger:
+        refuse_if_running(ledger_path)
+        with open_ledger(ledger_path, readonly=True) as ledger:
             info = ledger.batch()
             if info is not None:
                 _check_same_file(ledger, info, batch_path)
                 rows = ledger.rows()
                 if info.options != _options_text(validation):
                     fresh = _file_rows(batch_path, validation)
-                    changed = _changed_rows(ledger.path, info, rows, fresh, validation)
+                    changed = _changed_rows(ledger.location, info, rows, fresh, validation)
                     by_row = {r.row: r for r in changed}
                     rows = [by_row.get(r.row, r) for r in rows]
                 _check_totals(rows, options)
@@ -275,7 +274,7 @@ def _file_rows(batch_path: Path, validation: ValidationOptions) -> list[LedgerRo
 
 
 def _apply_new_options(
-    ledger: Ledger,
+    ledger: LedgerStore,
     info: BatchInfo,
     batch_path: Path,
     validation: ValidationOptions,
@@ -289,7 +288,7 @@ def _apply_new_options(
     refused and nothing is written.
     """
     fresh = _file_rows(batch_path, validation)
-    changed = _changed_rows(ledger.path, info, ledger.rows(), fresh, validation)
+    changed = _changed_rows(ledger.location, info, ledger.rows(), fresh, validation)
     _check_totals(fresh, options)
     valid = [r for r in fresh if r.status is not RowStatus.INVALID]
     with ledger.atomic():
@@ -315,7 +314,7 @@ def _file_key(row: LedgerRow) -> tuple[object, ...]:
 
 
 def _changed_rows(
-    ledger_path: Path,
+    location: str,
     info: BatchInfo,
     rows: list[LedgerRow],
     fresh: list[LedgerRow],
@@ -325,7 +324,7 @@ def _changed_rows(
     options = _option_change(info.options, validation)
     if [r.row for r in rows] != [r.row for r in fresh]:
         msg = (
-            f"the ledger {ledger_path} holds other rows of {Path(info.file_path).name} than"
+            f"the ledger {location} holds other rows of {Path(info.file_path).name} than"
             f" these options read ({options}); run it with the options of its last run, or"
             " pay with a fresh ledger (--ledger NEW.ledger.sqlite)"
         )
@@ -344,7 +343,7 @@ def _changed_rows(
         old, new = sent[0]
         more = f" and {len(sent) - 1} more" if len(sent) > 1 else ""
         msg = (
-            f"the ledger {ledger_path} was last run with other options ({options}) and has"
+            f"the ledger {location} was last run with other options ({options}) and has"
             f" already sent row {old.row}{more} to the bank, which would now read"
             f" differently ({_row_change(old, new)}); run it again with those options to"
             " finish it. To pay the rest another way, take the rows already sent"

@@ -1,4 +1,4 @@
-"""The result ledger: one SQLite file per batch that makes reruns exactly-once.
+"""The SQLite ledger: one file per batch that makes reruns exactly-once (a ``LedgerStore``).
 
 Input: the batch's rows (``RowVerdict``) and every state change of a run. Output: durable
 ``LedgerRow`` records a later run resumes from. WAL mode with ``synchronous=NORMAL``
@@ -15,28 +15,39 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
-from payrun._models import PlainRow, RowStatus, RowVerdict, format_money
-from payrun.errors import LedgerError, LedgerWriteError
+from payrun._models import (
+    BatchInfo,
+    BatchUpdate,
+    LedgerRow,
+    PlainRow,
+    RowStatus,
+    RowUpdate,
+    RowVerdict,
+    format_money,
+    utc_now,
+)
+from payrun.errors import ConfigError, LedgerError, LedgerWriteError
 from payrun.ledger._lock import create_private, release_lock, take_lock
 from payrun.ledger._records import (
     ROW_SELECT,
-    BatchInfo,
-    LedgerRow,
     batch_from_record,
     iso,
     money_or_none,
     row_from_values,
     row_values,
     to_sql,
-    utc_now,
 )
+from payrun.ledger._running import take_batch_lock
 
-__all__ = ["Ledger", "default_ledger_path"]
+__all__ = ["MEMORY", "SQLiteLedger", "refuse_memory"]
+
+MEMORY = ":memory:"
+"""The name SQLite gives a database held in memory (``SQLiteLedger.in_memory``)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS batch (
@@ -80,27 +91,15 @@ _UNIQUE = (("rows_payment_url", "payment_url"), ("rows_submission_url", "submiss
 """Index name, column: one bank payment (or submission) is never recorded for two rows
 (partial indexes: the many rows with none cost nothing)."""
 
-_UPDATABLE = frozenset(
-    {
-        "status",
-        "account_url",
-        "payee_url",
-        "payment_url",
-        "submission_url",
-        "intent_at",
-        "attempts",
-        "error",
-    }
-)
+# The names are spliced into SQL text and the class is public API, so calls that mypy never
+# saw are checked too (once per set of names: the statements are cached).
+_UPDATABLE = RowUpdate.__optional_keys__
+_BATCH_UPDATABLE = BatchUpdate.__optional_keys__
 
 
-def default_ledger_path(batch_path: Path) -> Path:
-    """``BATCH.ledger.sqlite`` beside the batch file."""
-    return batch_path.with_name(batch_path.name + ".ledger.sqlite")
-
-
-class Ledger:
-    """An open ledger file. Use ``Ledger.open(path)``; close it (or use ``with``) when done."""
+class SQLiteLedger:
+    """An open ledger file. Use ``SQLiteLedger.open(path)`` (or ``open_ledger``); close it
+    (or use ``with``) when done."""
 
     def __init__(
         self,
@@ -109,21 +108,26 @@ class Ledger:
         lock_fd: int | None,
         *,
         identity: tuple[int, int] | None = None,
+        created: bool = False,
     ) -> None:
         self.path = path
         self._db = connection
         self._lock_fd = lock_fd
         self._identity = identity
         """(device, inode) of the file a writer opened: ``check_in_place`` compares it."""
+        self._created = created
+        self._in_memory = str(path) == MEMORY
         self._depth = 0
         self._sql_cache: dict[tuple[str, ...], str] = {}
 
     @classmethod
-    def open(cls, path: Path, *, readonly: bool = False) -> Ledger:
+    def open(cls, path: Path, *, readonly: bool = False) -> SQLiteLedger:
         """Open (or create) the ledger at ``path``; writers take the lock, readers do not."""
+        refuse_memory(path)
         if readonly and not path.is_file():
             msg = f"no ledger at {path}: pass the .ledger.sqlite file a run wrote"
             raise LedgerError(msg)
+        created = not readonly and not path.exists()
         lock_fd = None if readonly else take_lock(path)
         try:
             _refuse_other_files(path)
@@ -134,7 +138,29 @@ class Ledger:
         except BaseException:
             release_lock(lock_fd)
             raise
-        return cls(path, connection, lock_fd, identity=identity)
+        return cls(path, connection, lock_fd, identity=identity, created=created)
+
+    @classmethod
+    def in_memory(cls) -> SQLiteLedger:
+        """A new, empty ledger in memory only, gone when closed: no file, lock or register
+        (for tests of the run's logic; a run needs a ledger that outlives it)."""
+        return cls(Path(MEMORY), _connect(Path(MEMORY), readonly=False), None, created=True)
+
+    @property
+    def location(self) -> str:
+        """The ledger file's path, as messages name it."""
+        return str(self.path)
+
+    @property
+    def created(self) -> bool:
+        """True when opening it made the file (it was not there before)."""
+        return self._created
+
+    def hold_batch(self, rows: Sequence[LedgerRow], bank: str) -> AbstractContextManager[object]:
+        """Publish these rows in the machine-wide register (``take_batch_lock``) until the
+        block ends."""
+        lock = None if self._in_memory else take_batch_lock(rows, bank, self.path)
+        return nullcontext() if lock is None else lock
 
     def check_in_place(self) -> None:
         """Raise ``LedgerWriteError`` when ``path`` no longer names the file this run opened
@@ -166,12 +192,12 @@ class Ledger:
         """Close and delete this ledger (file, WAL, index, lock file) while still holding
         its lock, so that no other run can open it half removed; then release the lock."""
         self._db.close()
-        for suffix in ("", "-wal", "-shm", ".lock"):
+        for suffix in () if self._in_memory else ("", "-wal", "-shm", ".lock"):
             self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
         release_lock(self._lock_fd)
         self._lock_fd = None
 
-    def __enter__(self) -> Ledger:
+    def __enter__(self) -> SQLiteLedger:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -241,19 +267,10 @@ class Ledger:
                 (count, format_money(total)),
             )
 
-    def set_batch(self, **values: Any) -> None:
+    def set_batch(self, **values: Unpack[BatchUpdate]) -> None:
         """Update batch fields: base_url, organization_url, started_at, ended_at, options,
         late_until, alive_at."""
-        allowed = {
-            "base_url",
-            "organization_url",
-            "started_at",
-            "ended_at",
-            "options",
-            "late_until",
-            "alive_at",
-        }
-        unknown = set(values) - allowed
+        unknown = values.keys() - _BATCH_UPDATABLE
         if unknown:
             msg = f"cannot set batch fields {sorted(unknown)}"
             raise ValueError(msg)
@@ -322,14 +339,14 @@ class Ledger:
             self._sql_cache[names] = sql
         return sql
 
-    def update_each(self, changes: Iterable[tuple[int, dict[str, Any]]]) -> None:
+    def update_each(self, changes: Iterable[tuple[int, RowUpdate]]) -> None:
         """Commit several rows' own changes in one transaction (a group commit), in order.
 
         A row's changes become one UPDATE (applied in turn: a field's last value wins), and
         rows changing the same fields go to SQLite as one ``executemany``: a commit of a
         dozen rows' intents and outcomes costs 2-3 statements, not one per run of fields.
         """
-        merged: dict[int, dict[str, Any]] = {}
+        merged: dict[int, RowUpdate] = {}
         # One UPDATE per row: its changes in order, last wins
         for row, values in changes:
             earlier = merged.get(row)
@@ -342,7 +359,7 @@ class Ledger:
             for names, params in by_names.items():
                 self._executemany(self._update_sql(names), params)
 
-    def update_many(self, rows: Iterable[int], **values: Any) -> None:
+    def update_many(self, rows: Iterable[int], **values: Unpack[RowUpdate]) -> None:
         """Commit the same new values for several rows in one transaction."""
         sql = self._update_sql(tuple(values))
         params = [to_sql(value) for value in values.values()] + [iso(utc_now())]
@@ -360,6 +377,17 @@ class Ledger:
             self._db.executemany(sql, params)
         except sqlite3.Error as exc:
             raise _ledger_error(self.path, exc) from exc
+
+
+def refuse_memory(location: str | Path) -> None:
+    """Raise ``ConfigError`` for SQLite's in-memory name: such a ledger is lost when the run
+    ends, so a rerun could pay again."""
+    if str(location) == MEMORY:
+        msg = (
+            f"the ledger {MEMORY} would be kept in memory and lost when the run ends, so a"
+            " rerun could pay again: name a ledger file (BATCH.ledger.sqlite by default)"
+        )
+        raise ConfigError(msg)
 
 
 def _ledger_error(path: Path, exc: sqlite3.Error) -> LedgerError:

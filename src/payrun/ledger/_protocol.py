@@ -1,0 +1,108 @@
+"""What a run needs of a ledger: the ``LedgerStore`` protocol every backend implements.
+
+The run's phases name only this protocol and the domain's values (``LedgerRow``,
+``BatchInfo``, ``RowUpdate``, ``BatchUpdate``), never a backend's class, so a second
+backend fits behind ``open_ledger`` without touching them. The SQLite file
+(``SQLiteLedger``) is the one backend today.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from decimal import Decimal
+from typing import Protocol, Self, Unpack
+
+from payrun._models import (
+    BatchInfo,
+    BatchUpdate,
+    LedgerRow,
+    PlainRow,
+    RowStatus,
+    RowUpdate,
+    RowVerdict,
+)
+
+__all__ = ["LedgerStore"]
+
+
+class LedgerStore(Protocol):
+    """An open ledger of one batch: its record, its rows, and the run's changes to them.
+
+    Every write is durable when the call returns (or when the outermost ``atomic()``
+    block ends), and fails with ``LedgerError`` (``LedgerWriteError`` mid-run).
+    """
+
+    @property
+    def location(self) -> str:
+        """Where the ledger is, as messages name it (a file's path today)."""
+        ...
+
+    @property
+    def created(self) -> bool:
+        """True when opening it made a new ledger (a refused first run removes it)."""
+        ...
+
+    def atomic(self) -> AbstractContextManager[None]:
+        """One transaction around the block, rolled back on any exception (nestable)."""
+        ...
+
+    def batch(self) -> BatchInfo | None:
+        """The batch this ledger was made for, or None for a new ledger."""
+        ...
+
+    def start(self, info: BatchInfo, verdicts: Iterable[RowVerdict | PlainRow]) -> None:
+        """Record a new batch and every row of it (valid rows pending, invalid rows invalid)."""
+        ...
+
+    def set_valid_totals(self, count: int, total: Decimal) -> None:
+        """Record the count and total of the batch's valid rows."""
+        ...
+
+    def set_batch(self, **values: Unpack[BatchUpdate]) -> None:
+        """Commit new values for fields of the batch's record."""
+        ...
+
+    def replace_rows(self, rows: Iterable[LedgerRow]) -> None:
+        """Rewrite rows never sent to the bank from the file again (new options on a rerun)."""
+        ...
+
+    def rows(self, statuses: Iterable[RowStatus] | None = None) -> list[LedgerRow]:
+        """Every row (or those in ``statuses``), in row order."""
+        ...
+
+    def update_each(self, changes: Iterable[tuple[int, RowUpdate]]) -> None:
+        """Commit several rows' own changes in one transaction, in order (the last wins)."""
+        ...
+
+    def update_many(self, rows: Iterable[int], **values: Unpack[RowUpdate]) -> None:
+        """Commit the same new values for several rows in one transaction."""
+        ...
+
+    def hold_batch(self, rows: Sequence[LedgerRow], bank: str) -> AbstractContextManager[object]:
+        """Hold these rows at this bank against every other run until the block ends.
+
+        Raises ``LedgerLockedError`` when another live run pays the same batch or any of
+        the same payments there.
+        """
+        ...
+
+    def check_in_place(self) -> None:
+        """Raise ``LedgerWriteError`` when what this run writes would no longer be kept."""
+        ...
+
+    def discard(self) -> None:
+        """Close and remove this ledger, still holding it so no other run opens it half gone."""
+        ...
+
+    def close(self) -> None:
+        """Close the ledger and release what this run holds of it."""
+        ...
+
+    def __enter__(self) -> Self:
+        """The open ledger, closed when the block ends."""
+        ...
+
+    def __exit__(self, *exc_info: object) -> None:
+        """``close``."""
+        ...
