@@ -1,9 +1,7 @@
 """Value types shared by every stage: money, payment instructions, row problems, row status.
 
-Nothing here does I/O. ``PaymentInstruction`` is what validation hands to planning (it
-lives in ``payrun.instruction`` and is loaded on first use: pydantic takes 0.2 s to import,
-and ``payrun validate`` of a clean file never needs it); ``RowVerdict`` is validation's
-per-row answer; ``RowStatus`` is a row's state in the ledger.
+Nothing here does I/O. ``PaymentInstruction`` is what validation hands to the run;
+``RowVerdict`` is validation's per-row answer; ``RowStatus`` is a row's state in the ledger.
 """
 
 from __future__ import annotations
@@ -11,11 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, NamedTuple
-
-if TYPE_CHECKING:
-    from payrun.instruction import PaymentInstruction
-
+from typing import NamedTuple
 
 __all__ = [
     "CENTS",
@@ -74,6 +68,36 @@ FINAL_STATUSES = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
+class PaymentInstruction:
+    """One valid batch row: pay ``amount`` GBP to a UK account from ``source_account``.
+
+    ``source_account`` is normalised to either an account path (``/v0/bank/accounts/ba.x``)
+    or ``"SORTCODE ACCOUNTNUMBER"`` (``"040004 30000001"``). ``reference`` is ``None`` when
+    the file left it blank (the bank then sends "Sent from <owner>"). Validation has
+    checked every field before one is built, so construction checks nothing again.
+    """
+
+    row: int
+    payee_name: str
+    sort_code: str
+    account_number: str
+    amount: Decimal
+    reference: str | None
+    source_account: str
+    row_id: str | None = None
+
+    @property
+    def payee_key(self) -> tuple[str, str, str]:
+        """Name, sort code and account number: what makes a payee the same payee."""
+        return (self.payee_name, self.sort_code, self.account_number)
+
+    @property
+    def payment_key(self) -> tuple[str, str, str, str]:
+        """Sort code, account number, amount and reference: what makes a payment a repeat."""
+        return payment_key(self.sort_code, self.account_number, self.amount, self.reference)
+
+
+@dataclass(frozen=True, slots=True)
 class RowProblem:
     """A problem with one row (or the header, row 1): ``column`` is None when not one column's."""
 
@@ -107,12 +131,3 @@ class RowVerdict(NamedTuple):
     def valid(self) -> bool:
         """True when the row has no errors (warnings do not count)."""
         return self.instruction is not None
-
-
-def __getattr__(name: str) -> Any:
-    if name == "PaymentInstruction":
-        from payrun.instruction import PaymentInstruction
-
-        return PaymentInstruction
-    msg = f"module 'payrun._models' has no attribute {name!r}"
-    raise AttributeError(msg)
