@@ -45,7 +45,7 @@ from payrun.errors import (
 )
 from payrun.ledger import LedgerRow, utc_now
 from payrun.run._book import RowBook
-from payrun.run._plan import PayeeFacts, PaymentCheck
+from payrun.run._matching import PayeeFacts, PaymentCheck
 from payrun.run._refusal import refused_mid_run
 from payrun.run._stop import StopSignal
 

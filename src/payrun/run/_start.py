@@ -15,9 +15,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from payrun._models import PlainRow, RowStatus, RowVerdict
+from payrun._models import PlainRow, RowStatus, RowVerdict, format_money
 from payrun.config import RunOptions, Settings, ValidationOptions, without_userinfo
-from payrun.errors import BatchFileError, LedgerMismatchError
+from payrun.errors import BatchFileError, ControlTotalsError, LedgerMismatchError
 from payrun.intake import read_batch
 from payrun.ledger import (
     BatchInfo,
@@ -29,13 +29,13 @@ from payrun.ledger import (
     utc_now,
 )
 from payrun.run._book import RowBook
-from payrun.run._plan import check_control_totals
 from payrun.validation import plain_or_verdicts
 
 if TYPE_CHECKING:
     from payrun.bank import Organization
 
 __all__ = [
+    "check_control_totals",
     "check_same_bank",
     "dry_run_book",
     "file_sha256",
@@ -436,3 +436,20 @@ def _row_of(verdict: RowVerdict | PlainRow) -> LedgerRow:
         source_account=item.source_account,
         status=RowStatus.PENDING,
     )
+
+
+def check_control_totals(
+    count: int, total: Decimal, *, expect_count: int | None, expect_total: Decimal | None
+) -> None:
+    """Refuse to start when the file's valid rows differ from the scheduler's control totals."""
+    problems = []
+    if expect_count is not None and expect_count != count:
+        problems.append(f"{count} valid rows where --expect-count says {expect_count}")
+    if expect_total is not None and expect_total != total:
+        problems.append(
+            f"valid rows total {format_money(total)} where --expect-total says"
+            f" {format_money(expect_total)}"
+        )
+    if problems:
+        msg = "control totals differ: " + "; ".join(problems) + " (nothing was sent to the bank)"
+        raise ControlTotalsError(msg)
