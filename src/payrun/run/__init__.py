@@ -5,8 +5,9 @@ ledger, new or resumed), ``_book`` (the rows in memory, written through to the l
 ``_preflight`` (organization, accounts, payees, repeats: ``_organization``, ``_payees``,
 ``_approvals``), ``_execute`` (create and submit under the bank's limits), ``_settle``
 and ``_reconcile`` (requests whose answer was lost), ``_track`` (``--wait``). ``_matching``
-holds the one rule they share for telling whether a bank payment is a row's, ``_stop`` how a run is asked to stop, and
-``_refusal`` what a run says when the bank refuses the key's role mid-run.
+holds the rule they share for telling whether a bank payment is a row's, ``_stop`` how
+a run is asked to stop, and ``_refusal`` what a run says when the bank refuses the key's
+role mid-run.
 
 Names are imported on first use, so ``payrun`` starts fast and a command that never pays
 never loads the bank client.
