@@ -34,14 +34,10 @@ from payrun.bank._lean import Answer, LeanClient
 from payrun.ledger import BatchInfo, Ledger, LedgerRow
 from payrun.run._book import RowBook
 from payrun.run._execute import execute_rows
+from payrun.run._stop import StopSignal
 from payrun.sandbox import create_app, default_seed
 
 SECRET = "bench-engine-secret"  # noqa: S105 - the in-process sandbox's key, nothing real
-
-
-class _Never:
-    def is_set(self) -> bool:
-        return False
 
 
 class CannedBank(LeanClient):
@@ -175,7 +171,7 @@ async def one_pass(
         per_account_submits=3,
         create_workers=50,
         create_only=False,
-        stop=_Never(),
+        stop=StopSignal(),
     )
     cpu = time.process_time() - started
     ledger.close()

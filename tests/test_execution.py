@@ -19,18 +19,10 @@ from payrun.errors import AuthError
 from payrun.ledger import Ledger
 from payrun.run._book import RowBook
 from payrun.run._execute import ExecutionResult, execute_rows
+from payrun.run._stop import StopSignal
 from payrun.sandbox import create_app, default_seed
 
 SECRET = "sandbox-test-key"
-
-
-class _Flag:
-    def __init__(self) -> None:
-        self.value = False
-
-    def is_set(self) -> bool:
-        """True once set."""
-        return self.value
 
 
 @asynccontextmanager
@@ -86,7 +78,7 @@ async def _execute(
     per_account_submits: int = 3,
     create_workers: int = 50,
     create_only: bool = False,
-    stop: _Flag | None = None,
+    stop: StopSignal | None = None,
 ) -> ExecutionResult:
     """Create (and submit) ``rows`` with the engine, as a run would."""
     return await execute_rows(
@@ -97,7 +89,7 @@ async def _execute(
         per_account_submits=per_account_submits,
         create_workers=create_workers,
         create_only=create_only,
-        stop=stop or _Flag(),
+        stop=stop or StopSignal(),
     )
 
 
@@ -150,12 +142,10 @@ async def test_stop_starts_nothing_new(sandbox: tuple[Any, BankClient]) -> None:
     """Once stop is set no further create starts: rows not begun stay pending."""
     _, client = sandbox
     rows = await _rows(client, 40)
-    flag = _Flag()
+    flag = StopSignal()
     book = RowBook(
         rows,
-        on_change=lambda b, a: (
-            setattr(flag, "value", True) if a.status is RowStatus.CREATED else None
-        ),
+        on_change=lambda b, a: flag.request() if a.status is RowStatus.CREATED else None,
     )
     await _execute(client, book, rows, create_workers=2, stop=flag)
     statuses = [r.status for r in book.all()]
@@ -205,11 +195,11 @@ async def test_a_stop_leaves_only_sent_rows_in_an_intent_state_on_disk(
     begun are pending (or created) as before, with no attempt counted."""
     _, client = sandbox
     ledger = _ledger_of(tmp_path / "b.ledger.sqlite", await _rows(client, 40))
-    flag = _Flag()
+    flag = StopSignal()
     book = RowBook(
         ledger.rows(),
         ledger=ledger,
-        on_change=lambda b, a: setattr(flag, "value", True) if a.status is stop_on else None,
+        on_change=lambda b, a: flag.request() if a.status is stop_on else None,
     )
     await _execute(client, book, book.all(), create_workers=2, stop=flag)
     account_url = book.get(2).account_url

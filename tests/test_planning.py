@@ -10,15 +10,11 @@ import pytest
 
 from payrun._models import LedgerRow, RowStatus
 from payrun.errors import ControlTotalsError
-from payrun.run._plan import (
-    PayeeFacts,
-    PayeeIndex,
-    PaymentCheck,
-    account_classification,
-    check_control_totals,
-    find_repeats,
-    match_half_created,
-)
+from payrun.run._matching import PayeeFacts, PaymentCheck
+from payrun.run._payees import account_classification
+from payrun.run._preflight import PayeeIndex, find_repeats
+from payrun.run._reconcile import match_half_created
+from payrun.run._start import check_control_totals
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 

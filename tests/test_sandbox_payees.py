@@ -297,6 +297,37 @@ def test_bad_seed_is_refused(tmp_path: Path, bad: dict[str, Any]) -> None:
         load_seed(path)
 
 
+_ACCOUNT = {"display-name": "X", "sort-code": "040004", "account-number": "50000001"}
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"organization": "x"}, "organization must be an object"),
+        ({"organization": {"display-name": ""}}, "organization needs a non-empty string"),
+        ({"legal-persons": "x"}, r"legal-persons\[0\] must be an object"),
+        (
+            {"legal-persons": [{"key": "a", "display-name": "B", "legal-person-type": "robot"}]},
+            r"legal-persons\[0\]: legal-person-type must be individual or corporation",
+        ),
+        ({"accounts": "none"}, "accounts must be a list"),
+        ({"accounts": [{**_ACCOUNT, "sort-code": 40004}]}, "needs a non-empty string 'sort-code'"),
+        ({"accounts": [{**_ACCOUNT, "restrictions": [5]}]}, r"restrictions\[0\] must be an"),
+        ({"payees": [{"sort-code": "112233"}]}, "needs a non-empty string 'account-holder'"),
+        (
+            {"directory": [{"account-holder": "A", "sort-code": "112233", "account-number": "1"}]},
+            "sort-code must be 6 digits and account-number 8 digits",
+        ),
+    ],
+)
+def test_a_bad_seed_file_is_named_entry_by_entry(tmp_path: Path, bad: Any, message: str) -> None:
+    """A seed file of the wrong shape is refused with a SeedError naming the entry and key."""
+    path = tmp_path / "seed.json"
+    path.write_text(json.dumps(bad), "utf-8")
+    with pytest.raises(SeedError, match=message):
+        load_seed(path)
+
+
 def test_default_seed_is_deterministic() -> None:
     """Two states from the default seed have the same account and payee URLs."""
     first, second = build_state(default_seed()), build_state(default_seed())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from decimal import Decimal
 from pathlib import Path
@@ -390,21 +391,24 @@ def test_digest_table_moves_to_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
     assert all(table.first_row(hash(("key", row)), 5000) == row for row in range(1, 1001))
 
 
-def test_fast_instruction_build_matches_pydantic() -> None:
-    """The fast build makes instructions equal to pydantic's validating constructor."""
+def test_validated_instruction_is_a_frozen_value() -> None:
+    """Validation's instruction equals one built from the same fields, and cannot change."""
     from payrun._models import PaymentInstruction
-    from payrun.validation._build import FAST_BUILD, build_instruction
 
-    fields = (9, "Ada", "123456", "12345678", Decimal("2.50"), "R", "/v0/bank/accounts/ba.x", None)
-    built = build_instruction(*fields)
-    names = ("row", "payee_name", "sort_code", "account_number", "amount", "reference")
-    made = PaymentInstruction(
-        **dict(zip(names, fields, strict=False)), source_account=fields[6], row_id=None
+    values = BASE | {
+        "payee_name": "Ada",
+        "amount": "2.5",
+        "source_account": "/v0/bank/accounts/ba.x",
+    }
+    built = RowChecker(tuple(COLS), ValidationOptions()).check(
+        RawRow(9, values | {"reference": "R"})
     )
-    assert FAST_BUILD
-    assert built == made and built.model_dump() == made.model_dump()
-    with pytest.raises(ValueError, match="frozen"):
-        built.row = 3  # type: ignore[misc]
+    made = PaymentInstruction(
+        9, "Ada", "123456", "12345678", Decimal("2.50"), "R", "/v0/bank/accounts/ba.x", None
+    )
+    assert built.instruction == made and hash(built.instruction) == hash(made)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.row = 3  # type: ignore[misc]
 
 
 @settings(max_examples=500)

@@ -1,11 +1,10 @@
 """Value types shared by every stage: money, payment instructions, row problems, rows.
 
-Nothing here does I/O. ``PaymentInstruction`` is what validation hands to planning (it
-lives in ``payrun.instruction`` and is loaded on first use: pydantic takes 0.2 s to import,
-and ``payrun validate`` of a clean file never needs it); ``RowVerdict`` is validation's
-per-row answer; ``LedgerRow`` is a batch row as a run knows it and ``RowStatus`` its state;
-``BatchInfo`` is what a ledger was made for. ``RowUpdate`` and ``BatchUpdate`` name the
-fields a run may change, so that mypy checks every update a phase makes.
+Nothing here does I/O. ``PaymentInstruction`` is what validation hands to the run;
+``RowVerdict`` is validation's per-row answer; ``LedgerRow`` is a batch row as a run knows
+it and ``RowStatus`` its state; ``BatchInfo`` is what a ledger was made for. ``RowUpdate``
+and ``BatchUpdate`` name the fields a run may change, so that mypy checks every update a
+phase makes.
 """
 
 from __future__ import annotations
@@ -14,11 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
-
-if TYPE_CHECKING:
-    from payrun.instruction import PaymentInstruction
-
+from typing import NamedTuple, TypedDict
 
 __all__ = [
     "CENTS",
@@ -79,6 +74,36 @@ FINAL_STATUSES = frozenset(
     }
 )
 """States a run never moves a row out of."""
+
+
+@dataclass(frozen=True, slots=True)
+class PaymentInstruction:
+    """One valid batch row: pay ``amount`` GBP to a UK account from ``source_account``.
+
+    ``source_account`` is normalised to either an account path (``/v0/bank/accounts/ba.x``)
+    or ``"SORTCODE ACCOUNTNUMBER"`` (``"040004 30000001"``). ``reference`` is ``None`` when
+    the file left it blank (the bank then sends "Sent from <owner>"). Validation has
+    checked every field before one is built, so construction checks nothing again.
+    """
+
+    row: int
+    payee_name: str
+    sort_code: str
+    account_number: str
+    amount: Decimal
+    reference: str | None
+    source_account: str
+    row_id: str | None = None
+
+    @property
+    def payee_key(self) -> tuple[str, str, str]:
+        """Name, sort code and account number: what makes a payee the same payee."""
+        return (self.payee_name, self.sort_code, self.account_number)
+
+    @property
+    def payment_key(self) -> tuple[str, str, str, str]:
+        """Sort code, account number, amount and reference: what makes a payment a repeat."""
+        return payment_key(self.sort_code, self.account_number, self.amount, self.reference)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,12 +229,3 @@ class RowUpdate(TypedDict, total=False):
     intent_at: datetime | None
     attempts: int
     error: str | None
-
-
-def __getattr__(name: str) -> Any:
-    if name == "PaymentInstruction":
-        from payrun.instruction import PaymentInstruction
-
-        return PaymentInstruction
-    msg = f"module 'payrun._models' has no attribute {name!r}"
-    raise AttributeError(msg)

@@ -25,7 +25,7 @@ class RetryPolicy:
     """Bounded retries with full-jitter exponential backoff.
 
     ``attempts`` counts the first try; ``max_seconds`` stops retrying once that much
-    time has passed since the first failure; waits are drawn uniformly from
+    time has passed since the first attempt began; waits are drawn uniformly from
     ``[0, min(max_wait, initial_wait * 2**(n-1))]``.
     """
 
@@ -53,36 +53,20 @@ class RetryPolicy:
         *,
         retry_if: Callable[[BaseException], bool],
     ) -> T:
-        """Await ``fn()``, retrying while ``retry_if(exc)`` holds and the bounds allow.
+        """Await ``fn()``, retrying while ``retry_if(exc)`` holds and the bounds allow."""
+        # Imported on the first request, not at start-up: commands that never reach the bank
+        # (validate, report) do not pay for loading it
+        import tenacity
 
-        The first attempt runs without tenacity (the common, successful case costs
-        nothing extra); a retryable first failure is replayed into tenacity so the
-        attempt count and the backoff schedule stay exact.
-        """
-        try:
-            return await fn()
-        except Exception as exc:
-            if self.attempts == 1 or not retry_if(exc):
-                raise
-            replayed: Exception | None = exc
-
-        async def attempt() -> T:
-            nonlocal replayed
-            if replayed is not None:
-                pending, replayed = replayed, None
-                raise pending
-            return await fn()
-
-        import tenacity as _t
-
-        retrying = _t.AsyncRetrying(
-            stop=_t.stop_after_attempt(self.attempts) | _t.stop_after_delay(self.max_seconds),
-            wait=_t.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait),
-            retry=_t.retry_if_exception(retry_if),
+        retrying = tenacity.AsyncRetrying(
+            stop=tenacity.stop_after_attempt(self.attempts)
+            | tenacity.stop_after_delay(self.max_seconds),
+            wait=tenacity.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait),
+            retry=tenacity.retry_if_exception(retry_if),
             sleep=anyio.sleep,
             reraise=True,
         )
-        return await retrying(attempt)
+        return await retrying(fn)
 
 
 DEFAULT_RETRY = RetryPolicy()

@@ -223,7 +223,8 @@ def execute(args: argparse.Namespace) -> int:
     """Run the batch and print what happened."""
     # Rich loads only for runs
     from payrun.cli._progress import finished_line
-    from payrun.cli._summary import dry_run_document, print_document, print_dry_run, show_run
+    from payrun.cli._summary import print_document, print_dry_run, show_run
+    from payrun.report import dry_run_document
     from payrun.run import run_batch
 
     _check_flags(args)

@@ -1,7 +1,8 @@
 """Report, the last stage: every document payrun writes or prints about a batch.
 
 Input: validation verdicts, ledger rows and a run's outcome. Output: tables and summaries
-as CSV, .xlsx, JSON or text (``write_table``, ``render_validation``, ``report_table``).
+as CSV, .xlsx, JSON or text (``write_table``, ``render_validation``, ``report_table``, the
+run summary's ``summary_lines`` and ``summary_document``).
 openpyxl is imported only when an .xlsx is written.
 """
 
@@ -25,6 +26,10 @@ from payrun.report._ledger import read_ledger_rows as read_ledger_rows
 from payrun.report._ledger import report_records as report_records
 from payrun.report._ledger import report_status as report_status
 from payrun.report._ledger import report_table as report_table
+from payrun.report._summary import dry_run_document as dry_run_document
+from payrun.report._summary import dry_run_lines as dry_run_lines
+from payrun.report._summary import summary_document as summary_document
+from payrun.report._summary import summary_lines as summary_lines
 
 __all__ = [
     "PROBLEM_COLUMNS",
@@ -33,6 +38,8 @@ __all__ = [
     "Totals",
     "check_report_path",
     "csv_cell",
+    "dry_run_document",
+    "dry_run_lines",
     "escape_cell",
     "file_error_document",
     "ledger_batch_file",
@@ -41,6 +48,8 @@ __all__ = [
     "report_records",
     "report_status",
     "report_table",
+    "summary_document",
+    "summary_lines",
     "validation_document",
     "write_error_report",
     "write_table",

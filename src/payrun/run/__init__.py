@@ -4,9 +4,10 @@
 ledger, new or resumed), ``_book`` (the rows in memory, written through to the ledger),
 ``_preflight`` (organization, accounts, payees, repeats: ``_organization``, ``_payees``,
 ``_approvals``), ``_execute`` (create and submit under the bank's limits), ``_settle``
-and ``_reconcile`` (requests whose answer was lost), ``_track`` (``--wait``). ``_plan``
-holds the pure decisions the phases share, ``_stop`` how a run is asked to stop, and
-``_refusal`` what a run says when the bank refuses the key's role mid-run.
+and ``_reconcile`` (requests whose answer was lost), ``_track`` (``--wait``). ``_matching``
+holds the rule they share for telling whether a bank payment is a row's, ``_stop`` how
+a run is asked to stop, and ``_refusal`` what a run says when the bank refuses the key's
+role mid-run.
 
 Names are imported on first use, so ``payrun`` starts fast and a command that never pays
 never loads the bank client.

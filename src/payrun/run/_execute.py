@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -44,14 +44,15 @@ from payrun.errors import (
     PayrunError,
 )
 from payrun.run._book import RowBook
-from payrun.run._plan import PayeeFacts, PaymentCheck
+from payrun.run._matching import PayeeFacts, PaymentCheck
 from payrun.run._refusal import refused_mid_run
+from payrun.run._stop import StopSignal
 
 # The bank client is imported only by runs that talk to a bank
 if TYPE_CHECKING:
     from payrun.bank import BankClient, Payment, Submission
 
-__all__ = ["ExecutionResult", "StopFlag", "execute_rows"]
+__all__ = ["ExecutionResult", "execute_rows"]
 
 # The bank's answer to submitting a payment someone rejected (payment-rejected)
 _GONE = 410
@@ -86,14 +87,6 @@ _OUTBOUND = "outbound-payment"
 _WATCH_SECONDS = 0.25
 # How long an outcome waits at most for the next intent's commit
 _FLUSH_SECONDS = 1.0
-
-
-class StopFlag(Protocol):
-    """Set when the run must start nothing new (Ctrl-C, SIGTERM)."""
-
-    def is_set(self) -> bool:
-        """True once a stop was requested."""
-        ...
 
 
 @dataclass(slots=True)
@@ -143,7 +136,7 @@ class _Engine:
         per_account_submits: int,
         create_workers: int,
         create_only: bool,
-        stop: StopFlag,
+        stop: StopSignal,
         payee_details: Mapping[str, PayeeFacts],
     ) -> None:
         self._client = client
@@ -464,7 +457,7 @@ async def execute_rows(
     per_account_submits: int,
     create_workers: int,
     create_only: bool,
-    stop: StopFlag,
+    stop: StopSignal,
     payee_details: Mapping[str, PayeeFacts] | None = None,
 ) -> ExecutionResult:
     """Create ``to_create`` rows (then submit them) and submit ``to_submit`` rows.

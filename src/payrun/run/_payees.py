@@ -13,13 +13,17 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from payrun.run._plan import account_classification
-
 # The bank client is imported only by runs that talk to a bank
 if TYPE_CHECKING:
     from payrun.bank import BankClient, CopResult, Organization
 
-__all__ = ["NEW_FILE", "confirm_payee", "cop_verdict", "held_again_reason"]
+__all__ = [
+    "NEW_FILE",
+    "account_classification",
+    "confirm_payee",
+    "cop_verdict",
+    "held_again_reason",
+]
 
 NEW_FILE = (
     "put the corrected row in a new file of its own and pay that file (this ledger stays"
@@ -139,3 +143,15 @@ def _why(cop: CopResult) -> str:
         f"{why}: the name does not match the account holder; check the details with the"
         f" payee, then {NEW_FILE}"
     )
+
+
+_BUSINESS_WORDS = re.compile(
+    r"\b(ltd|limited|llp|plc|inc|co|company|corp|corporation|group|services|solutions|"
+    r"trust|partners|partnership|associates|consulting|holdings)\b|&",
+    re.IGNORECASE,
+)
+
+
+def account_classification(name: str) -> str:
+    """Guess the account type Confirmation of Payee needs: business names carry Ltd, LLP, &..."""
+    return "business" if _BUSINESS_WORDS.search(name) else "personal"

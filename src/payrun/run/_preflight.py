@@ -10,11 +10,11 @@ created at the bank: payees that would be created are only counted.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import anyio
 
@@ -27,8 +27,15 @@ from payrun.errors import (
     RateLimitedError,
 )
 from payrun.run._book import RowBook
+from payrun.run._matching import (
+    CLOCK_SKEW,
+    PayeeFacts,
+    PaymentLike,
+    creditor_details,
+    reference_match,
+    srds_by_account,
+)
 from payrun.run._payees import confirm_payee, cop_verdict, held_again_reason
-from payrun.run._plan import CLOCK_SKEW, PayeeFacts, PayeeIndex, find_repeats
 from payrun.run._reconcile import fetch_recent_payments
 from payrun.run._stop import StopSignal
 
@@ -36,7 +43,14 @@ from payrun.run._stop import StopSignal
 if TYPE_CHECKING:
     from payrun.bank import BankAccount, BankClient, Organization, Payment
 
-__all__ = ["AccountPlan", "Preflight"]
+__all__ = [
+    "AccountPlan",
+    "PayeeIndex",
+    "PayeeLike",
+    "Preflight",
+    "find_repeats",
+    "normalise_name",
+]
 
 _PAYEE_WORKERS = 20
 _OPEN = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING)
@@ -400,3 +414,101 @@ async def _run_pool(items: Iterable[_T], work: Callable[[_T], Awaitable[None]]) 
     async with anyio.create_task_group() as group:
         for _ in range(min(_PAYEE_WORKERS, len(queue))):
             group.start_soon(worker)
+
+
+_DID_NOT_PAY = frozenset({"failed", "returned"})
+
+
+class PayeeLike(Protocol):
+    """What preflight reads of a bank payee."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def account_holder(self) -> str: ...
+    @property
+    def sort_code(self) -> str: ...
+    @property
+    def account_number(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def srd(self) -> str | None: ...
+
+
+def normalise_name(name: str) -> str:
+    """Compare names ignoring case and runs of whitespace."""
+    return " ".join(name.casefold().split())
+
+
+@dataclass(slots=True)
+class PayeeIndex:
+    """The payees of one legal person, looked up by name, sort code and account number."""
+
+    active: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    deactivated: set[tuple[str, str, str]] = field(default_factory=set)
+    details: dict[str, PayeeFacts] = field(default_factory=dict)
+    inactive: set[str] = field(default_factory=set)
+    """URLs of payees that cannot be paid (deactivated)."""
+
+    @classmethod
+    def build(cls, payees: Iterable[PayeeLike]) -> PayeeIndex:
+        """Index payees; the first active payee with given details wins."""
+        index = cls()
+        for payee in payees:
+            index.add(payee)
+        return index
+
+    def add(self, payee: PayeeLike) -> None:
+        """Add one payee (for example one just created)."""
+        key = (normalise_name(payee.account_holder), payee.sort_code, payee.account_number)
+        self.details[payee.url] = PayeeFacts(payee.sort_code, payee.account_number, payee.srd)
+        if payee.status == "active":
+            self.active.setdefault(key, payee.url)
+        else:
+            self.deactivated.add(key)
+            self.inactive.add(payee.url)
+
+    def lookup(self, name: str, sort_code: str, account_number: str) -> str | None:
+        """The URL of an active payee with these details, or None."""
+        return self.active.get((normalise_name(name), sort_code, account_number))
+
+    def is_deactivated(self, name: str, sort_code: str, account_number: str) -> bool:
+        """True when only a deactivated payee has these details."""
+        key = (normalise_name(name), sort_code, account_number)
+        return key in self.deactivated and key not in self.active
+
+
+def find_repeats(
+    rows: Sequence[LedgerRow],
+    payments: Sequence[PaymentLike],
+    *,
+    known_payment_urls: set[str],
+    payee_details: Mapping[str, PayeeFacts],
+) -> dict[int, PaymentLike]:
+    """Rows matching a recent payment this ledger did not make: row -> that payment.
+
+    A payment that did not pay (rejected, or its latest submission failed or was returned)
+    is no repeat.
+    """
+    by_key: dict[tuple[str, str, str], list[PaymentLike]] = defaultdict(list)
+    for payment in payments:
+        if (
+            payment.url in known_payment_urls
+            or payment.rejected
+            or payment.latest_submission_status in _DID_NOT_PAY
+        ):
+            continue
+        details = creditor_details(payment, payee_details)
+        if details is not None:
+            by_key[(*details, format_money(payment.amount))].append(payment)
+    repeats: dict[int, PaymentLike] = {}
+    srds = srds_by_account(payee_details)
+    for row in rows:
+        for payment in by_key.get(
+            (row.sort_code, row.account_number, format_money(row.amount)), []
+        ):
+            if reference_match(row.reference, payment, payee_details, srds):
+                repeats[row.row] = payment
+                break
+    return repeats

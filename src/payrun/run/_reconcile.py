@@ -16,8 +16,9 @@ that names another payment) settles nothing: it is a failed read, and the run st
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Mapping
-from datetime import datetime
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import anyio
@@ -25,7 +26,13 @@ import anyio
 from payrun._models import LedgerRow, RowStatus
 from payrun.errors import AuthError, BankError
 from payrun.run._book import RowBook
-from payrun.run._plan import CLOCK_SKEW, PayeeFacts, match_half_created
+from payrun.run._matching import (
+    CLOCK_SKEW,
+    PayeeFacts,
+    PaymentLike,
+    payment_match,
+    srds_by_account,
+)
 from payrun.run._track import FINAL_SUBMISSION_STATUSES, final_error
 
 # The bank client is imported only by runs that talk to a bank
@@ -33,9 +40,11 @@ if TYPE_CHECKING:
     from payrun.bank import BankAccount, BankClient, Payment, Submission
 
 __all__ = [
+    "Reconciliation",
     "adopt_outside_submissions",
     "adopt_resubmissions",
     "fetch_recent_payments",
+    "match_half_created",
     "reconcile_rows",
 ]
 
@@ -272,3 +281,143 @@ async def _submissions(
 
 def _epoch() -> datetime:
     return datetime.fromisoformat("2000-01-01T00:00:00+00:00")
+
+
+_NO_TIME = datetime.min.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciliation:
+    """What the bank shows for rows whose create outcome was unknown."""
+
+    matched: dict[int, str]
+    """Row number -> the payment URL the bank holds for it."""
+    not_made: list[int]
+    """Rows the bank has no payment for: safe to create again."""
+    ambiguous: list[int]
+    """Rows with more matching payments than rows: a person must look (nothing is guessed)."""
+
+
+def match_half_created(
+    rows: Sequence[LedgerRow],
+    payments: Sequence[PaymentLike],
+    *,
+    known_payment_urls: set[str],
+    payee_details: Mapping[str, PayeeFacts],
+    bank_offset: timedelta = timedelta(0),
+) -> Reconciliation:
+    """Match rows left ``creating`` to payments this ledger has not recorded yet.
+
+    A payment counts for a group when the bank made it after the group's first intent
+    (``bank_offset``: how far the bank's clock is ahead of ours, its ``created-at`` being
+    the bank's time), less ``CLOCK_SKEW``.
+
+    Rows with the same payee account, amount and reference are interchangeable, so a group
+    of k such rows with m <= k candidate payments takes them in intent order and the rest
+    are created again; m > k is ambiguous and every row of the group needs attention.
+    Groups that match one payment at all (a typed reference and the bank's default text for
+    a blank one, or two references the payee's SRD replaced) are counted together, and
+    each payment goes to one row, the earliest that matches it best; no payment is ever
+    given to two rows, and a payment no row is left for makes them all need attention.
+    """
+    groups: dict[_Key, list[LedgerRow]] = defaultdict(list)
+    for row in sorted(rows, key=_by_intent):
+        groups[row.payment_key].append(row)
+    free = sorted(
+        (p for p in payments if p.url not in known_payment_urls), key=lambda p: p.created_at
+    )
+    claims = _claims(groups, free, payee_details, bank_offset)
+    matched: dict[int, str] = {}
+    not_made: list[int] = []
+    ambiguous: list[int] = []
+    for members, urls in _components(groups, claims):
+        assigned = _assign(members, [p for p in free if p.url in urls], claims)
+        if assigned is None:
+            ambiguous.extend(r.row for r in members)
+            continue
+        matched.update(assigned)
+        not_made.extend(r.row for r in members if r.row not in assigned)
+    return Reconciliation(matched=matched, not_made=sorted(not_made), ambiguous=sorted(ambiguous))
+
+
+_Key = tuple[str, ...]
+
+
+def _by_intent(row: LedgerRow) -> tuple[datetime, int]:
+    return (row.intent_at or _NO_TIME, row.row)
+
+
+def _claims(
+    groups: Mapping[_Key, Sequence[LedgerRow]],
+    free: Sequence[PaymentLike],
+    payees: Mapping[str, PayeeFacts],
+    bank_offset: timedelta,
+) -> dict[str, dict[_Key, int]]:
+    """Payment URL -> the groups it matches (made after their first intent), and how well."""
+    claims: dict[str, dict[_Key, int]] = defaultdict(dict)
+    srds = srds_by_account(payees)
+    for key, group in groups.items():
+        since = _since(group, bank_offset)
+        for payment in free:
+            if since is None or payment.created_at >= since:
+                strength = payment_match(group[0], payment, payees, srds)
+                if strength:
+                    claims[payment.url][key] = strength
+    return claims
+
+
+def _components(
+    groups: Mapping[_Key, Sequence[LedgerRow]], claims: Mapping[str, Mapping[_Key, int]]
+) -> list[tuple[list[LedgerRow], set[str]]]:
+    """Groups joined by any payment they both match: each part's rows (in intent order) and
+    the payments they match (each payment in one part only)."""
+    parent = {key: key for key in groups}
+
+    def root(key: _Key) -> _Key:
+        while parent[key] != key:
+            key = parent[key]
+        return key
+
+    for claimers in claims.values():
+        first, *others = claimers
+        for key in others:
+            parent[root(key)] = root(first)
+    parts: dict[_Key, tuple[list[LedgerRow], set[str]]] = {}
+    for key, group in groups.items():
+        parts.setdefault(root(key), ([], set()))[0].extend(group)
+    for url, claimers in claims.items():
+        parts[root(next(iter(claimers)))][1].add(url)
+    for members, _ in parts.values():
+        members.sort(key=_by_intent)
+    return list(parts.values())
+
+
+def _assign(
+    members: Sequence[LedgerRow],
+    payments: Sequence[PaymentLike],
+    claims: Mapping[str, Mapping[_Key, int]],
+) -> dict[int, str] | None:
+    """Each payment (oldest first) to the earliest free row that matches it best (a
+    reference as typed before the bank's rewrite of one); None when there are more payments
+    than rows, or a payment finds no row left: a person must look."""
+    if len(payments) > len(members):
+        return None
+    free = list(members)
+    assigned: dict[int, str] = {}
+    for payment in payments:
+        strengths = claims[payment.url]
+        options = [r for r in free if strengths.get(r.payment_key)]
+        if not options:
+            return None
+        # The earliest of the best
+        best = max(options, key=lambda r: strengths[r.payment_key])
+        assigned[best.row] = payment.url
+        free.remove(best)
+    return assigned
+
+
+def _since(group: Sequence[LedgerRow], bank_offset: timedelta) -> datetime | None:
+    """The earliest intent of a group on the bank's clock, less the clock skew (None: no
+    intent recorded)."""
+    intents = [r.intent_at for r in group if r.intent_at]
+    return min(intents) + bank_offset - CLOCK_SKEW if intents else None

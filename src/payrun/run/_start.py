@@ -15,9 +15,17 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from payrun._models import BatchInfo, LedgerRow, PlainRow, RowStatus, RowVerdict, utc_now
+from payrun._models import (
+    BatchInfo,
+    LedgerRow,
+    PlainRow,
+    RowStatus,
+    RowVerdict,
+    format_money,
+    utc_now,
+)
 from payrun.config import RunOptions, Settings, ValidationOptions, without_userinfo
-from payrun.errors import BatchFileError, LedgerMismatchError
+from payrun.errors import BatchFileError, ControlTotalsError, LedgerMismatchError
 from payrun.intake import read_batch
 from payrun.ledger import (
     LedgerStore,
@@ -27,13 +35,13 @@ from payrun.ledger import (
     refuse_if_running,
 )
 from payrun.run._book import RowBook
-from payrun.run._plan import check_control_totals
 from payrun.validation import plain_or_verdicts
 
 if TYPE_CHECKING:
     from payrun.bank import Organization
 
 __all__ = [
+    "check_control_totals",
     "check_same_bank",
     "dry_run_book",
     "file_sha256",
@@ -435,3 +443,20 @@ def _row_of(verdict: RowVerdict | PlainRow) -> LedgerRow:
         source_account=item.source_account,
         status=RowStatus.PENDING,
     )
+
+
+def check_control_totals(
+    count: int, total: Decimal, *, expect_count: int | None, expect_total: Decimal | None
+) -> None:
+    """Refuse to start when the file's valid rows differ from the scheduler's control totals."""
+    problems = []
+    if expect_count is not None and expect_count != count:
+        problems.append(f"{count} valid rows where --expect-count says {expect_count}")
+    if expect_total is not None and expect_total != total:
+        problems.append(
+            f"valid rows total {format_money(total)} where --expect-total says"
+            f" {format_money(expect_total)}"
+        )
+    if problems:
+        msg = "control totals differ: " + "; ".join(problems) + " (nothing was sent to the bank)"
+        raise ControlTotalsError(msg)

@@ -137,7 +137,11 @@ def load_seed(path: str | Path) -> dict[str, Any]:
     if not isinstance(loaded, dict):
         message = f"seed {path} must hold a JSON object"
         raise SeedError(message)
+    # Imported here: pydantic costs a tenth of a second, and only a seed file needs it
+    from payrun.sandbox._seed_file import check_seed_file
+
     seed = default_seed() | loaded
+    check_seed_file(seed)
     # Fail now, with the file's name at hand, rather than at serve time
     build_state(seed)
     return seed

@@ -17,7 +17,7 @@ from payrun.config import ValidationOptions
 from payrun.intake import COLUMNS, Batch, ColumnSpec
 from payrun.validation._checker import RowChecker
 from payrun.validation._rules import normalize_source_account
-from payrun.validation._summary import AccountTotal, BatchFingerprint, BatchSummary
+from payrun.validation._totals import AccountTotal, BatchFingerprint, BatchSummary
 
 __all__ = [
     "COLUMNS",

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from payrun._models import RowProblem, RowVerdict
+from payrun._models import PaymentInstruction, RowProblem, RowVerdict
 from payrun.config import ValidationOptions
 from payrun.intake import RawRow
 from payrun.validation._damage import damage_problems
@@ -32,9 +32,6 @@ from payrun.validation._rules import (
     normalize_source_account,
 )
 from payrun.validation._seen import DigestTable
-
-if TYPE_CHECKING:
-    from payrun.instruction import PaymentInstruction
 
 __all__ = ["RowChecker", "payment_digest"]
 
@@ -123,7 +120,7 @@ class RowChecker:
         if isinstance(fields, RowProblem):
             return RowVerdict(raw.row, None, raw.values, (fields,))
         row, name, sort_code, account, amount, reference, source, row_id = fields
-        instruction = _build_instruction(
+        instruction = PaymentInstruction(
             row, name, sort_code, account, Decimal(amount), reference, source, row_id
         )
         return RowVerdict(raw.row, instruction, raw.values)
@@ -151,7 +148,7 @@ class RowChecker:
             or self._is_repeat(raw.row, (sort_code, account, amount, reference), problems)
         ):
             return RowVerdict(raw.row, None, values, (*problems.errors,), (*problems.warnings,))
-        instruction = _build_instruction(
+        instruction = PaymentInstruction(
             raw.row, name, sort_code, account, amount, reference, source, row_id
         )
         return RowVerdict(raw.row, instruction, values, (), (*problems.warnings,))
@@ -204,19 +201,3 @@ class RowChecker:
         if first:
             problems.error(None, _repeated_payment(first))
         return bool(first)
-
-
-def _build_instruction(
-    row: int,
-    name: str,
-    sort_code: str,
-    account: str,
-    amount: Decimal,
-    reference: str | None,
-    source: str,
-    row_id: str | None,
-) -> PaymentInstruction:
-    """Build a ``PaymentInstruction`` (pydantic is imported on the first one)."""
-    from payrun.validation._build import build_instruction
-
-    return build_instruction(row, name, sort_code, account, amount, reference, source, row_id)

@@ -13,13 +13,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
-from payrun._models import RowProblem, RowVerdict, format_money
+from payrun._models import PaymentInstruction, RowProblem, RowVerdict, format_money
 from payrun.validation._plain import Plain
-
-if TYPE_CHECKING:
-    from payrun.instruction import PaymentInstruction
 
 __all__ = ["AccountTotal", "BatchFingerprint", "BatchSummary", "fingerprint_line"]
 
