@@ -41,7 +41,8 @@ _STYLES = "xl/styles.xml"
 
 
 def check_workbook_zip(path: Path) -> None:
-    """Refuse a corrupt zip, a zip that is not a workbook, or one that inflates too far."""
+    """Refuse a corrupt zip, a zip that is not a workbook, one that inflates too far, or
+    one naming a part twice (a repeated member name or relationship Id)."""
     try:
         with zipfile.ZipFile(path) as archive:
             entries = archive.infolist()
