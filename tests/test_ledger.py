@@ -753,3 +753,26 @@ def _as_nobody(action: Callable[[], object], *, wait: bool = True) -> str:
             os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     return said
+
+
+def test_a_lock_file_or_sqlite_file_beside_the_ledger_that_is_a_link_is_refused_untouched(
+    tmp_path: Path,
+) -> None:
+    """``L.lock``, ``L-wal`` or ``L-shm`` as a symbolic link (to a file, or /dev/null) or a
+    pipe: refused in one line, the file linked to left as it was, no traceback."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    path = tmp_path / "L.sqlite"
+    for suffix in (".lock", "-wal", "-shm"):
+        for target in (victim, Path("/dev/null")):
+            beside = path.with_name(path.name + suffix)
+            beside.symlink_to(target)
+            with pytest.raises(LedgerError, match=re.escape(f"{beside} is a symbolic link")):
+                Ledger.open(path)
+            beside.unlink()
+        os.mkfifo(path.with_name(path.name + suffix))
+        with pytest.raises(LedgerError, match=re.escape(f"{path.name}{suffix} is a pipe")):
+            Ledger.open(path)
+        path.with_name(path.name + suffix).unlink()
+    assert victim.read_text() == "keep me\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt"]
