@@ -664,6 +664,26 @@ def test_a_register_folder_that_cannot_be_trusted_refuses_the_run(
     assert "chmod 1777" in str(refused.value)
 
 
+@pytest.mark.skipif(os.getuid() != 0, reason="a folder of another user's needs root to make")
+def test_a_register_folder_owned_by_another_ordinary_user_refuses_the_run(
+    lock_folder: Path,
+) -> None:
+    """A sticky folder open to all but owned by user nobody (who may delete every user's
+    entries in it): refused in one line saying how an administrator makes it; root's is used."""
+    lock_folder.mkdir()
+    lock_folder.chmod(0o1777)
+    os.chown(lock_folder, 65534, -1)
+    with pytest.raises(LedgerError, match="belongs to user 65534") as refused:
+        take_batch_lock(_payment_rows(3), "bank A", Path("a.ledger.sqlite"))
+    assert "mkdir -p" in str(refused.value) and "chmod 1777" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    assert list(lock_folder.iterdir()) == []
+    os.chown(lock_folder, 0, -1)
+    lock = take_batch_lock(_payment_rows(3), "bank A", Path("a.ledger.sqlite"))
+    assert lock is not None
+    lock.release()
+
+
 def test_links_planted_in_the_register_are_never_followed(
     lock_folder: Path, tmp_path: Path
 ) -> None:
