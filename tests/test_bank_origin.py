@@ -75,3 +75,45 @@ def test_a_link_is_stored_as_one_path_however_the_bank_writes_it(
 ) -> None:
     """Absolute, relative and path links to one resource compare equal once canonical."""
     assert BankOrigin(BASE).canonical(url) == stored
+
+
+@pytest.mark.parametrize(
+    "base", ["https://bank.test", "https://bank.test/api", "https://bank.test/api/"]
+)
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/v0/payments/pm.1",
+        "v0/payments/pm.1",
+        "/v0/payments?page=2",
+        "?page=2",
+        "https://bank.test/api/v0/payments/pm.1",
+        "https://bank.test/v0/payments/pm.1",
+        "https://BANK.test:443/api/v0/payments/pm.1?page=2",
+        "https://bank.test/other/x",
+    ],
+)
+def test_canonical_and_resolve_round_trip_with_and_without_a_base_path(base: str, url: str) -> None:
+    """A stored link is sent where the link itself would be, and storing a sent URL gives
+    the stored link back, whether the base URL has a path or not."""
+    origin = BankOrigin(base)
+    sent, stored = origin.resolve(url), origin.canonical(url)
+    assert sent is not None and stored is not None
+    assert origin.canonical(sent) == stored
+    assert origin.resolve(stored) == origin.resolve(origin.canonical(stored) or "")
+    assert _same_place(origin.resolve(stored) or "") == _same_place(sent)
+
+
+def _same_place(url: str) -> str:
+    """A URL with the host's case and the default port written out left out."""
+    return url.lower().replace(":443/", "/")
+
+
+def test_a_base_path_is_not_stored_twice() -> None:
+    """With the base https://bank.test/api, the bank's own URL of a payment is stored as
+    its resource path and sent back to /api/v0/..., never /api/api/v0/..."""
+    origin = BankOrigin("https://bank.test/api")
+    assert origin.canonical("https://bank.test/api/v0/payments/pm.1") == "/v0/payments/pm.1"
+    assert origin.canonical("/v0/payments/pm.1") == "/v0/payments/pm.1"
+    assert origin.resolve("/v0/payments/pm.1") == "https://bank.test/api/v0/payments/pm.1"
+    assert origin.canonical("https://bank.test/other/x") == "https://bank.test:443/other/x"

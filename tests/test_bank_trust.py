@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -36,6 +37,8 @@ from _run_helpers import (
     stats,
     write_batch,
 )
+from payrun.bank._masking import Secrets
+from payrun.bank._refusals import error_from_response
 from payrun.sandbox import RunningSandbox, serve_in_thread
 
 KEY = 'sk_live/AbC+dEf/GhIjK=="q\\z'
@@ -391,3 +394,51 @@ def test_a_base_url_that_redirects_is_a_configuration_error(
     assert finished.returncode == 2, finished.describe()
     _one_line_error(finished)
     assert "PAYRUN_BASE_URL" in finished.stdout + finished.stderr, finished.describe()
+
+
+@pytest.mark.parametrize("spelling", ["ordinary", "slash", "all-u", "mixed"])
+def test_a_key_echoed_in_a_successful_answer_is_masked_before_it_is_read(
+    bank: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spelling: str
+) -> None:
+    """A submission answer (2xx) whose status reason echoes the key: stderr, the JSON log's
+    row events, the ledger's error column and the JSON report show *** and never the key."""
+    echoed = _spellings(KEY)[spelling].encode()
+
+    def echo(_method: str, _path: str, status: int, body: bytes) -> tuple[int, bytes] | None:
+        if b'"submission-status"' not in body:
+            return None
+        reason = b'"submission-status":"failed","submission-status-reason":"key ' + echoed + b'"'
+        return status, re.sub(rb'"submission-status": ?"[a-z-]+"', lambda _: reason, body)
+
+    rewrite_answers(bank, monkeypatch, echo)
+    batch = write_batch(tmp_path / "b.csv", [ROW])
+    ledger = tmp_path / "b.ledger.sqlite"
+    report = tmp_path / "r.json"
+    args = ("--wait", "--wait-timeout", "40", "--log-format", "json", "--report", str(report))
+    finished = run(bank, batch, ledger, *args)
+    [row] = ledger_rows(ledger)
+    assert row["status"] == "failed" and "key ***" in row["error"], finished.describe()
+    outputs = [finished.stdout, finished.stderr, row["error"], report.read_text()]
+    assert [_leaks(text) for text in outputs] == [[]] * len(outputs)
+
+
+def test_a_key_with_markup_in_an_html_error_page_is_masked_whole() -> None:
+    """A key holding ``<...>`` echoed in an HTML error page: masked before the tags are
+    stripped (stripping would cut it into pieces no longer the key) and after."""
+    key = "sk_<b>live</b>_x1"
+    secrets = Secrets([key])
+    page = f"<html><body><h1>Forbidden</h1><p>key {key} is not allowed</p></body></html>"
+    refused = error_from_response("GET", "/v0/x", 403, page, secrets=secrets, write=False)
+    assert "***" in str(refused) and "live" not in str(refused), str(refused)
+
+
+def test_masking_an_answer_body_keeps_every_other_byte() -> None:
+    """``mask_body`` masks each spelling inside raw JSON bytes (still JSON after), and leaves
+    a body without the key, or one that is not UTF-8, byte for byte."""
+    secrets = Secrets([KEY])
+    for echoed in _spellings(KEY).values():
+        body = b'{"name": "Ann", "reason": "key ' + echoed.encode() + b' here"}'
+        assert json.loads(secrets.mask_body(body)) == {"name": "Ann", "reason": "key *** here"}
+    plain = json.dumps({"name": "Zo\u00eb", "links": {"self": "/v0/x%2F"}}).encode()
+    assert secrets.mask_body(plain) is plain
+    assert secrets.mask_body(b"\xff\xfe" + KEY.encode() + b"\xff") == b"\xff\xfe***\xff"

@@ -337,3 +337,33 @@ def test_notes_over_several_lines_in_an_ignored_column_are_text(
     )
     code, _, err = run(["validate", str(broken)], capsys)
     assert code == 2 and "row 2 (line 2 of the file), column 'notes'" in err, err
+
+
+def test_an_unclosed_quote_in_an_ignored_column_of_short_rows_refuses_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rows without the trailing notes field, and row 4's note opened and never closed: the
+    file is refused (not "4 rows valid"), naming row, line, column and lines swallowed."""
+    header = "row_id,payee_name,sort_code,account_number,amount,reference,notes\n"
+    rows = [f"R{n},Payee {n},200000,100000{n:02},{n}.00,REF{n}" for n in range(1, 41)]
+    rows[3] += ',"call him first'
+    path = tmp_path / "short.csv"
+    path.write_text(header + "\n".join(rows) + "\n")
+    args = ["validate", str(path), "--source-account", "040004 30000001"]
+    code, out, err = run(args, capsys)
+    assert code == 2, out + err
+    assert "row 5 (line 5 of the file), column 'notes'" in err and err.count("\n") == 1, err
+    assert "swallows the next 36 lines (to line 41" in err, err
+    # Closed two lines on, the swallowed lines still read as rows with every paid column
+    path.write_text(header + "\n".join(rows[:6]) + '"\n' + "\n".join(rows[6:]) + "\n")
+    code, out, err = run(args, capsys)
+    assert code == 2 and "swallows the next 2 lines (to line 7)" in err, out + err
+    # The last line of the file opening a quote it never closes swallows nothing, still refused
+    path.write_text(header + "\n".join(rows[:3]) + ',"call him\n')
+    code, out, err = run(args, capsys)
+    assert code == 2 and "row 4 (line 4 of the file), column 'notes'" in err, out + err
+    assert "never closed" in err, err
+    # A properly closed two-line note on short rows is text
+    path.write_text(header + "\n".join(rows[:3]) + ',"call him\nfirst, then pay"\n' + rows[4])
+    code, out, err = run(args, capsys)
+    assert code == 0 and "4 rows: 4 valid" in out, out + err

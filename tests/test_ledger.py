@@ -668,6 +668,26 @@ def test_a_register_folder_that_cannot_be_trusted_refuses_the_run(
     assert "chmod 1777" in str(refused.value)
 
 
+@pytest.mark.skipif(os.getuid() != 0, reason="a folder of another user's needs root to make")
+def test_a_register_folder_owned_by_another_ordinary_user_refuses_the_run(
+    lock_folder: Path,
+) -> None:
+    """A sticky folder open to all but owned by user nobody (who may delete every user's
+    entries in it): refused in one line saying how an administrator makes it; root's is used."""
+    lock_folder.mkdir()
+    lock_folder.chmod(0o1777)
+    os.chown(lock_folder, 65534, -1)
+    with pytest.raises(LedgerError, match="belongs to user 65534") as refused:
+        take_batch_lock(_payment_rows(3), "bank A", Path("a.ledger.sqlite"))
+    assert "mkdir -p" in str(refused.value) and "chmod 1777" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    assert list(lock_folder.iterdir()) == []
+    os.chown(lock_folder, 0, -1)
+    lock = take_batch_lock(_payment_rows(3), "bank A", Path("a.ledger.sqlite"))
+    assert lock is not None
+    lock.release()
+
+
 def test_links_planted_in_the_register_are_never_followed(
     lock_folder: Path, tmp_path: Path
 ) -> None:
@@ -835,3 +855,26 @@ def test_sqlite_ledger_open_refuses_the_in_memory_name_too(
     with pytest.raises(ConfigError, match="lost when the run ends"):
         SQLiteLedger.open(Path(":memory:"))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_lock_file_or_sqlite_file_beside_the_ledger_that_is_a_link_is_refused_untouched(
+    tmp_path: Path,
+) -> None:
+    """``L.lock``, ``L-wal`` or ``L-shm`` as a symbolic link (to a file, or /dev/null) or a
+    pipe: refused in one line, the file linked to left as it was, no traceback."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    path = tmp_path / "L.sqlite"
+    for suffix in (".lock", "-wal", "-shm"):
+        for target in (victim, Path("/dev/null")):
+            beside = path.with_name(path.name + suffix)
+            beside.symlink_to(target)
+            with pytest.raises(LedgerError, match=re.escape(f"{beside} is a symbolic link")):
+                Ledger.open(path)
+            beside.unlink()
+        os.mkfifo(path.with_name(path.name + suffix))
+        with pytest.raises(LedgerError, match=re.escape(f"{path.name}{suffix} is a pipe")):
+            Ledger.open(path)
+        path.with_name(path.name + suffix).unlink()
+    assert victim.read_text() == "keep me\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt"]

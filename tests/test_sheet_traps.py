@@ -565,3 +565,54 @@ def test_the_extent_is_where_the_cells_are(xml: bytes, rows: int, columns: int) 
         extent = scan_extent(io.BytesIO(sheet).read, size)
         # cells all within A to Z may count as reaching Z: the bound is what matters
         assert extent.rows == rows and columns <= extent.columns <= max(columns, 26), size
+
+
+def _two_places_workbook(path: Path, rels: str, *extra: tuple[str, bytes]) -> Path:
+    """A small valid workbook whose relationships and members are rewritten by hand."""
+    _far_workbook(path, "F2")
+    with zipfile.ZipFile(path) as archive:
+        members = [(info.filename, archive.read(info)) for info in archive.infolist()]
+    far = b'<row r="1048576"><c r="XFD1048576" t="inlineStr"><is><t>x</t></is></c></row>'
+    sheet = dict(members)["xl/worksheets/sheet1.xml"].replace(
+        b"</sheetData>", far + b"</sheetData>"
+    )
+    old = dict(members)["xl/_rels/workbook.xml.rels"].decode()
+    new = old.replace('Id="rId1"', 'Id="rIdX"', 1).replace(
+        "<Relationship ", rels + "<Relationship ", 1
+    )
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members:
+            archive.writestr(name, new.encode() if name == "xl/_rels/workbook.xml.rels" else data)
+        archive.writestr("xl/worksheets/far.xml", sheet)
+        for name, data in extra:
+            archive.writestr(name, data)
+    return path
+
+
+def test_a_workbook_that_names_two_parts_for_one_sheet_is_refused(tmp_path: Path) -> None:
+    """Two relationships with one Id, or one member name twice: exit 2 in one line, never
+    an abort from calamine laying out a sheet the checks did not read."""
+    kind = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet"
+    twice = (
+        f'<Relationship Id="rId1" Type="{kind}" Target="worksheets/sheet1.xml"/>'
+        f'<Relationship Id="rId1" Type="{kind}" Target="worksheets/far.xml"/>'
+    )
+    path = _two_places_workbook(tmp_path / "duprel.xlsx", twice)
+    done = _payrun("validate", str(path))
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.count("\n") == 1 and "relationship Id 'rId1'" in done.stderr, done.stderr
+    one = f'<Relationship Id="rId1" Type="{kind}" Target="worksheets/sheet1.xml"/>'
+    with pytest.warns(UserWarning, match="Duplicate name"):
+        path = _two_places_workbook(
+            tmp_path / "dupzip.xlsx", one, ("xl/worksheets/sheet1.xml", b"<worksheet/>")
+        )
+    done = _payrun("validate", str(path))
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.count("\n") == 1 and "holds 'xl/worksheets/sheet1.xml' twice" in done.stderr
+    # A target read one way by payrun and another by calamine: both places are checked
+    far = f'<Relationship Id="rId1" Type="{kind}" Target="xl/worksheets/far.xml"/>'
+    harmless = ("xl/xl/worksheets/far.xml", b"<worksheet><sheetData/></worksheet>")
+    path = _two_places_workbook(tmp_path / "prefix.xlsx", far, harmless)
+    done = _payrun("validate", str(path))
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.count("\n") == 1, done.stderr

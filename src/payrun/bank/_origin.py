@@ -44,11 +44,12 @@ def _ambiguous(url: str) -> bool:
 class BankOrigin:
     """The base URL's origin; ``resolve`` says where a URL would go, if anywhere."""
 
-    __slots__ = ("_base", "_origin")
+    __slots__ = ("_base", "_origin", "_path")
 
     def __init__(self, base_url: str) -> None:
         self._base = base_url.rstrip("/")
         self._origin = _origin(self._base)
+        self._path = urlsplit(self._base).path if self._origin else ""
 
     def __repr__(self) -> str:
         return f"BankOrigin({self.shown!r})"
@@ -69,12 +70,23 @@ class BankOrigin:
 
     def canonical(self, url: str) -> str | None:
         """``url`` as the path (and query) on the bank's origin, the one form payrun stores
-        and compares; None when it is not on the bank's origin."""
+        and compares; None when it is not on the bank's origin.
+
+        The path is relative to the base URL's own path (``/v0/x`` for
+        ``https://bank/api/v0/x`` with the base ``https://bank/api``), so ``resolve`` sends
+        it back to the same place; a URL on the origin outside that path stays absolute.
+        """
         absolute = self.resolve(url)
         if absolute is None:
             return None
         parts = urlsplit(absolute)
         path = parts.path or "/"
+        if path == self._path or path.startswith(self._path + "/"):
+            # the bank's paths are relative to the base URL: its own path is not theirs
+            path = path[len(self._path) :] or "/"
+        elif self._origin is not None:
+            # on the origin but outside the base URL's path: kept whole, to resolve to itself
+            path = _shown(self._origin) + path
         return f"{path}?{parts.query}" if parts.query else path
 
     def describe(self, url: str) -> str:

@@ -178,7 +178,8 @@ def _find_detail(errors: list[dict[str, Any]], text: str, secrets: Secrets) -> s
                 return _one_line(secrets.mask(value), _MAX_DETAIL)
     # An HTML page: its words, not its markup
     if text.lstrip().startswith("<"):
-        text = _HTML_TAG.sub(" ", _HIDDEN_HTML.sub(" ", text))
+        # masked first too: stripping tags out of a key holding ``<...>`` leaves it in pieces
+        text = _HTML_TAG.sub(" ", _HIDDEN_HTML.sub(" ", secrets.mask(text)))
     return _one_line(secrets.mask(text), _MAX_DETAIL if errors else _MAX_TEXT_DETAIL)
 
 

@@ -451,7 +451,9 @@ class BankClient:
         if status < _HTTP_REDIRECT:
             self._limiter.on_success()
             where = f"{method} {url}"
-            return answer_object(response.content, where, write=write, secrets=self._secrets)
+            # No bank text read from here on can carry the key, whatever field it is in
+            content = self._secrets.mask_body(response.content)
+            return answer_object(content, where, write=write, secrets=self._secrets)
         if status == _HTTP_TOO_MANY:
             self._limiter.on_rate_limited(generation)
         elif status < _HTTP_SERVER_ERROR:

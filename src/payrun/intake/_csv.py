@@ -28,6 +28,7 @@ MAX_FIELD_BYTES = 1_048_576
 _CHUNK = 1_048_576
 _CP1252_UNDEFINED = (b"\x81", b"\x8d", b"\x8f", b"\x90", b"\x9d")
 _DELIMITERS = (",", ";")
+_PAST_END = "\x00"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +51,22 @@ class CsvSource:
         numbers = itertools.count(1)
         try:
             with self.path.open(encoding=self.encoding, newline="") as handle:
-                reader = csv.reader(handle, delimiter=self.delimiter, strict=False)
                 # zip takes the row's number before reading it: the failing row is the
                 # number before the next one (read below, after an error)
                 if on_lines is None:
+                    reader = csv.reader(handle, delimiter=self.delimiter, strict=False)
                     yield from zip(numbers, reader, strict=False)
                     return
+                # One line past the end (the file holds no NUL): a quote never closed
+                # swallows it too, which is how the reader's state at the end shows
+                lines = itertools.chain(handle, [_PAST_END])
+                reader = csv.reader(lines, delimiter=self.delimiter, strict=False)
                 line = 0
                 for number, fields in zip(numbers, reader, strict=False):
+                    if fields == [_PAST_END]:
+                        return
+                    if fields and fields[-1].endswith(_PAST_END):
+                        on_lines.never_closed(number, line + 1, reader.line_num - 1, fields)
                     if reader.line_num - line > 1:
                         on_lines(number, line + 1, reader.line_num, fields)
                     line = reader.line_num
@@ -80,8 +89,10 @@ class QuoteCheck:
     A line break inside a column payrun reads (payee name, sort code, account number,
     amount, reference, source account, row id, currency) is always that: none of them
     holds one. A column payrun ignores (notes, say) may hold text over several lines, but
-    not a line that reads as a whole row of this file (as many delimiters as the header).
-    ``header`` is set once the header row is read; rows before it are not checked.
+    not a line that reads as a row carrying every column payrun reads (as many delimiters
+    as the last of them needs), and never a quote that is not closed before the file ends.
+    ``header`` is set once the header row is read; rows before it are checked only for
+    a quote never closed.
     """
 
     def __init__(self, path: Path, delimiter: str) -> None:
@@ -93,27 +104,43 @@ class QuoteCheck:
         if self.header is None:
             return
         read = {index: name for name, index in self.header.positions}
-        headers = self.header.headers
+        last_read = max(read, default=0)
         for index, text in enumerate(fields):
             if "\n" not in text and "\r" not in text:
                 continue
-            name = read.get(index)
-            if name is None and not self._holds_a_row(text, len(headers)):
+            if index not in read and not self._holds_a_row(text, last_read):
                 continue
-            if name is None:
-                name = repr(headers[index][:40]) if index < len(headers) else f"{index + 1}"
-            raise self._refusal(row, name, first, last)
+            raise self._refusal(row, self._column(index), first, last)
 
-    def _holds_a_row(self, text: str, width: int) -> bool:
+    def never_closed(self, row: int, first: int, last: int, fields: list[str]) -> None:
+        """Refuse a row whose last cell opens a quote that the file never closes."""
+        raise self._refusal(row, self._column(len(fields) - 1), first, last, at_end=True)
+
+    def _column(self, index: int) -> str:
+        """The column's name as the messages give it: bare for columns payrun reads."""
+        if self.header is None:
+            return f"{index + 1}"
+        name = {index: name for name, index in self.header.positions}.get(index)
+        if name is not None:
+            return name
+        headers = self.header.headers
+        return repr(headers[index][:40]) if index < len(headers) else f"{index + 1}"
+
+    def _holds_a_row(self, text: str, last_read: int) -> bool:
+        """Whether a swallowed line reaches the last column payrun reads (short rows do)."""
         lines = text.splitlines()[1:]
-        return any(line.count(self.delimiter) >= width - 1 for line in lines)
+        return any(line.count(self.delimiter) >= last_read for line in lines)
 
-    def _refusal(self, row: int, column: str, first: int, last: int) -> BatchFileError:
+    def _refusal(
+        self, row: int, column: str, first: int, last: int, *, at_end: bool = False
+    ) -> BatchFileError:
         swallowed = last - first
+        closed = " is never closed" if at_end else " is not closed on that line"
+        rest = ", all the file has left" if at_end else ""
         msg = (
             f'{self.path.name}: a quote (") opens a cell in row {row} (line {first} of the'
-            f" file), column {column}, and is not closed on that line: it swallows the next"
-            f" {swallowed} line{'s' if swallowed != 1 else ''} (to line {last}), so the rows"
+            f" file), column {column}, and{closed}: it swallows the next"
+            f" {swallowed} line{'s' if swallowed != 1 else ''} (to line {last}){rest}, so the rows"
             " there are not read; close or remove the quote, then run again"
         )
         return BatchFileError(msg, path=self.path)

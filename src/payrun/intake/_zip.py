@@ -12,6 +12,7 @@ calamine lays them out in one grid. ``sheet_states`` says which sheets are hidde
 
 from __future__ import annotations
 
+import collections
 import posixpath
 import zipfile
 import zlib
@@ -40,7 +41,8 @@ _STYLES = "xl/styles.xml"
 
 
 def check_workbook_zip(path: Path) -> None:
-    """Refuse a corrupt zip, a zip that is not a workbook, or one that inflates too far."""
+    """Refuse a corrupt zip, a zip that is not a workbook, one that inflates too far, or
+    one naming a part twice (a repeated member name or relationship Id)."""
     try:
         with zipfile.ZipFile(path) as archive:
             entries = archive.infolist()
@@ -51,6 +53,17 @@ def check_workbook_zip(path: Path) -> None:
     if "xl/workbook.xml" not in names:
         msg = f"{path.name} is a zip archive, not an Excel .xlsx workbook"
         raise BatchFileError(msg, path=path)
+    # Readers disagree on which of two same-named parts counts: the checks could read one
+    # and calamine lay out the other.
+    if len(names) != len(entries):
+        counted = collections.Counter(entry.filename for entry in entries)
+        twice = [name for name, count in counted.items() if count > 1]
+        msg = (
+            f"{path.name} is a damaged .xlsx workbook: the zip holds {twice[0]!r} twice;"
+            " save it again from Excel"
+        )
+        raise BatchFileError(msg, path=path)
+    _check_relationship_ids(path)
     inflated = sum(entry.file_size for entry in entries)
     if inflated > MAX_UNCOMPRESSED_BYTES:
         msg = (
@@ -58,6 +71,30 @@ def check_workbook_zip(path: Path) -> None:
             f" {MAX_UNCOMPRESSED_BYTES // 1_048_576} MB limit (a zip bomb?); split the batch"
         )
         raise BatchFileError(msg, path=path)
+
+
+def _check_relationship_ids(path: Path) -> None:
+    """Refuse a workbook whose relationships give one Id to two parts (which is the sheet?)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            rels = ElementTree.fromstring(archive.read("xl/_rels/workbook.xml.rels"))
+    except KeyError:
+        return
+    except (zipfile.BadZipFile, ElementTree.ParseError, zlib.error, ValueError, OSError) as exc:
+        msg = f"{path.name} is a corrupt .xlsx workbook ({exc}): save it again from Excel"
+        raise BatchFileError(msg, path=path) from exc
+    seen: set[str] = set()
+    for rel in rels.iter():
+        if _local(rel.tag) != "Relationship":
+            continue
+        rel_id = rel.get("Id", "")
+        if rel_id in seen:
+            msg = (
+                f"{path.name} is a damaged .xlsx workbook: relationship Id {rel_id!r} names"
+                " two parts, so which is the sheet cannot be told; save it again from Excel"
+            )
+            raise BatchFileError(msg, path=path)
+        seen.add(rel_id)
 
 
 def sheet_marks(path: Path, sheet_index: int) -> SheetMarks:
@@ -133,12 +170,30 @@ def _sheet_member(archive: zipfile.ZipFile, sheet_index: int) -> str:
     rels = ElementTree.fromstring(archive.read("xl/_rels/workbook.xml.rels"))
     for rel in rels.iter():
         if _local(rel.tag) == "Relationship" and rel.get("Id") == rel_id:
-            target = rel.get("Target", "")
-            if target.startswith("/"):
-                return target.lstrip("/")
-            return posixpath.normpath(posixpath.join("xl", target))
+            return _one_place(archive, rel.get("Target", ""), sheet_index)
     msg = f"the workbook does not say where sheet {sheet_index + 1} is"
     raise KeyError(msg)
+
+
+def _one_place(archive: zipfile.ZipFile, target: str, sheet_index: int) -> str:
+    """The member a sheet's target names, by every reading of it other programs use.
+
+    A target may be read relative to ``xl/`` or from the zip's root, normalized or not:
+    when two readings name two members, calamine may lay out the one not checked.
+    """
+    stripped = target.lstrip("/")
+    readings = [
+        stripped if target.startswith("/") else posixpath.normpath(posixpath.join("xl", target)),
+        stripped,
+        posixpath.join("xl", stripped),
+        posixpath.normpath(stripped),
+    ]
+    names = set(archive.namelist())
+    found = list(dict.fromkeys(reading for reading in readings if reading in names))
+    if len(found) > 1:
+        msg = f"sheet {sheet_index + 1}'s location {target!r} names both {found[0]} and {found[1]}"
+        raise ValueError(msg)
+    return found[0] if found else readings[0]
 
 
 def _sheets(book: ElementTree.Element) -> list[ElementTree.Element]:

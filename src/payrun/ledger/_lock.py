@@ -73,7 +73,8 @@ def _check_writable(path: Path) -> None:
 def check_ledger_path(path: Path) -> None:
     """Refuse a ledger path naming anything but a regular file (or nothing yet), before
     anything is opened, locked or made beside it: a device, a pipe, a socket, a folder, a
-    symbolic link to nothing. A file path of a missing folder is left to ``take_lock``."""
+    symbolic link to nothing; and SQLite's ``-wal`` or ``-shm`` beside it as a link or not
+    a regular file. A file path of a missing folder is left to ``take_lock``."""
     try:
         mode = path.stat().st_mode
     except (FileNotFoundError, NotADirectoryError):
@@ -83,11 +84,43 @@ def check_ledger_path(path: Path) -> None:
                 " another --ledger"
             )
             raise LedgerError(msg) from None
+        _check_beside(path)
         return
     except OSError as exc:
         msg = f"cannot use the ledger {path}: {exc.strerror}; pass another --ledger"
         raise LedgerError(msg) from None
     _refuse_unusual(path, mode)
+    _check_beside(path)
+
+
+def _check_beside(path: Path) -> None:
+    """Refuse SQLite's ``-wal`` and ``-shm`` files beside the ledger when they are links or
+    not regular files: SQLite would write the ledger's pages through them into another file."""
+    for suffix in ("-wal", "-shm"):
+        beside = path.with_name(path.name + suffix)
+        try:
+            mode = beside.lstat().st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            msg = f"cannot use the ledger {path}: {beside}: {exc.strerror}; pass another --ledger"
+            raise LedgerError(msg) from None
+        _refuse_not_own(beside, mode)
+
+
+def _refuse_not_own(path: Path, mode: int) -> None:
+    """Refuse a file payrun keeps beside the ledger that is a link or not a regular file."""
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISLNK(mode):
+        kind = "a symbolic link"
+    else:
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    msg = (
+        f"{path} is {kind}, not a file payrun made beside its ledger: remove it (payrun"
+        " makes its own), or pass another --ledger"
+    )
+    raise LedgerError(msg)
 
 
 _KINDS = (
@@ -129,11 +162,7 @@ def take_lock(path: Path) -> int | None:
         raise LedgerError(msg)
     deadline = time.monotonic() + _LOCK_PATIENCE
     while True:
-        try:
-            fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
-        except OSError as exc:
-            msg = f"cannot create the ledger lock {lock_path}: {exc.strerror}"
-            raise LedgerError(msg) from None
+        fd = _open_lock_file(lock_path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -149,12 +178,39 @@ def take_lock(path: Path) -> int | None:
                 " wait for it to finish or stop it, then run again"
             )
             raise LedgerLockedError(msg, pid=pid) from None
+        except OSError as exc:
+            os.close(fd)
+            msg = f"cannot lock the ledger lock {lock_path}: {exc.strerror}"
+            raise LedgerError(msg) from None
         if _still_linked(fd, lock_path):
             break
         # Locked a lock file its holder removed meanwhile: take the new one
         os.close(fd)
-    os.ftruncate(fd, 0)
-    os.write(fd, str(os.getpid()).encode())
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+    except OSError as exc:
+        os.close(fd)
+        msg = f"cannot write the ledger lock {lock_path}: {exc.strerror}"
+        raise LedgerError(msg) from None
+    return fd
+
+
+def _open_lock_file(lock_path: Path) -> int:
+    """Open (or create) the lock file itself: never through a link, never a pipe or device."""
+    flags = os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+    try:
+        fd = os.open(lock_path, flags, 0o600)
+    except OSError as exc:
+        if lock_path.is_symlink():
+            _refuse_not_own(lock_path, stat.S_IFLNK)
+        msg = f"cannot create the ledger lock {lock_path}: {exc.strerror}"
+        raise LedgerError(msg) from None
+    try:
+        _refuse_not_own(lock_path, os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 

@@ -50,7 +50,7 @@ _GUARD_PATIENCE = 10.0
 """Seconds a run waits for the register's guard (each run holds it for an instant)."""
 _GUARD_RETRY_SECONDS = 0.02
 _FIX = (
-    "as an administrator, make it a folder open to all with the sticky bit"
+    "as root, make it a folder open to all with the sticky bit"
     f" (mkdir -p {LOCK_FOLDER} && chmod 1777 {LOCK_FOLDER}), then run again"
 )
 
@@ -224,8 +224,8 @@ def _paying(entry: _Entry, shared: int | None, batch: _Batch, *, dry_run: bool) 
 
 
 def _open_folder(*, create: bool) -> int:
-    """The register's folder, opened (not through a link) and checked: a folder that only
-    its files' owners may remove files from."""
+    """The register's folder, opened (not through a link) and checked: a folder owned by
+    root or this user, that only its files' owners may remove files from."""
     if create:
         _make_folder()
     try:
@@ -234,6 +234,13 @@ def _open_folder(*, create: bool) -> int:
         _refuse_unusable(f"cannot open it ({exc.strerror})")
     info = os.fstat(folder)
     mode = stat.S_IMODE(info.st_mode)
+    # A sticky folder's owner may remove anyone's files in it, entries of running batches too
+    if info.st_uid not in {0, os.getuid()}:
+        os.close(folder)
+        _refuse_unusable(
+            f"belongs to user {info.st_uid}, who could remove other users' entries in it"
+            " (it must belong to root or to you): remove it"
+        )
     if info.st_uid == os.getuid() and mode != _FOLDER_MODE:
         # Ours (made by an earlier run, or a umask): opened to all, so every user's runs meet.
         os.fchmod(folder, _FOLDER_MODE)
