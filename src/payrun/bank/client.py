@@ -526,7 +526,9 @@ class BankClient:
         mask = self._secrets.mask
         where = mask(f"{method} {url}")
         msg = f"could not reach the bank at {self._base_url} for {where} ({mask(exc.kind)})"
-        return BankUnavailableError(msg, detail=mask(str(exc))[:300] or None)
+        unavailable = BankUnavailableError(msg, detail=mask(str(exc))[:300] or None)
+        unavailable.reason = None if exc.reason == "connect" else exc.reason
+        return unavailable
 
     def _maybe_sent(self, method: str, url: str, exc: MaybeSent) -> OutcomeUnknownError:
         mask = self._secrets.mask

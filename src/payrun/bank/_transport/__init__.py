@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from payrun.bank._transport._errors import MaybeSent, NotSent
+from payrun.bank._transport._errors import MaybeSent, NotSent, NotSentReason
 from payrun.bank._transport._exchange import Answer, AttemptHook, PreparedRequest, Transport
 from payrun.bank._transport._size import (
     MAX_ANSWER_BYTES,
@@ -35,6 +35,7 @@ __all__ = [
     "AttemptHook",
     "MaybeSent",
     "NotSent",
+    "NotSentReason",
     "PreparedRequest",
     "Transport",
     "check_length",

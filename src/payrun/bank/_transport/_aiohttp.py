@@ -12,14 +12,15 @@ answer ran out).
 from __future__ import annotations
 
 import re
+import ssl
 
 import aiohttp
 from yarl import URL
 
-from payrun.bank._transport._errors import MaybeSent, NotSent
+from payrun.bank._transport._errors import MaybeSent, NotSent, NotSentReason
 from payrun.bank._transport._exchange import Answer, PreparedRequest
 from payrun.bank._transport._size import check_length, read_capped
-from payrun.errors import BankError
+from payrun.errors import BankError, ConfigError
 
 __all__ = ["AiohttpTransport"]
 
@@ -34,11 +35,17 @@ _NEVER_SENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
 
 
 class AiohttpTransport:
-    """An aiohttp session (opened on first use) sized for ``max_connections`` in flight."""
+    """An aiohttp session (opened on first use) sized for ``max_connections`` in flight.
+
+    A machine where no CA certificates can be found (the system's, or where
+    ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` point) fails when it is made, before anything is
+    sent, with a ``ConfigError`` that says so.
+    """
 
     __slots__ = ("_keepalive", "_max_connections", "_session", "_timeout")
 
     def __init__(self, *, timeout: float, max_connections: int, keepalive_seconds: float) -> None:
+        _check_ca_certificates()
         self._timeout = aiohttp.ClientTimeout(total=timeout, connect=min(timeout, _CONNECT_SECONDS))
         self._max_connections = max_connections
         self._keepalive = keepalive_seconds
@@ -75,7 +82,7 @@ class AiohttpTransport:
                 body = await read_capped(response.content.iter_any())
                 return Answer(response.status, body, response.headers.get("Date"))
         except _NEVER_SENT as exc:
-            raise NotSent(str(exc), kind=type(exc).__name__) from exc
+            raise NotSent(str(exc), kind=type(exc).__name__, reason=_reason(exc)) from exc
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             # TimeoutError is an OSError: the wait for the answer ran out
             late = isinstance(exc, TimeoutError)
@@ -86,6 +93,15 @@ class AiohttpTransport:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def _reason(exc: Exception) -> NotSentReason:
+    """Why a connection failed: its host name, its TLS handshake, or the connection itself."""
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return "no-such-host"
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return "tls"
+    return "connect"
 
 
 def _checked_url(request: PreparedRequest) -> URL:
@@ -110,3 +126,16 @@ def _checked_url(request: PreparedRequest) -> URL:
         msg = f"cannot send {request.method} {request.url}: {problem}"
         raise BankError(msg)
     return url
+
+
+def _check_ca_certificates() -> None:
+    """Refuse a machine where OpenSSL would find no CA certificates to trust."""
+    # The standard library resolves SSL_CERT_FILE / SSL_CERT_DIR, keeping only what exists
+    paths = ssl.get_default_verify_paths()
+    if paths.cafile is None and paths.capath is None:
+        msg = (
+            "cannot set up the HTTP client: no CA certificates can be loaded; check that"
+            " SSL_CERT_FILE or SSL_CERT_DIR, if set, name CA certificates (or unset them to use"
+            " the system's)"
+        )
+        raise ConfigError(msg)

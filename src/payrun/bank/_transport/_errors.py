@@ -9,9 +9,15 @@ reaches a user: ``BankClient`` turns ``NotSent`` into ``BankUnavailableError`` a
 
 from __future__ import annotations
 
+from typing import Literal
+
 from payrun.errors import BankError
 
-__all__ = ["MaybeSent", "NotSent"]
+__all__ = ["MaybeSent", "NotSent", "NotSentReason"]
+
+NotSentReason = Literal["connect", "no-such-host", "tls"]
+"""Why nothing was sent: the connection failed, the host name did not resolve, or the TLS
+handshake failed (a certificate, or no TLS server at that port)."""
 
 
 class NotSent(BankError):
@@ -21,9 +27,10 @@ class NotSent(BankError):
     ``kind`` names what failed in a few words; the message is the library's own text.
     """
 
-    def __init__(self, message: str, *, kind: str) -> None:
+    def __init__(self, message: str, *, kind: str, reason: NotSentReason = "connect") -> None:
         super().__init__(message)
         self.kind = kind
+        self.reason: NotSentReason = reason
 
 
 class MaybeSent(BankError):
