@@ -1,8 +1,8 @@
-"""Port to the bank's REST API: the only package that imports aiohttp and tenacity.
+"""Port to the bank's REST API: the only package that imports an HTTP client and tenacity.
 
 ``BankClient`` sends every request through one ``AdaptiveLimiter`` (the organization's
 in-flight limit) under a ``RetryPolicy``, over a ``Transport`` (``make_transport``: the one
-HTTP stack, on aiohttp, in ``bank._transport``); answers come back as the frozen values of
+HTTP stack, in ``bank._transport``); answers come back as the frozen values of
 ``payrun.bank.wire``, failures as ``payrun.errors.BankError`` subclasses.
 """
 
