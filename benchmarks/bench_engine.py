@@ -29,8 +29,8 @@ import httpx
 import uvloop
 
 from payrun._models import PaymentInstruction, RowStatus, RowVerdict
-from payrun.bank import AdaptiveLimiter, BankClient, RetryPolicy
-from payrun.bank._lean import Answer, LeanClient
+from payrun.bank import AdaptiveLimiter, Answer, BankClient, PreparedRequest, RetryPolicy
+from payrun.config import Secret, Settings
 from payrun.ledger import BatchInfo, Ledger, LedgerRow
 from payrun.run._book import RowBook
 from payrun.run._execute import execute_rows
@@ -38,25 +38,28 @@ from payrun.run._stop import StopSignal
 from payrun.sandbox import create_app, default_seed
 
 SECRET = "bench-engine-secret"  # noqa: S105 - the in-process sandbox's key, nothing real
+CANNED_BASE = "https://bank.invalid"
 
 
-class CannedBank(LeanClient):
-    """Answers each create with a payment of its own (the canned one under a new URL, from
-    the account and for the amount asked) and each submit with a submission of its own
-    naming that payment (payrun checks that an answer is about what it asked for)."""
+class CannedBank:
+    """A ``Transport`` that answers each create with a payment of its own (the canned one
+    under a new URL, from the account and for the amount asked) and each submit with a
+    submission of its own naming that payment (payrun checks that an answer is about what
+    it asked for)."""
 
     def __init__(self, payment: bytes, submission: bytes, delay: float) -> None:
-        super().__init__("https://bank.invalid", {"Authorization": "ServiceAPIKey x"})
         self._payment, self._submission, self._delay = payment, submission, delay
         self._payment_url = _field(payment, b"payment-url")
         self._submission_url = _field(submission, b"submission-url")
         self._account_url = _field(submission, b"account-url")
         self.requests = 0
 
-    async def request(
-        self, method: str, url: str, *, params: Any = None, json: Any = None
-    ) -> Answer:
+    async def aclose(self) -> None:
+        """Nothing to close."""
+
+    async def send(self, request: PreparedRequest) -> Answer:
         """Wait the delay, then answer 201 with this call's own payment or submission."""
+        url = request.url.removeprefix(CANNED_BASE)
         await asyncio.sleep(self._delay)
         self.requests += 1
         number = str(self.requests).encode()
@@ -65,7 +68,7 @@ class CannedBank(LeanClient):
                 self._submission_url, self._submission_url + number
             ).replace(self._payment_url, url.removesuffix("/submissions").encode())
         else:
-            amount = json["payment-amount"]["value"].encode()
+            amount = _field(request.body, b"value")
             body = (
                 self._payment.replace(self._payment_url, self._payment_url + number)
                 .replace(b'"value":"1.00"', b'"value":"' + amount + b'"')
@@ -79,14 +82,33 @@ def _field(body: bytes, name: bytes) -> bytes:
     return body.split(b'"' + name + b'":"', 1)[1].split(b'"', 1)[0]
 
 
+class InProcess:
+    """The sandbox app called in process, as payrun's ``Transport``."""
+
+    def __init__(self, app: Any) -> None:
+        self._inner = httpx.ASGITransport(app=app)
+
+    async def send(self, request: PreparedRequest) -> Answer:
+        """Call the app with the request as built."""
+        outgoing = httpx.Request(
+            request.method, request.url, headers=request.headers, content=request.body or None
+        )
+        response = await self._inner.handle_async_request(outgoing)
+        return Answer(response.status_code, await response.aread(), response.headers.get("date"))
+
+    async def aclose(self) -> None:
+        """Nothing to close."""
+
+
 async def canned_bodies() -> tuple[bytes, bytes, str, str]:
     """A payment and a submission as the sandbox writes them, and an account and payee."""
     app = create_app(seed=default_seed(), api_key=SECRET)
     headers = {"Authorization": f"ServiceAPIKey {SECRET}"}
+    settings = Settings(base_url="http://sandbox", api_key=Secret(SECRET))
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://sandbox", headers=headers
     ) as http:
-        bank = BankClient(http, retry=RetryPolicy.no_wait())
+        bank = BankClient(InProcess(app), settings, retry=RetryPolicy.no_wait())
         org = await bank.organization()
         account = await bank.find_account(org, sort_code="040004", account_number="30000001")
         assert account is not None
@@ -160,7 +182,9 @@ async def one_pass(
     ledger = ledger_of(directory / f"bench-{time.monotonic_ns()}.sqlite", rows)
     book = RowBook(ledger.rows(), ledger=None if args.no_ledger else ledger)
     bank = CannedBank(payment, submission, args.delay_ms / 1000)
-    client = BankClient(bank, limiter=AdaptiveLimiter(50), retry=RetryPolicy.no_wait())
+    settings = Settings(base_url=CANNED_BASE, api_key=Secret("x"))
+    limiter, retry = AdaptiveLimiter(50), RetryPolicy.no_wait()
+    client = BankClient(bank, settings, limiter=limiter, retry=retry)
     gc.collect()
     started = time.process_time()
     result = await execute_rows(

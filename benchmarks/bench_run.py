@@ -285,14 +285,6 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
     from payrun.ledger import Ledger  # noqa: PLC0415
 
     import_s = time.perf_counter() - t_import  # the bank stack: imported lazily by the CLI
-    if job.get("transport"):  # --transport: the run's client on another transport
-        import functools  # noqa: PLC0415
-
-        import payrun.bank  # noqa: PLC0415
-
-        payrun.bank.make_http_client = functools.partial(  # type: ignore[assignment]
-            payrun.bank.make_http_client, transport=job["transport"]
-        )
     phases: dict[str, float] = {}
     _time_phases(phases)
 
@@ -453,7 +445,7 @@ def calibrate(job: dict[str, Any]) -> dict[str, Any]:
     """The floor: the run's HTTP client alone (no payrun) at its concurrency and latency.
 
     ``workers`` tasks send ``requests`` POSTs in all, each with a create-payment body,
-    through ``make_http_client`` (the default transport, as a run gets it) on uvloop as a
+    through ``make_transport`` (payrun's aiohttp transport, as a run gets it) on uvloop as a
     run does, and parse each JSON answer. The account does not exist, so the sandbox
     answers 404 after its latency and nothing changes. The answer is this process's CPU
     per request: what that HTTP client costs on this machine at this latency and
@@ -461,41 +453,48 @@ def calibrate(job: dict[str, Any]) -> dict[str, Any]:
     """
     import uvloop  # noqa: PLC0415
 
-    from payrun.bank import make_http_client  # noqa: PLC0415
-    from payrun.bank.transport import DEFAULT_TRANSPORT  # noqa: PLC0415
-    from payrun.config import Secret, Settings  # noqa: PLC0415
+    from payrun.bank import PreparedRequest, make_transport  # noqa: PLC0415
 
-    settings = Settings(base_url=job["base_url"], api_key=Secret(job["api_key"]))
-    url = "/v0/bank/accounts/ba.calibration/payments"
+    url = job["base_url"] + "/v0/bank/accounts/ba.calibration/payments"
+    headers = {
+        "Authorization": f"ServiceAPIKey {job['api_key']}",
+        "Accept": "application/json",
+        "User-Agent": "payrun",
+        "Content-Type": "application/json",
+    }
     body = {
         "creditor": {"creditor-type": "payee", "payee-url": "/v0/payees/pe.calibration"},
         "payment-amount": {"currency": "GBP", "value": "1.00"},
         "payment-reference": "CALIBRATION",
     }
 
+    def request() -> PreparedRequest:
+        content = json.dumps(body, separators=(",", ":")).encode()
+        return PreparedRequest("POST", url, headers, content)
+
     async def main() -> float:
         left = [job["requests"]]
-        transport = job.get("transport") or DEFAULT_TRANSPORT
-        async with make_http_client(
-            settings, max_connections=job["workers"], transport=transport
-        ) as http:
+        http = make_transport(max_connections=job["workers"])
+        try:
 
             async def worker() -> None:
                 while left[0] > 0:
                     left[0] -= 1
-                    json.loads((await http.request("POST", url, json=body)).content)
+                    json.loads((await http.send(request())).content)
 
             left[0] = job["workers"]  # warm the connections up, as a run's preflight does
             await asyncio.gather(*(worker() for _ in range(job["workers"])))
             round_trips = []
             for _ in range(ROUND_TRIPS):  # one request at a time: the latency a client sees
                 started = time.perf_counter()
-                json.loads((await http.request("POST", url, json=body)).content)
+                json.loads((await http.send(request())).content)
                 round_trips.append(time.perf_counter() - started)
             left[0] = job["requests"]
             cpu0 = time.process_time()
             await asyncio.gather(*(worker() for _ in range(job["workers"])))
             return time.process_time() - cpu0, statistics.median(round_trips)
+        finally:
+            await http.aclose()
 
     cpu, round_trip = uvloop.run(main())
     return {"cpu_per_request_s": cpu / job["requests"], "round_trip_s": round_trip}
@@ -599,7 +598,6 @@ def run_scenario(
     pin: bool,
     uvloop: bool,
     profile: str | None = None,
-    transport: str | None = None,
 ) -> dict[str, Any]:
     """Start a sandbox, run the client, collect the client's and the sandbox's numbers."""
     with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
@@ -620,7 +618,6 @@ def run_scenario(
                     "rows": scenario.rows,
                     "uvloop": uvloop,
                     "profile": profile_path,
-                    "transport": transport,
                 },
                 pin=pin,
             )
@@ -636,7 +633,6 @@ def run_scenario(
                         "base_url": base_url,
                         "api_key": api_key,
                         "workers": workers,
-                        "transport": transport,
                         "requests": 2 * scenario.rows,
                     },
                     pin=pin,
@@ -796,7 +792,7 @@ def print_table(results: list[tuple[Scenario, dict[str, Any]]]) -> None:
         )
         print(
             "  in-proc = the first table's cpu ms/p; floor = the run's HTTP client alone (the"
-            " default transport: POSTs, no bank client, engine or ledger) at the run's"
+            " aiohttp transport: POSTs, no bank client, engine or ledger) at the run's"
         )
         print(
             "  average in-flight count and the same latency, CPU per 2 requests: what that"
@@ -869,12 +865,6 @@ def main() -> int:
     )
     parser.add_argument("--only", help="run only scenarios whose name contains this")
     parser.add_argument(
-        "--transport",
-        choices=["pyreqwest", "aiohttp", "httpx-aiohttp", "httpx"],
-        help="the in-process run's HTTP transport (default: payrun's default;"
-        " the `payrun run` command always uses the default)",
-    )
-    parser.add_argument(
         "--rows-100k",
         type=int,
         default=None,
@@ -914,9 +904,7 @@ def main() -> int:
             f" L={scenario.latency_ms:.0f} ms) ...",
             flush=True,
         )
-        outcome = run_scenario(
-            scenario, pin=pin, uvloop=args.uvloop, profile=args.profile, transport=args.transport
-        )
+        outcome = run_scenario(scenario, pin=pin, uvloop=args.uvloop, profile=args.profile)
         results.append((scenario, outcome))
     print(f"  done in {time.perf_counter() - started:.0f} s\n")
     print_table(results)

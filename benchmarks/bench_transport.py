@@ -1,10 +1,9 @@
 """Transport benchmark: requests/s and client CPU per request at 50 concurrent workers.
 
-Compares, against a bank in another process, plain httpx (one client), httpx over the
-aiohttp transport (httpx-aiohttp), payrun's lean aiohttp client and pyreqwest (the
-default), ``BankClient.get_account`` over each (limiter, retry and parsing included) and
-``BankClient`` create+submit pairs over each. Client CPU is
-``time.process_time()`` of this process only, so the server never counts.
+Measures, against a bank in another process, payrun's aiohttp transport alone (a prepared
+GET), ``BankClient.get_account`` over it (limiter, retry and parsing included) and
+``BankClient`` create+submit pairs. Client CPU is ``time.process_time()`` of this process
+only, so the server never counts.
 
     python benchmarks/bench_transport.py                 # payrun sandbox, 0 and 20 ms
     python benchmarks/bench_transport.py --server tiny   # a minimal uvicorn app instead
@@ -27,12 +26,17 @@ from typing import Any
 import anyio
 import httpx
 
-from payrun.bank import AdaptiveLimiter, BankClient, HttpClient, RetryPolicy, make_http_client
-from payrun.bank.transport import TransportName
+from payrun.bank import (
+    AdaptiveLimiter,
+    BankClient,
+    PreparedRequest,
+    RetryPolicy,
+    Transport,
+    make_transport,
+)
 from payrun.config import Secret, Settings
 
 WORKERS = 50
-TRANSPORTS: tuple[TransportName, ...] = ("httpx", "httpx-aiohttp", "aiohttp", "pyreqwest")
 
 
 @dataclass(frozen=True)
@@ -153,10 +157,11 @@ async def discover(base_url: str, api_key: str) -> Target:
     settings = Settings(base_url=base_url, api_key=Secret(api_key))
     if api_key == "tiny":
         return Target(base_url, api_key, ["/v0/bank/accounts/ba.bench"], "/v0/payees/pe.bench")
-    async with BankClient(make_http_client(settings)) as bank:
+    async with BankClient(make_transport(), settings) as bank:
         org = await bank.organization()
-        async with make_http_client(settings) as http:
-            answer = await http.request("GET", org.accounts_url, params={"page[size]": "200"})
+        headers = {"Authorization": f"ServiceAPIKey {api_key}", "Accept": "application/json"}
+        async with httpx.AsyncClient(base_url=base_url, headers=headers) as http:
+            answer = await http.get(org.accounts_url, params={"page[size]": "200"})
             listing = json.loads(answer.content)
         urls = [a["account-url"] for a in listing["accounts"] if a["account-status"] == "open"]
         owner = (await bank.get_account(urls[0])).owner_url
@@ -193,39 +198,46 @@ async def run_workers(total: int, job: Callable[[int], Awaitable[int]]) -> tuple
 
 
 @contextlib.asynccontextmanager
-async def raw_client(target: Target, transport: TransportName) -> AsyncIterator[HttpClient]:
-    """The HTTP client of the given transport, as the bank client would get it."""
-    settings = Settings(base_url=target.base_url, api_key=Secret(target.api_key))
-    async with make_http_client(settings, transport=transport) as http:
-        yield http
+async def raw_transport() -> AsyncIterator[Transport]:
+    """The transport, as the bank client would get it."""
+    transport = make_transport(max_connections=WORKERS)
+    try:
+        yield transport
+    finally:
+        await transport.aclose()
 
 
-async def bench_raw(target: Target, transport: TransportName, n: int) -> tuple[int, float, float]:
-    """GET the account with the bare HTTP client (body read and decoded)."""
-    urls = target.account_urls
-    async with raw_client(target, transport) as http:
+async def bench_raw(target: Target, n: int) -> tuple[int, float, float]:
+    """GET the account with the bare transport (body read and decoded)."""
+    headers = {
+        "Authorization": f"ServiceAPIKey {target.api_key}",
+        "Accept": "application/json",
+        "User-Agent": "payrun",
+    }
+    requests = [
+        PreparedRequest("GET", target.base_url + url, headers) for url in target.account_urls
+    ]
+    async with raw_transport() as http:
 
         async def job(i: int) -> int:
-            response = await http.request("GET", urls[i % len(urls)])
+            response = await http.send(requests[i % len(requests)])
             json.loads(response.content)
-            return 0 if response.status_code == 200 else 1  # noqa: PLR2004
+            return 0 if response.status == 200 else 1  # noqa: PLR2004
 
         await run_workers(WORKERS * 4, job)  # warm the connection pool
         return await run_workers(n, job)
 
 
-def _bank(target: Target, transport: TransportName) -> BankClient:
+def _bank(target: Target) -> BankClient:
     settings = Settings(base_url=target.base_url, api_key=Secret(target.api_key))
-    http = make_http_client(settings, transport=transport)
-    return BankClient(http, limiter=AdaptiveLimiter(WORKERS), retry=RetryPolicy(attempts=8))
+    limiter, retry = AdaptiveLimiter(WORKERS), RetryPolicy(attempts=8)
+    return BankClient(make_transport(), settings, limiter=limiter, retry=retry)
 
 
-async def bench_get_account(
-    target: Target, transport: TransportName, n: int
-) -> tuple[int, float, float]:
+async def bench_get_account(target: Target, n: int) -> tuple[int, float, float]:
     """BankClient.get_account: limiter, retry policy, error mapping and parsing included."""
     urls = target.account_urls
-    async with _bank(target, transport) as bank:
+    async with _bank(target) as bank:
 
         async def job(i: int) -> int:
             await bank.get_account(urls[i % len(urls)])
@@ -235,12 +247,12 @@ async def bench_get_account(
         return await run_workers(n, job)
 
 
-async def bench_pairs(target: Target, transport: TransportName, n: int) -> tuple[int, float, float]:
+async def bench_pairs(target: Target, n: int) -> tuple[int, float, float]:
     """create_payment + submit_payment pairs; submits kept to 3 per account like the runner."""
     urls = target.account_urls
-    tag = f"B{transport[0]}{time.monotonic_ns() % 10**6}-"
+    tag = f"B{time.monotonic_ns() % 10**6}-"
     submit_slots = {url: anyio.CapacityLimiter(3) for url in urls}
-    async with _bank(target, transport) as bank:
+    async with _bank(target) as bank:
 
         async def job(i: int) -> int:
             url = urls[i % len(urls)]
@@ -256,7 +268,7 @@ async def bench_pairs(target: Target, transport: TransportName, n: int) -> tuple
         return errors, wall, cpu
 
 
-SCENARIOS: list[tuple[str, Callable[[Target, TransportName, int], Awaitable[Any]], int]] = [
+SCENARIOS: list[tuple[str, Callable[[Target, int], Awaitable[Any]], int]] = [
     ("raw GET", bench_raw, 1),
     ("BankClient.get_account", bench_get_account, 1),
     ("BankClient create+submit", bench_pairs, 2),
@@ -264,17 +276,15 @@ SCENARIOS: list[tuple[str, Callable[[Target, TransportName, int], Awaitable[Any]
 
 
 async def run_all(kind: str, latency_ms: int, n: int) -> list[Result]:
-    """Every scenario on every transport against one server."""
+    """Every scenario against one server."""
     results = []
     with start_server(kind, latency_ms) as (base_url, api_key, _proc):
         target = await discover(base_url, api_key)
         for label, bench, per_job in SCENARIOS:
-            for transport in TRANSPORTS:
-                errors, wall, cpu = await bench(target, transport, n)
-                requests = (n // per_job) * per_job
-                name = f"{label} [{transport}]"
-                results.append(Result(name, latency_ms, requests, wall, cpu, errors))
-                print(results[-1].row(), flush=True)
+            errors, wall, cpu = await bench(target, n)
+            requests = (n // per_job) * per_job
+            results.append(Result(label, latency_ms, requests, wall, cpu, errors))
+            print(results[-1].row(), flush=True)
         if kind == "sandbox":
             async with httpx.AsyncClient(base_url=base_url) as http:
                 auth = {"Authorization": f"ServiceAPIKey {api_key}"}

@@ -11,8 +11,9 @@ import anyio
 import httpx
 import pytest
 
-from payrun.bank import AdaptiveLimiter, BankClient, RetryPolicy, make_http_client
-from payrun.bank.transport import TRANSPORTS
+from _run_helpers import error_answer
+from _transports import asgi_transport
+from payrun.bank import AdaptiveLimiter, BankClient, PreparedRequest, RetryPolicy, make_transport
 from payrun.config import Secret, Settings
 from payrun.errors import AuthError, BankRejectedError, OutcomeUnknownError
 from payrun.sandbox import RunningSandbox, SandboxApp, create_app, default_seed, serve_in_thread
@@ -82,19 +83,10 @@ def _seed() -> dict[str, Any]:
     return seed
 
 
-def _asgi(app: SandboxApp) -> httpx.ASGITransport:
-    # SandboxApp.__call__ takes ``scope: dict``, narrower than httpx's MutableMapping type.
-    asgi_app: Any = app
-    return httpx.ASGITransport(app=asgi_app)
-
-
 def _asgi_bank(app: SandboxApp, *, key: str = SECRET, attempts: int = 4) -> BankClient:
-    http = httpx.AsyncClient(
-        transport=_asgi(app),
-        base_url=BASE,
-        headers={"Authorization": f"ServiceAPIKey {key}"},
-    )
-    return BankClient(http, retry=RetryPolicy.no_wait(attempts=attempts))
+    settings = Settings(base_url=BASE, api_key=Secret(key))
+    retry = RetryPolicy.no_wait(attempts=attempts)
+    return BankClient(asgi_transport(app), settings, retry=retry)
 
 
 @pytest.fixture
@@ -105,7 +97,7 @@ def sandbox_app() -> SandboxApp:
 
 @pytest.fixture
 async def bank(sandbox_app: SandboxApp) -> AsyncIterator[BankClient]:
-    """A BankClient bound to the in-process sandbox through httpx.ASGITransport."""
+    """A BankClient bound to the in-process sandbox (an ASGI test transport)."""
     async with _asgi_bank(sandbox_app) as client:
         yield client
 
@@ -168,18 +160,17 @@ async def _every_method(bank: BankClient) -> None:
 
 
 async def test_every_method_in_process(bank: BankClient) -> None:
-    """Every method works against the sandbox through httpx.ASGITransport."""
+    """Every method works against the sandbox called in process."""
     with anyio.fail_after(20):
         await _every_method(bank)
 
 
-@pytest.mark.parametrize("transport", list(TRANSPORTS))
-async def test_every_method_over_loopback(served: RunningSandbox, transport: Any) -> None:
-    """Every method works over real loopback HTTP on both transports."""
+async def test_every_method_over_loopback(served: RunningSandbox) -> None:
+    """Every method works over real loopback HTTP."""
     settings = Settings(base_url=served.base_url, api_key=Secret(served.api_key))
-    http = make_http_client(settings, transport=transport, timeout=10)
+    transport = make_transport(timeout=10)
     with anyio.fail_after(30):
-        async with BankClient(http, retry=RetryPolicy.no_wait()) as bank:
+        async with BankClient(transport, settings, retry=RetryPolicy.no_wait()) as bank:
             await _every_method(bank)
 
 
@@ -189,7 +180,7 @@ async def test_limits_are_never_exceeded_over_loopback(served: RunningSandbox) -
     limiter = AdaptiveLimiter(50)
     async with httpx.AsyncClient(base_url=served.base_url) as admin:
         await admin.post("/__sandbox/stats/reset")
-        async with BankClient(make_http_client(settings), limiter=limiter) as bank:
+        async with BankClient(make_transport(), settings, limiter=limiter) as bank:
             org = await bank.organization()
             account = await bank.find_account(org, sort_code="040004", account_number="30000002")
             assert account is not None
@@ -282,15 +273,82 @@ async def test_injected_429s_are_retried_and_shrink_the_limit() -> None:
     """With half the requests refused 429, reads still complete and the limit shrinks."""
     app = create_app(seed=_seed(), api_key=SECRET, extra_429_rate=0.5, rng_seed=3)
     limiter = AdaptiveLimiter(50)
-    http = httpx.AsyncClient(
-        transport=_asgi(app),
-        base_url=BASE,
-        headers={"Authorization": f"ServiceAPIKey {SECRET}"},
-    )
-    async with BankClient(http, limiter=limiter, retry=RetryPolicy.no_wait(attempts=30)) as bank:
+    settings = Settings(base_url=BASE, api_key=Secret(SECRET))
+    retry = RetryPolicy.no_wait(attempts=30)
+    async with BankClient(asgi_transport(app), settings, limiter=limiter, retry=retry) as bank:
         org = await bank.organization()
         account = await bank.find_account(org, sort_code="040004", account_number="30000001")
         assert account is not None
         for _ in range(10):
             assert (await bank.get_account(account.url)).url == account.url
     assert limiter.limit < 50
+
+
+Received = tuple[str, str, dict[str, str], bytes]
+"""What the sandbox server read of one request: method, target, headers, body."""
+
+
+def _refuse_each_request_once(
+    served: RunningSandbox, monkeypatch: pytest.MonkeyPatch
+) -> list[Received]:
+    """Record every request as the real server reads it (target, headers, body bytes) and
+    answer every other one 429: sent one at a time, each request is sent twice."""
+    serve_api = served.app._serve_api  # noqa: SLF001 - the server's own request handler
+    refused = error_answer(429, "too-many-requests")
+    received: list[Received] = []
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        chunks = [await receive()]
+        while chunks[-1].get("more_body", False):
+            chunks.append(await receive())
+        body = b"".join(chunk.get("body", b"") for chunk in chunks)
+        query = scope["query_string"].decode()
+        target = scope["raw_path"].decode() + (f"?{query}" if query else "")
+        headers = {name.decode(): value.decode() for name, value in scope["headers"]}
+        first = len(received) % 2 == 0
+        received.append((scope["method"], target, headers, body))
+
+        async def replay() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await (refused if first else serve_api)(scope, replay, send)
+
+    monkeypatch.setattr(served.app, "_serve_api", recording)
+    return received
+
+
+async def test_the_attempt_hook_sees_the_exact_bytes_sent_on_every_attempt(
+    served: RunningSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-attempt hook is called once per attempt, retries included, and what it
+    returns is byte for byte what the real server reads (method, target, headers, body)."""
+    received = _refuse_each_request_once(served, monkeypatch)
+    hooked: list[PreparedRequest] = []
+
+    def sign(request: PreparedRequest) -> PreparedRequest:
+        signed = request.with_headers({"Signature": f"attempt-{len(hooked) + 1}"})
+        hooked.append(signed)
+        return signed
+
+    settings = Settings(base_url=served.base_url, api_key=Secret(served.api_key))
+    transport = make_transport(timeout=10)
+    retry = RetryPolicy.no_wait()
+    with anyio.fail_after(30):
+        async with BankClient(transport, settings, retry=retry, on_attempt=sign) as bank:
+            await _every_method(bank)
+    assert len(hooked) == len(received) >= 2 * 15
+    # Each refused request is sent again as built, signed afresh by the hook
+    for refused, again in zip(received[::2], received[1::2], strict=True):
+        assert (again[0], again[1], again[3]) == (refused[0], refused[1], refused[3])
+        assert again[2]["signature"] != refused[2]["signature"]
+    host = served.base_url.removeprefix("http://")
+    for request, (method, target, headers, body) in zip(hooked, received, strict=True):
+        assert request.url == served.base_url + target
+        assert (request.method, request.body) == (method, body)
+        sent = {name.lower(): value for name, value in request.headers.items()}
+        derived = {"host": host} | ({"content-length": str(len(body))} if body else {})
+        assert headers == sent | derived
+    assert [r.headers["Signature"] for r in hooked] == [
+        f"attempt-{n}" for n in range(1, len(hooked) + 1)
+    ]
+    assert any(r.body for r in hooked) and any("?" in r.url for r in hooked)

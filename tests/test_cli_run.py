@@ -1441,11 +1441,11 @@ def test_a_create_the_bank_finishes_after_the_timeout_is_found_not_made_again(
     """The bank takes longer than payrun waits for a create, and makes the payment after
     payrun gave up. payrun looks at the account's payments only once the bank has had
     LATE_ANSWER_SECONDS more, so it finds that payment instead of creating another."""
-    import payrun.bank.transport
+    import payrun.bank._transport
     import payrun.run._execute
 
     bank = start_bank()
-    monkeypatch.setattr(payrun.bank.transport, "REQUEST_TIMEOUT", 0.5)
+    monkeypatch.setattr(payrun.bank._transport, "REQUEST_TIMEOUT", 0.5)
     monkeypatch.setattr(payrun.run._execute, "LATE_ANSWER_SECONDS", 2.0)
     slow = _first_create_slow(bank, monkeypatch, 1.2)
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
@@ -1469,11 +1469,11 @@ def test_a_rerun_right_after_ctrl_c_in_the_late_wait_still_waits_for_the_bank(
     import signal
     import threading
 
-    import payrun.bank.transport
+    import payrun.bank._transport
     import payrun.run._execute
 
     bank = start_bank()
-    monkeypatch.setattr(payrun.bank.transport, "REQUEST_TIMEOUT", 0.5)
+    monkeypatch.setattr(payrun.bank._transport, "REQUEST_TIMEOUT", 0.5)
     monkeypatch.setattr(payrun.run._execute, "LATE_ANSWER_SECONDS", 4.0)
     slow = _first_create_slow(bank, monkeypatch, 2.5)  # made 2 s after payrun's timeout
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])

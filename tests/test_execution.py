@@ -1,4 +1,4 @@
-"""The execution engine against the in-process sandbox bank (httpx.ASGITransport)."""
+"""The execution engine against the in-process sandbox bank (an ASGI test transport)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
+from _transports import HttpxTransport, asgi_transport
 from payrun._models import BatchInfo, LedgerRow, PaymentInstruction, RowStatus, RowVerdict
 from payrun.bank import AdaptiveLimiter, BankClient, RetryPolicy
+from payrun.config import Secret, Settings
 from payrun.errors import AuthError
 from payrun.ledger import Ledger
 from payrun.run._book import RowBook
@@ -23,18 +25,15 @@ from payrun.run._stop import StopSignal
 from payrun.sandbox import create_app, default_seed
 
 SECRET = "sandbox-test-key"
+SETTINGS = Settings(base_url="http://sandbox", api_key=Secret(SECRET))
 
 
 @asynccontextmanager
 async def _bank(latency_ms: float) -> AsyncIterator[tuple[Any, BankClient]]:
     """A sandbox app with this latency and a BankClient bound to it in-process."""
     app = create_app(seed=default_seed(), api_key=SECRET, latency_ms=latency_ms)
-    http = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app),
-        base_url="http://sandbox",
-        headers={"Authorization": f"ServiceAPIKey {SECRET}"},
-    )
-    async with BankClient(http, limiter=AdaptiveLimiter(50), retry=RetryPolicy.no_wait()) as client:
+    limiter, retry = AdaptiveLimiter(50), RetryPolicy.no_wait()
+    async with BankClient(asgi_transport(app), SETTINGS, limiter=limiter, retry=retry) as client:
         yield app, client
 
 
@@ -117,7 +116,8 @@ async def test_engine_respects_lower_limits(sandbox: tuple[Any, BankClient]) -> 
     """One submit per account and a 5-request limiter are never exceeded."""
     app, client = sandbox
     rows = await _rows(client, 12)
-    client_limited = BankClient(client._http, limiter=AdaptiveLimiter(5))  # noqa: SLF001
+    transport = client._transport  # noqa: SLF001
+    client_limited = BankClient(transport, SETTINGS, limiter=AdaptiveLimiter(5))
     result = await _execute(
         client_limited, RowBook(rows), rows, per_account_submits=1, create_workers=5
     )
@@ -244,12 +244,7 @@ async def test_rejected_create_fails_the_row(sandbox: tuple[Any, BankClient]) ->
 async def test_unknown_outcome_is_left_for_reconciliation() -> None:
     """A 500 after create leaves the row 'creating' (never resent blindly)."""
     app = create_app(seed=default_seed(), api_key=SECRET, fault_rate=1.0, fault_kinds=("500",))
-    http = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app),
-        base_url="http://sandbox",
-        headers={"Authorization": f"ServiceAPIKey {SECRET}"},
-    )
-    async with BankClient(http, retry=RetryPolicy.no_wait()) as client:
+    async with BankClient(asgi_transport(app), SETTINGS, retry=RetryPolicy.no_wait()) as client:
         rows = await _rows(client, 3)
         book = RowBook(rows)
         result = await _execute(client, book, rows, create_workers=5)
@@ -285,7 +280,8 @@ async def test_a_revoked_key_mid_run_stops_everything_cleanly(
 
 
 class _GoesDown(httpx.AsyncBaseTransport):
-    """The sandbox in-process until ``down``; then every connection is refused (never sent)."""
+    """The sandbox in-process until ``down``; then every connection is refused (never sent,
+    once the test transport maps it)."""
 
     def __init__(self, app: Any) -> None:
         self.inner = httpx.ASGITransport(app=app)
@@ -306,12 +302,8 @@ async def test_a_bank_gone_mid_run_stops_the_pass_instead_of_retrying_every_row(
     retries; they stay pending for the rerun, and no row is left half-done."""
     app = create_app(seed=default_seed(), api_key=SECRET, latency_ms=5)
     transport = _GoesDown(app)
-    http = httpx.AsyncClient(
-        transport=transport,
-        base_url="http://sandbox",
-        headers={"Authorization": f"ServiceAPIKey {SECRET}"},
-    )
-    async with BankClient(http, retry=RetryPolicy.no_wait(attempts=3)) as client:
+    http = HttpxTransport(transport)
+    async with BankClient(http, SETTINGS, retry=RetryPolicy.no_wait(attempts=3)) as client:
         rows = await _rows(client, 40)
         created: list[int] = []
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 import payrun
-from _run_helpers import fresh_python
+from _run_helpers import fresh_python, make_rows, write_batch
 
 
 def _modules() -> list[ModuleType]:
@@ -55,20 +56,35 @@ def test_only_payrun_error_derives_from_exception() -> None:
         assert issubclass(kind, errors.PayrunError)
 
 
-def test_a_run_on_the_default_transport_loads_no_optional_stack() -> None:
-    """aiohttp, httpx, tenacity and rich load only when used (their transport, a retry, a terminal).
+def test_a_run_loads_aiohttp_only_when_it_makes_its_transport() -> None:
+    """aiohttp, httpx, tenacity and rich load only when used (the transport, a retry, a terminal).
 
     Each costs start-up CPU on every scheduled run (together about 0.4 s, aiohttp alone
-    0.2 s); this keeps them out of the default path, which loads pyreqwest (3 ms).
+    0.2 s): the run's modules and the bank client load none of them, and making the
+    transport loads aiohttp and nothing else of them.
     """
     code = (
         "import sys\n"
-        "import payrun.cli._run, payrun.cli._progress, payrun.run._pipeline\n"
-        "from payrun.bank import make_http_client\n"
-        "from payrun.config import Secret, Settings\n"
-        "make_http_client(Settings(base_url='https://bank.example', api_key=Secret('k')))\n"
-        "print(sorted({'aiohttp', 'httpx', 'tenacity', 'rich'} & set(sys.modules)))\n"
-        "print('pyreqwest.client' in sys.modules)\n"
+        "import payrun.cli._run, payrun.cli._progress, payrun.run._pipeline, payrun.bank\n"
+        "stacks = {'aiohttp', 'httpx', 'tenacity', 'rich'}\n"
+        "print(sorted(stacks & set(sys.modules)))\n"
+        "payrun.bank.make_transport()\n"
+        "print(sorted(stacks & set(sys.modules)))\n"
     )
     printed = fresh_python(code)
-    assert printed.split() == ["[]", "True"]
+    assert printed.split() == ["[]", "['aiohttp']"]
+
+
+def test_payrun_validate_loads_no_http_stack(tmp_path: Path) -> None:
+    """``payrun validate`` never talks to the bank: it loads neither the bank client nor
+    aiohttp, httpx or tenacity."""
+    batch = write_batch(tmp_path / "pay.csv", make_rows(1, 3))
+    code = (
+        "import contextlib, io, sys\n"
+        "from payrun.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    code = main(['validate', {str(batch)!r}])\n"
+        "stacks = {'aiohttp', 'yarl', 'httpx', 'tenacity', 'payrun.bank'}\n"
+        "print(code, sorted(stacks & set(sys.modules)))\n"
+    )
+    assert fresh_python(code).split() == ["0", "[]"]

@@ -124,7 +124,13 @@ class RateLimitedError(BankError):
 
 
 class BankUnavailableError(BankError):
-    """The request never reached the bank (connection refused, DNS); retrying is safe."""
+    """The request never reached the bank (connection refused, DNS); retrying is safe.
+
+    ``reason``: ``"no-such-host"`` when the bank's host name did not resolve, ``"tls"`` when
+    the TLS handshake failed (a certificate, or no TLS server at that port), else None.
+    """
+
+    reason: str | None = None
 
 
 class OutcomeUnknownError(BankError):

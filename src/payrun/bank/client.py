@@ -1,14 +1,21 @@
 """``BankClient``: the bank's ``/v0`` REST API as typed async methods.
 
-Input: an ``HttpClient`` (``make_http_client``; tests may bind an ``httpx.AsyncClient``),
-an ``AdaptiveLimiter`` shared by every request of the organization, and a ``RetryPolicy``.
+Input: a ``Transport`` (``make_transport``; tests bring in-process ones), the ``Settings``
+(base URL, API key), an ``AdaptiveLimiter`` shared by every request of the organization, a
+``RetryPolicy``, and optionally an ``on_attempt`` hook.
 Output: ``payrun.bank.wire`` values; failures only as ``payrun.errors.BankError`` subclasses.
+
+Each request is built once as it goes on the wire (``PreparedRequest``: method, absolute
+URL, headers with the ``Authorization``, the JSON body as bytes); before every attempt,
+retries included, ``on_attempt`` sees it and returns what is sent (where a request is
+signed).
 
 Every attempt holds one limiter slot exactly while it is on the wire (never while
 backing off). Reads (GET and the read-only searches) are retried on 429, connection
 errors, timeouts and 5xx. Writes (create payment, submit, create payee, CoP) are
-retried only on 429 and when the request provably never left; any other failure of a
-write raises ``OutcomeUnknownError`` at once, for the caller to reconcile.
+retried only on 429 and when the request provably never left (the transport's
+``NotSent``); any other failure of a write (``MaybeSent``, a 5xx) raises
+``OutcomeUnknownError`` at once, for the caller to reconcile.
 
 Every request goes to the base URL's origin only (``BankOrigin``): a URL from an answer or
 the ledger that points elsewhere is a ``BankError`` and nothing is sent there, and an answer
@@ -21,15 +28,15 @@ Every error's text is masked for the API key and any other ``secrets`` given.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterable
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from datetime import datetime
 from decimal import Decimal
 from types import TracebackType
 from typing import Any, TypeVar
+from urllib.parse import quote, urlencode
 
 from payrun._models import format_money
-from payrun.bank import transport
-from payrun.bank._lean import MAX_ANSWER_BYTES, AnswerTooLargeError
 from payrun.bank._masking import Secrets
 from payrun.bank._origin import BankOrigin
 from payrun.bank._refusals import (
@@ -38,10 +45,18 @@ from payrun.bank._refusals import (
     error_from_response,
     unreadable_answer,
 )
+from payrun.bank._transport import (
+    MAX_ANSWER_BYTES,
+    AnswerTooLargeError,
+    AttemptHook,
+    MaybeSent,
+    NotSent,
+    PreparedRequest,
+    Transport,
+)
 from payrun.bank.clock import BankClock
 from payrun.bank.limiter import AdaptiveLimiter
 from payrun.bank.retry import DEFAULT_RETRY, RetryPolicy
-from payrun.bank.transport import HttpClient
 from payrun.bank.wire import (
     BankAccount,
     CopResult,
@@ -63,6 +78,7 @@ from payrun.bank.wire import (
     payee_parser,
     payment_parser,
 )
+from payrun.config import Settings
 from payrun.errors import (
     BankError,
     BankRejectedError,
@@ -86,6 +102,9 @@ _HTTP_REDIRECT = 300
 _HTTP_CLIENT_ERROR = 400
 _HTTP_SERVER_ERROR = 500
 _INDEX = "/v0/index"
+# Characters a URL may carry as they are: anything else (non-ASCII, quotes, braces) is
+# percent-encoded once, so the URL built is the URL sent
+_URL_SAFE = "!#$%&'()*+,/:;=?@[]~"
 
 
 def _retry_read(exc: BaseException) -> bool:
@@ -97,32 +116,58 @@ def _retry_write(exc: BaseException) -> bool:
 
 
 class BankClient:
-    """Typed access to the bank; use as ``async with BankClient(http) as bank:``.
+    """Typed access to the bank; use as ``async with BankClient(transport, settings) as bank:``.
 
-    The client owns ``http`` and closes it in ``aclose()``. ``clock`` is the bank's clock,
-    measured from the ``Date`` header of every answer. ``secrets`` are masked in every
-    error besides the API key of ``http``'s ``Authorization`` header.
+    The client owns ``transport`` and closes it in ``aclose()``. ``clock`` is the bank's
+    clock, measured from the ``Date`` header of every answer. ``secrets`` are masked in
+    every error besides the API key. ``on_attempt`` is called with each request before
+    every attempt, retries included, and what it returns is sent.
     """
 
-    __slots__ = ("_http", "_limiter", "_origin", "_retry", "_secrets", "clock")
+    __slots__ = (
+        "_base_url",
+        "_headers",
+        "_json_headers",
+        "_limiter",
+        "_on_attempt",
+        "_origin",
+        "_retry",
+        "_secrets",
+        "_transport",
+        "clock",
+    )
 
     def __init__(
         self,
-        http: HttpClient,
+        transport: Transport,
+        settings: Settings,
         *,
         limiter: AdaptiveLimiter | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
         secrets: Iterable[str] = (),
+        on_attempt: AttemptHook | None = None,
     ) -> None:
-        self._http = http
+        self._transport = transport
+        self._base_url = settings.base_url
         self._limiter = limiter if limiter is not None else AdaptiveLimiter(50)
         self._retry = retry
+        self._on_attempt = on_attempt
         self.clock = BankClock()
-        self._origin = BankOrigin(str(http.base_url))
-        self._secrets = Secrets([_api_key(http), *secrets])
+        self._origin = BankOrigin(settings.base_url)
+        api_key = settings.api_key.reveal()
+        self._secrets = Secrets([api_key, *secrets])
+        self._headers: Mapping[str, str] = {
+            "Authorization": f"{settings.auth_scheme} {api_key}",
+            "Accept": "application/json",
+            "User-Agent": "payrun",
+        }
+        self._json_headers: Mapping[str, str] = {
+            **self._headers,
+            "Content-Type": "application/json",
+        }
 
     def __repr__(self) -> str:
-        return f"BankClient(base_url={str(self._http.base_url)!r}, limiter={self._limiter!r})"
+        return f"BankClient(base_url={self._base_url!r}, limiter={self._limiter!r})"
 
     @property
     def limiter(self) -> AdaptiveLimiter:
@@ -141,8 +186,8 @@ class BankClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the underlying HTTP client and its connections."""
-        await self._http.aclose()
+        """Close the transport and its connections."""
+        await self._transport.aclose()
 
     # -- navigation and accounts -------------------------------------------------------
 
@@ -406,6 +451,17 @@ class BankClient:
         ``url`` (a path, or a URL from an answer or the ledger) must resolve to the bank's
         origin; otherwise nothing is sent and a ``BankError`` says so.
         """
+        request = self._prepare(method, url, params, body)
+
+        async def attempt() -> Json:
+            return await self._attempt(request, url, write=write, urgent=urgent)
+
+        return await self._retry.call(attempt, retry_if=_retry_write if write else _retry_read)
+
+    def _prepare(
+        self, method: str, url: str, params: dict[str, str] | None, body: Json | None
+    ) -> PreparedRequest:
+        """The request as it goes on the wire, built once for every attempt."""
         target = self._origin.resolve(url)
         if target is None:
             msg = (
@@ -414,40 +470,38 @@ class BankClient:
                 " (the API key goes only there); a person must look at where it came from"
             )
             raise BankError(self._secrets.mask(msg))
-
-        async def attempt() -> Json:
-            return await self._attempt(
-                method, url, target, params, body, write=write, urgent=urgent
-            )
-
-        return await self._retry.call(attempt, retry_if=_retry_write if write else _retry_read)
+        if params:
+            target = f"{target}{'&' if '?' in target else '?'}{urlencode(params)}"
+        target = quote(target, safe=_URL_SAFE)
+        if body is None:
+            return PreparedRequest(method, target, self._headers)
+        content = json.dumps(body, separators=(",", ":")).encode()
+        return PreparedRequest(method, target, self._json_headers, content)
 
     async def _attempt(
-        self,
-        method: str,
-        url: str,
-        target: str,
-        params: dict[str, str] | None,
-        body: Json | None,
-        *,
-        write: bool,
-        urgent: bool,
+        self, request: PreparedRequest, url: str, *, write: bool, urgent: bool
     ) -> Json:
         """One try: hold a slot while on the wire, then classify the answer."""
+        method = request.method
         async with self._limiter.slot(urgent=urgent) as generation:
+            if self._on_attempt is not None:
+                request = self._on_attempt(request)
             try:
-                response = await self._http.request(method, target, params=params, json=body)
+                response = await self._transport.send(request)
             except AnswerTooLargeError as exc:
                 raise self._too_large(method, url, write=write) from exc
-            except Exception as exc:
-                if transport.is_transport_error(exc):
-                    raise self._transport_error(method, url, exc) from exc
-                raise
-        # a client bound by a test reads whole bodies: the cap still holds, after the fact
+            except NotSent as exc:
+                raise self._not_sent(method, url, exc) from exc
+            except MaybeSent as exc:
+                raise self._maybe_sent(method, url, exc) from exc
+            except BankError as exc:
+                # A request the transport cannot form (its text may quote the URL)
+                raise BankError(self._secrets.mask(str(exc))) from None
+        # a transport that reads whole bodies (a test's) still meets the cap, after the fact
         if len(response.content) > MAX_ANSWER_BYTES:
             raise self._too_large(method, url, write=write)
-        self.clock.observe_date(response.headers.get("date"))
-        status = response.status_code
+        self.clock.observe_date(response.date)
+        status = response.status
         if status < _HTTP_REDIRECT:
             self._limiter.on_success()
             where = f"{method} {url}"
@@ -470,27 +524,24 @@ class BankClient:
             return OutcomeUnknownError(f"{msg}; it may or may not have taken effect")
         return BankError(msg)
 
-    def _transport_error(self, method: str, url: str, exc: BaseException) -> BankError:
+    def _not_sent(self, method: str, url: str, exc: NotSent) -> BankUnavailableError:
         mask = self._secrets.mask
         where = mask(f"{method} {url}")
-        kind = mask(transport.describe(exc))
-        detail = mask(str(exc))[:300] or None
-        if transport.is_unsupported_protocol(exc):
-            msg = f"cannot send {where}: {mask(str(exc))}"
-            return BankError(msg)
-        if transport.never_sent(exc):
-            msg = f"could not reach the bank at {self._http.base_url} for {where} ({kind})"
-            return BankUnavailableError(msg, detail=detail)
-        msg = f"no answer from the bank for {where} ({kind}): it may or may not have taken effect"
-        lost = OutcomeUnknownError(msg, detail=detail)
-        lost.late = transport.is_timeout(exc)
+        msg = f"could not reach the bank at {self._base_url} for {where} ({mask(exc.kind)})"
+        unavailable = BankUnavailableError(msg, detail=mask(str(exc))[:300] or None)
+        unavailable.reason = None if exc.reason == "connect" else exc.reason
+        return unavailable
+
+    def _maybe_sent(self, method: str, url: str, exc: MaybeSent) -> OutcomeUnknownError:
+        mask = self._secrets.mask
+        where = mask(f"{method} {url}")
+        msg = (
+            f"no answer from the bank for {where} ({mask(exc.kind)}): it may or may not have"
+            " taken effect"
+        )
+        lost = OutcomeUnknownError(msg, detail=mask(str(exc))[:300] or None)
+        lost.late = exc.late
         return lost
-
-
-def _api_key(http: HttpClient) -> str | None:
-    """The API key text as sent (to mask it wherever the bank echoes it)."""
-    header = http.headers.get("authorization")
-    return (header.rpartition(" ")[2] or None) if header else None
 
 
 def _canonical_links(value: T, origin: BankOrigin) -> T | tuple[str, str]:

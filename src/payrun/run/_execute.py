@@ -80,7 +80,7 @@ _NEXT_STEP = {
 # Intents committed with each one for the next rows of its queue (RowBook.intent)
 _AHEAD = 32
 # A bank that did not answer in time may finish later: payrun looks once as long as it
-# waited for the answer (transport.REQUEST_TIMEOUT) has passed
+# waited for the answer (bank._transport.REQUEST_TIMEOUT) has passed
 LATE_ANSWER_SECONDS = 30.0
 _OUTBOUND = "outbound-payment"
 # How often the engine looks at the stop flag

@@ -7,7 +7,6 @@ a setting to correct (``ConfigError``, exit 2), not a bank outage to wait out (e
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from payrun.errors import BankError, BankRejectedError, BankUnavailableError, ConfigError
@@ -20,10 +19,6 @@ if TYPE_CHECKING:
 __all__ = ["find_organization"]
 
 _HTTP_NOT_FOUND = 404
-_NO_TLS = re.compile(r"(?i)InvalidContentType|certificate|handshake|tls|ssl|corrupt message")
-_NO_SUCH_HOST = re.compile(
-    r"(?i)dns error|failed to lookup address|not known|nodename nor servname|name resolution"
-)
 
 
 async def find_organization(client: BankClient, settings: Settings) -> Organization:
@@ -42,14 +37,14 @@ async def find_organization(client: BankClient, settings: Settings) -> Organizat
                 " bank's address (--base-url or PAYRUN_BASE_URL)"
             )
             raise ConfigError(msg) from exc
-        if isinstance(exc, BankUnavailableError) and _NO_SUCH_HOST.search(str(exc.detail)):
+        if isinstance(exc, BankUnavailableError) and exc.reason == "no-such-host":
             msg = (
                 f"no such host: the bank's address {settings.base_url} has a name that does"
                 " not resolve; check --base-url or PAYRUN_BASE_URL (if it is right, this"
                 " machine cannot look names up now: run again later)"
             )
             raise ConfigError(msg) from exc
-        if isinstance(exc, BankUnavailableError) and _NO_TLS.search(f"{exc} {exc.detail}"):
+        if isinstance(exc, BankUnavailableError) and exc.reason == "tls":
             msg = (
                 f"cannot talk https with {settings.base_url}: {exc}; check the address and"
                 " port (a plain http server there?), or, for a certificate the bank's own,"

@@ -193,10 +193,11 @@ def _collector_tuned() -> Iterator[None]:
 async def _with_client(
     settings: Settings, options: RunOptions, body: Callable[[BankClient], Awaitable[RunOutcome]]
 ) -> RunOutcome:
-    from payrun.bank import AdaptiveLimiter, BankClient, make_http_client
+    from payrun.bank import AdaptiveLimiter, BankClient, make_transport
 
-    http = make_http_client(settings, max_connections=options.max_in_flight)
-    async with BankClient(http, limiter=AdaptiveLimiter(options.max_in_flight)) as client:
+    transport = make_transport(max_connections=options.max_in_flight)
+    limiter = AdaptiveLimiter(options.max_in_flight)
+    async with BankClient(transport, settings, limiter=limiter) as client:
         return await body(client)
 
 
