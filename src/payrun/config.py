@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from payrun.errors import ConfigError, InterruptedRunError
 
 __all__ = [
+    "REQUEST_TIMEOUT",
     "DEFAULT_AUTH_SCHEME",
     "DEFAULT_DUPLICATE_WINDOW_DAYS",
     "DEFAULT_MAX_AMOUNT",
@@ -47,6 +48,8 @@ DEFAULT_MAX_ROWS = 1_000_000
 DEFAULT_DUPLICATE_WINDOW_DAYS = 3
 DEFAULT_AUTH_SCHEME = "ServiceAPIKey"
 DEFAULT_WAIT_TIMEOUT = 600.0
+REQUEST_TIMEOUT = 30.0
+"""How long a request waits for the bank's answer."""
 """Seconds ``--wait`` follows submissions before giving up (exit 3: run again to keep waiting)."""
 
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from payrun._models import LedgerRow, RowStatus, RowUpdate, utc_now
+from payrun.config import REQUEST_TIMEOUT
 from payrun.errors import (
     AuthError,
     BankError,
@@ -79,9 +80,9 @@ _NEXT_STEP = {
 """What to do next after the bank refused a create or submit, by the bank's code."""
 # Intents committed with each one for the next rows of its queue (RowBook.intent)
 _AHEAD = 32
-# A bank that did not answer in time may finish later: payrun looks once as long as it
-# waited for the answer (bank._transport.REQUEST_TIMEOUT) has passed
-LATE_ANSWER_SECONDS = 30.0
+# A bank that did not answer in time may finish later: payrun looks once as long again as it
+# waited for the answer has passed
+LATE_ANSWER_SECONDS = REQUEST_TIMEOUT
 _OUTBOUND = "outbound-payment"
 # How often the engine looks at the stop flag
 _WATCH_SECONDS = 0.25

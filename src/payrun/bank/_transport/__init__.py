@@ -22,6 +22,7 @@ from payrun.bank._transport._size import (
     check_length,
     read_capped,
 )
+from payrun.config import REQUEST_TIMEOUT
 
 if TYPE_CHECKING:
     from payrun.bank._transport._aiohttp import AiohttpTransport
@@ -43,8 +44,6 @@ __all__ = [
     "read_capped",
 ]
 
-REQUEST_TIMEOUT = 30.0
-"""How long a request waits for the bank's answer."""
 
 # Under common server keep-alive timeouts (uvicorn: 5 s), so a write is rarely sent on a
 # connection the server is closing (that would be an unknown outcome).
