@@ -271,24 +271,11 @@ async def _dry_run(
     await checks.check_accounts()
     # A run paying these rows now has payments in flight that the bank does not show yet.
     check_batch_lock(book.all(), bank_identity(settings.base_url, org.url))
-    await checks.load_payees_and_payments()
-    # Reads only, as a run (which first waits out a late bank: rows mid-call stay started)
-    attention = (
-        []
-        if late
-        else await reconcile_rows(
-            client,
-            book,
-            accounts=checks.accounts,
-            payee_details=checks.payee_details,
-            payments=checks.payments,
-        )
+    # Reads only, as a run (which first waits out a late bank: rows mid-call stay started);
+    # payments approved or rejected in the app are read, never submitted
+    attention = await _check_before_paying(
+        client, book, checks, reconcile=not late, submit_approved=False, options=options
     )
-    # Approved or rejected in the app
-    await refresh_created(client, book, create_only=True)
-    checks.guard_repeats()
-    checks.check_balances(created=not options.create_only)
-    await checks.prepare_payees()
     rows = book.all()
     code = run_exit_code(rows, create_only=False, wait=False, dry_run=True, interrupted=False)
     return RunOutcome(
@@ -299,6 +286,37 @@ async def _dry_run(
         attention=attention,
         exit_code=max(code, 1 if attention else 0),
     )
+
+
+async def _check_before_paying(
+    client: BankClient,
+    book: RowBook,
+    checks: Preflight,
+    *,
+    reconcile: bool,
+    submit_approved: bool,
+    options: RunOptions,
+) -> list[int]:
+    """The preflight a run and a dry run share once the batch lock allows it: the bank's
+    payees and payments, rows left mid-call, payments approved in the bank's app, repeats,
+    balances and payees. Returns the rows a person must look at."""
+    await checks.load_payees_and_payments()
+    attention = (
+        await reconcile_rows(
+            client,
+            book,
+            accounts=checks.accounts,
+            payee_details=checks.payee_details,
+            payments=checks.payments,
+        )
+        if reconcile
+        else []
+    )
+    await refresh_created(client, book, create_only=not submit_approved)
+    checks.guard_repeats()
+    checks.check_balances(created=not options.create_only)
+    await checks.prepare_payees()
+    return attention
 
 
 async def _pay(
@@ -345,24 +363,15 @@ async def _pay_locked(
     unreachable = False
     # Ctrl-C during the checks or the wait: not even a read starts
     if not stop.is_set():
-        await checks.load_payees_and_payments()
-        # Rows left mid-call, once a slow bank had time to finish
-        attention = (
-            await reconcile_rows(
-                client,
-                book,
-                accounts=checks.accounts,
-                payee_details=checks.payee_details,
-                payments=checks.payments,
-            )
-            if settled
-            else []
+        # Rows left mid-call are matched once a slow bank had time to finish
+        attention = await _check_before_paying(
+            client,
+            book,
+            checks,
+            reconcile=settled,
+            submit_approved=not options.create_only,
+            options=options,
         )
-        # Approved?
-        await refresh_created(client, book, create_only=options.create_only)
-        checks.guard_repeats()
-        checks.check_balances(created=not options.create_only)
-        await checks.prepare_payees()
         done = sum(1 for r in book.all() if r.status not in (*_UNPAID, RowStatus.CREATED))
         watcher.started(total=len(book), done=done)
         attention, unreachable = await _execute_rounds(
