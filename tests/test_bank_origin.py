@@ -117,3 +117,15 @@ def test_a_base_path_is_not_stored_twice() -> None:
     assert origin.canonical("/v0/payments/pm.1") == "/v0/payments/pm.1"
     assert origin.resolve("/v0/payments/pm.1") == "https://bank.test/api/v0/payments/pm.1"
     assert origin.canonical("https://bank.test/other/x") == "https://bank.test:443/other/x"
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["/v0/payments/pm.1", "/v0/p?page[size]=2", "/v0/p#frag", "/v0/a b", "/v0/a\\b", "//h/v0"],
+)
+def test_the_quick_path_for_plain_paths_agrees_with_the_full_parse(url: str) -> None:
+    """A path from the root is canonical as the full parse says, quick path or not."""
+    origin = BankOrigin(BASE)
+    absolute = origin.resolve(url)
+    expected = None if absolute is None else origin.canonical(BASE + "/" + url.lstrip("/"))
+    assert origin.canonical(url) == expected

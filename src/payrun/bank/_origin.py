@@ -12,13 +12,14 @@ any other relative reference resolves against the base URL.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import SplitResult, urljoin, urlsplit
 
 __all__ = ["BankOrigin"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_SPACE = " "
-_DELETE = "\x7f"
+# Control characters, space, DEL and the backslash: URL parsers disagree about them
+_AMBIGUOUS = re.compile(r"[\x00-\x20\x7f\\]")
 Origin = tuple[str, str, int]
 
 
@@ -38,7 +39,12 @@ def _origin(url: str) -> Origin | None:
 
 def _ambiguous(url: str) -> bool:
     """True for characters URL parsers treat differently (a backslash is a slash to some)."""
-    return "\\" in url or any(ch <= _SPACE or ch == _DELETE for ch in url)
+    return _AMBIGUOUS.search(url) is not None
+
+
+def _plain_path(url: str) -> bool:
+    """True for a path from the root with nothing a parser could read two ways."""
+    return url[:1] == "/" and url[1:2] != "/" and "#" not in url and not _ambiguous(url)
 
 
 class BankOrigin:
@@ -76,6 +82,10 @@ class BankOrigin:
         ``https://bank/api/v0/x`` with the base ``https://bank/api``), so ``resolve`` sends
         it back to the same place; a URL on the origin outside that path stays absolute.
         """
+        # The bank's own form (a path from the root, no fragment) under a base URL without a
+        # path is already canonical: most links, on every answer
+        if not self._path and self._origin is not None and _plain_path(url):
+            return url
         absolute = self.resolve(url)
         if absolute is None:
             return None
