@@ -246,7 +246,7 @@ def test_a_terminal_without_pound_signs_gets_question_marks_not_a_crash(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "?" in done.stdout and "Traceback" not in done.stderr, done.stdout + done.stderr
-    assert "done: every valid row was paid" in done.stdout
+    assert "done: every valid row was submitted (not yet delivered" in done.stdout
 
 
 @pytest.mark.parametrize("bad", [["--duplicate-window", "x"], ["--bogus"], ["--expect-count=x"]])
@@ -1075,10 +1075,11 @@ def test_a_create_only_rerun_records_approvals_and_rejections_and_submits_nothin
 def test_wait_follows_submissions_to_delivered(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """--wait ends with every row delivered."""
+    """--wait ends with every row delivered, and only then says every row was paid."""
     start_bank(deliver_after_ms=100)
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
     assert main(["run", str(batch), "--wait"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "done: every valid row was paid"
     rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
     assert {r["status"] for r in rows} == {"delivered"}
 

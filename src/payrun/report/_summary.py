@@ -63,6 +63,9 @@ def _closing(
     if outcome.wait_ended and open_rows and outcome.exit_code == _INCOMPLETE:
         return f"incomplete: {outcome.wait_ended}"
     explain = _EXPLAIN.get(outcome.exit_code, "").format(where=where)
+    # Submitted is not paid yet: the payee's bank may still fail or return it
+    if not create_only and outcome.exit_code == 0 and open_rows:
+        return "done: every valid row was submitted (not yet delivered; add --wait to follow them)"
     if not create_only or outcome.exit_code not in (0, 1):
         return explain
     waiting = sum(1 for r in outcome.rows if r.status is RowStatus.CREATED)
