@@ -182,7 +182,7 @@ async def one_pass(
     ledger = ledger_of(directory / f"bench-{time.monotonic_ns()}.sqlite", rows)
     book = RowBook(ledger.rows(), ledger=None if args.no_ledger else ledger)
     bank = CannedBank(payment, submission, args.delay_ms / 1000)
-    settings = Settings(base_url=CANNED_BASE, api_key=Secret("x"))
+    settings = Settings(base_url=CANNED_BASE, api_key=Secret("bench-engine-key-0f3a9c2e7d41b8a6"))
     limiter, retry = AdaptiveLimiter(50), RetryPolicy.no_wait()
     client = BankClient(bank, settings, limiter=limiter, retry=retry)
     gc.collect()
