@@ -245,6 +245,12 @@ class BankClient:
             return False
         return True
 
+    async def accounts(self, org: Organization) -> AsyncIterator[BankAccount]:
+        """Every bank account of the organization the API key sees, page by page."""
+        params = {"page[size]": str(PAGE_SIZE)}
+        async for account in self._pages(org.accounts_url, params, "accounts", parse_account):
+            yield account
+
     async def get_account(self, url: str) -> BankAccount:
         """Read one bank account."""
         return self._decode(parse_account, await self._send("GET", url), "bank account")
