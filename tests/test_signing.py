@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.rsa import generate_private_key
 from http_message_signatures import HTTPMessageVerifier, InvalidSignature, algorithms
 from http_message_signatures.resolvers import MappingKeyResolver
@@ -57,6 +57,7 @@ def _signing_key(pem: bytes = RFC_PRIVATE_PEM, key_id: str = "test-key-ed25519")
 def _verify(request: PreparedRequest, public_pem: bytes, key_id: str) -> list[Any]:
     """Verify ``request`` with http-message-signatures, the independent verifier."""
     public = serialization.load_pem_public_key(public_pem)
+    assert isinstance(public, Ed25519PublicKey)
     verifier = HTTPMessageVerifier(
         signature_algorithm=algorithms.ED25519,
         key_resolver=MappingKeyResolver(private_keys={}, public_keys={key_id: public}),
