@@ -19,6 +19,11 @@ spent inside ledger ``update`` calls. The sandbox's own counters (peak in flight
 concurrent submits per account, 429s, payments/submissions per row) show that the limits
 were used and never broken, and that every row was paid exactly once.
 
+Scenarios named ``+sig`` sign every request (RFC 9421, Ed25519: a key made for the run)
+against a sandbox started with ``--require-signatures``, which verifies every signature;
+compare their CPU per payment with the same scenario unsigned (the floor, the HTTP client
+alone, stays unsigned: that bank answers it 401 after the same latency).
+
     python benchmarks/bench_run.py            # full: the issue-4 goals (~3-4 min)
     python benchmarks/bench_run.py --quick    # smoke check, < 1 min
     python benchmarks/bench_run.py --only 2k-10acct@50  --rows-100k 20000
@@ -64,6 +69,7 @@ class Scenario:
     accounts: int
     latency_ms: float
     goal: str  # "eff" (efficiency >= 0.90), "report", or "rss" (memory)
+    signed: bool = False
 
     def bound(self, latency_ms: float | None = None) -> float:
         """The lower bound on the execution time that the 50/3 limits allow (at latency L)."""
@@ -79,6 +85,7 @@ def scenarios(quick: bool, rows_100k: int) -> list[Scenario]:  # noqa: FBT001
     if quick:
         return [
             Scenario("400x10acct@50", 400, 10, 50, "eff"),
+            Scenario("400x10acct@50+sig", 400, 10, 50, "eff", signed=True),
             Scenario("150x1acct@50", 150, 1, 50, "eff"),
             Scenario("400x10acct@20", 400, 10, 20, "report"),
             Scenario("150x1acct@20", 150, 1, 20, "report"),
@@ -86,6 +93,7 @@ def scenarios(quick: bool, rows_100k: int) -> list[Scenario]:  # noqa: FBT001
         ]
     return [
         Scenario("2kx10acct@50", 2000, 10, 50, "eff"),
+        Scenario("2kx10acct@50+sig", 2000, 10, 50, "eff", signed=True),
         Scenario("1kx1acct@50", 1000, 1, 50, "eff"),
         Scenario("2kx10acct@20", 2000, 10, 20, "report"),
         Scenario("1kx1acct@20", 1000, 1, 20, "report"),
@@ -168,6 +176,43 @@ def write_batch(
     return path
 
 
+SIGNING_KEY_ID = "bench-key"
+
+
+def write_signing_key(directory: Path) -> tuple[Path, Path]:
+    """A fresh Ed25519 key: the private PEM (the client's) and the public PEM (the bank's)."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (  # noqa: PLC0415
+        Ed25519PrivateKey,
+    )
+
+    key = Ed25519PrivateKey.generate()
+    private, public = directory / "signing.pem", directory / "public.pem"
+    private.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    public.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return private, public
+
+
+def signing_env(directory: Path, scenario_signed: bool) -> dict[str, str]:  # noqa: FBT001
+    """The client's signing settings when the scenario signs (none otherwise)."""
+    if not scenario_signed:
+        return {}
+    return {
+        "PAYRUN_SIGNING_KEY_FILE": str(directory / "signing.pem"),
+        "PAYRUN_SIGNING_KEY_ID": SIGNING_KEY_ID,
+    }
+
+
 # -- processes --------------------------------------------------------------------------
 
 
@@ -176,9 +221,12 @@ def _can_pin(pin: bool) -> bool:  # noqa: FBT001
 
 
 def start_sandbox(
-    seed: Path, latency_ms: float, *, pin: bool
+    seed: Path, latency_ms: float, *, pin: bool, signed: bool = False
 ) -> tuple[subprocess.Popen[str], str, str]:
-    """``payrun sandbox`` on a free port; returns the process, base URL and API key."""
+    """``payrun sandbox`` on a free port; returns the process, base URL and API key.
+
+    ``signed``: it requires signatures by the key beside the seed (``public.pem``).
+    """
     command = [
         sys.executable,
         "-m",
@@ -191,6 +239,9 @@ def start_sandbox(
         "--latency-ms",
         str(latency_ms),
     ]
+    if signed:
+        public = str(seed.with_name("public.pem"))
+        command += ["--require-signatures", public, "--signing-key-id", SIGNING_KEY_ID]
     if _can_pin(pin):
         command = ["taskset", "-c", "1", *command]
     log = seed.with_name("sandbox.log").open("w")  # its banner and any error, kept out of the table
@@ -374,6 +425,14 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
 
     directory = Path(job["dir"])
     settings = Settings(base_url=job["base_url"], api_key=Secret(job["api_key"]))
+    if job.get("signed"):
+        from payrun.config import load_settings  # noqa: PLC0415
+
+        settings = load_settings(
+            base_url=job["base_url"],
+            environ={"PAYRUN_API_KEY": job["api_key"]},
+            **{"signing_key_file": directory / "signing.pem", "signing_key_id": SIGNING_KEY_ID},
+        )
     options = RunOptions(ledger_path=directory / "batch.ledger.sqlite", confirm_payees=False)
 
     async def main() -> Any:
@@ -501,7 +560,14 @@ def calibrate(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_command(
-    directory: Path, base_url: str, api_key: str, rows: int, accounts: int, *, pin: bool
+    directory: Path,
+    base_url: str,
+    api_key: str,
+    rows: int,
+    accounts: int,
+    *,
+    pin: bool,
+    signed: bool = False,
 ) -> dict[str, float]:
     """``payrun run`` as a user runs it (its own process): wall time and process CPU.
 
@@ -524,6 +590,7 @@ def run_command(
     if _can_pin(pin):
         command = ["taskset", "-c", "0", *command]
     env = {**os.environ, "PAYRUN_API_KEY": api_key, "PAYRUN_BASE_URL": base_url}
+    env.update(signing_env(directory, signed))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
@@ -604,7 +671,11 @@ def run_scenario(
         directory = Path(tmp)
         seed = write_seed(directory, scenario.accounts)
         write_batch(directory, scenario.rows, scenario.accounts)
-        process, base_url, api_key = start_sandbox(seed, scenario.latency_ms, pin=pin)
+        write_signing_key(directory)
+        signed = scenario.signed
+        process, base_url, api_key = start_sandbox(
+            seed, scenario.latency_ms, pin=pin, signed=signed
+        )
         try:
             server_cpu0 = cpu_seconds(process.pid)
             server_wait0 = run_queue_wait(process.pid)
@@ -618,6 +689,7 @@ def run_scenario(
                     "rows": scenario.rows,
                     "uvloop": uvloop,
                     "profile": profile_path,
+                    "signed": signed,
                 },
                 pin=pin,
             )
@@ -645,10 +717,18 @@ def run_scenario(
             process.wait(10)
         if scenario.goal == "eff":  # a fresh bank, as the in-process run had
             for rows, prefix in ((1, "one_"), (scenario.rows, "")):  # 1 row: the fixed cost
-                process, base_url, api_key = start_sandbox(seed, scenario.latency_ms, pin=pin)
+                process, base_url, api_key = start_sandbox(
+                    seed, scenario.latency_ms, pin=pin, signed=signed
+                )
                 try:
                     timed = run_command(
-                        directory, base_url, api_key, rows, scenario.accounts, pin=pin
+                        directory,
+                        base_url,
+                        api_key,
+                        rows,
+                        scenario.accounts,
+                        pin=pin,
+                        signed=signed,
                     )
                     result.update({prefix + key: value for key, value in timed.items()})
                 finally:

@@ -16,9 +16,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from payrun.errors import ConfigError, InterruptedRunError
+
+# cryptography loads only when a signing key is configured
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 __all__ = [
     "REQUEST_TIMEOUT",
@@ -32,6 +37,7 @@ __all__ = [
     "RunOptions",
     "Secret",
     "Settings",
+    "SigningKey",
     "ValidationOptions",
     "check_base_url",
     "load_settings",
@@ -78,12 +84,23 @@ class Secret:
 
 
 @dataclass(frozen=True, slots=True)
+class SigningKey:
+    """The Ed25519 private key every request is signed with, and the key id the bank issued
+    for its public half (``repr`` shows the key id only)."""
+
+    key_id: str
+    private_key: Ed25519PrivateKey = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
-    """How to reach the bank: base URL, API key and the Authorization scheme word."""
+    """How to reach the bank: base URL, API key, the Authorization scheme word, and the
+    signing key when requests are signed (``None``: unsigned)."""
 
     base_url: str
     api_key: Secret = field(repr=False)
     auth_scheme: str = DEFAULT_AUTH_SCHEME
+    signing: SigningKey | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,12 +159,15 @@ def load_settings(
     *,
     base_url: str | None = None,
     api_key_file: Path | None = None,
+    signing_key_file: Path | None = None,
+    signing_key_id: str | None = None,
     environ: Mapping[str, str] | None = None,
     stopped: Callable[[], bool] = lambda: False,
 ) -> Settings:
     """Build ``Settings`` from options, falling back to ``PAYRUN_*`` environment variables.
 
-    ``stopped`` ends the wait for an API key file that is a pipe (Ctrl-C, SIGTERM).
+    ``stopped`` ends the wait for an API key file that is a pipe (Ctrl-C, SIGTERM). The
+    signing key is read when a key file or a key id is given (both are then needed).
     """
     env = os.environ if environ is None else environ
     url = (base_url or env.get("PAYRUN_BASE_URL", "")).strip().rstrip("/")
@@ -161,7 +181,8 @@ def load_settings(
     if not _SCHEME.fullmatch(scheme):
         msg = "PAYRUN_AUTH_SCHEME must be one word of letters and digits, such as ServiceAPIKey"
         raise ConfigError(msg)
-    return Settings(base_url=url, api_key=key, auth_scheme=scheme)
+    signing = _read_signing_key(signing_key_file, signing_key_id, env, stopped)
+    return Settings(base_url=url, api_key=key, auth_scheme=scheme, signing=signing)
 
 
 def without_userinfo(url: str) -> str:
@@ -286,3 +307,82 @@ def _checked_key(value: str, where: str) -> Secret:
         )
         raise ConfigError(msg)
     return Secret(value)
+
+
+_KEY_ID = re.compile(r"[!-~]{1,256}")
+_MAKE_KEY = "make one with `openssl genpkey -algorithm ed25519 -out signing.pem`"
+
+
+def _read_signing_key(
+    key_file: Path | None,
+    key_id: str | None,
+    env: Mapping[str, str],
+    stopped: Callable[[], bool],
+) -> SigningKey | None:
+    """The signing key and its id, both or neither (``None``: requests go unsigned)."""
+    file_source = "--signing-key-file" if key_file else "PAYRUN_SIGNING_KEY_FILE"
+    path_text = str(key_file) if key_file else env.get("PAYRUN_SIGNING_KEY_FILE", "").strip()
+    id_text = (key_id if key_id is not None else env.get("PAYRUN_SIGNING_KEY_ID", "")).strip()
+    if not path_text and not id_text:
+        return None
+    if not id_text:
+        msg = (
+            f"{file_source} is set but no signing key id: set PAYRUN_SIGNING_KEY_ID (or"
+            " --signing-key-id) to the key id the bank issued for the key's public half"
+        )
+        raise ConfigError(msg)
+    if not path_text:
+        msg = (
+            "a signing key id is set but no signing key file: set PAYRUN_SIGNING_KEY_FILE (or"
+            " --signing-key-file) to the Ed25519 private key whose public half has that id"
+        )
+        raise ConfigError(msg)
+    # Sent in every request's Signature-Input, between quotes
+    if not _KEY_ID.fullmatch(id_text) or '"' in id_text or "\\" in id_text:
+        msg = (
+            "the signing key id has a space, quote, backslash, control character or non-ASCII"
+            " letter: copy the key id the bank issued exactly"
+        )
+        raise ConfigError(msg)
+    where = f"the signing key file named by {file_source}"
+    try:
+        data = _key_file_bytes(_home_expanded(path_text), where, stopped)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        msg = f"cannot read {where}: {reason}; give the path of the Ed25519 private key file"
+        raise ConfigError(msg) from None
+    return SigningKey(id_text, _ed25519_key(data, where))
+
+
+def _ed25519_key(data: bytes, where: str) -> Ed25519PrivateKey:
+    """The Ed25519 private key of a PEM PKCS#8 file; the message never quotes the file."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    if b"ENCRYPTED" in data:
+        msg = (
+            f"{where} is encrypted with a passphrase, which payrun cannot ask for: keep it in"
+            " a file only the paying user can read, unencrypted, or write a decrypted copy"
+            " with `openssl pkey -in signing.pem -out plain.pem`"
+        )
+        raise ConfigError(msg)
+    if b"PUBLIC KEY-----" in data and b"PRIVATE KEY-----" not in data:
+        msg = (
+            f"{where} holds a public key: give the private half (the public half is what"
+            " is registered with the bank)"
+        )
+        raise ConfigError(msg)
+    try:
+        key = load_pem_private_key(data, password=None)
+    except TypeError:
+        msg = f"{where} is encrypted with a passphrase, which payrun cannot ask for"
+        raise ConfigError(msg) from None
+    except (ValueError, UnsupportedAlgorithm):
+        msg = f"{where} is not a PEM private key (PKCS#8): {_MAKE_KEY}"
+        raise ConfigError(msg) from None
+    if not isinstance(key, Ed25519PrivateKey):
+        kind = type(key).__name__.removesuffix("PrivateKey").removesuffix("_") or "another"
+        msg = f"{where} holds an {kind} key, not an Ed25519 one: {_MAKE_KEY}"
+        raise ConfigError(msg)
+    return key

@@ -66,6 +66,23 @@ _GATEWAY_GAVE_UP = frozenset({504, 524})
 """A gateway stopped waiting for the bank (504; Cloudflare's 524): the bank may still finish."""
 
 
+def _unauthorized(where: str, *, signed: bool) -> str:
+    """What a 401 asks the user to check: the API key, and the signature or its absence."""
+    if signed:
+        return (
+            f"the bank refused the API key or the request's signature (HTTP 401 on {where}):"
+            " check PAYRUN_API_KEY or PAYRUN_API_KEY_FILE, and that PAYRUN_SIGNING_KEY_ID is"
+            " the id the bank issued for the public half of PAYRUN_SIGNING_KEY_FILE (payrun"
+            " check tests the signature)"
+        )
+    return (
+        f"the bank refused the API key (HTTP 401 on {where}): check PAYRUN_API_KEY or"
+        " PAYRUN_API_KEY_FILE, and PAYRUN_AUTH_SCHEME for the Authorization scheme word; a"
+        " live-mode organization also needs every request signed (PAYRUN_SIGNING_KEY_FILE and"
+        " PAYRUN_SIGNING_KEY_ID)"
+    )
+
+
 def error_from_response(
     method: str,
     path: str,
@@ -74,22 +91,22 @@ def error_from_response(
     *,
     secrets: Secrets = _NO_SECRETS,
     write: bool = False,
+    signed: bool = False,
 ) -> BankError:
     """Return the ``BankError`` subclass for a non-2xx answer (the caller raises it).
 
     A redirect is never followed; to a write it is an unknown outcome (the bank may have
-    acted before pointing elsewhere), to a read a refusal.
+    acted before pointing elsewhere), to a read a refusal. ``signed``: the request carried
+    a message signature, which a 401 may be about as well as the API key.
     """
     errors = _error_items(text)
     code = secrets.mask_optional(_find_code(errors, text))
     detail = _find_detail(errors, text, secrets)
     where = secrets.mask(f"{method} {path}")
     if status == _HTTP_UNAUTHORIZED:
-        msg = (
-            f"the bank refused the API key (HTTP 401 on {where}): check PAYRUN_API_KEY or"
-            " PAYRUN_API_KEY_FILE, and PAYRUN_AUTH_SCHEME for the Authorization scheme word"
+        return AuthError(
+            _unauthorized(where, signed=signed), status=status, code=code, detail=detail
         )
-        return AuthError(msg, status=status, code=code, detail=detail)
     if status == _HTTP_FORBIDDEN:
         msg = f"the bank refused this API key's role (HTTP 403 on {where}): {detail or 'forbidden'}"
         return AuthError(msg, status=status, code=code, detail=detail)

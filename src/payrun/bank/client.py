@@ -7,8 +7,8 @@ Output: ``payrun.bank.wire`` values; failures only as ``payrun.errors.BankError`
 
 Each request is built once as it goes on the wire (``PreparedRequest``: method, absolute
 URL, headers with the ``Authorization``, the JSON body as bytes); before every attempt,
-retries included, ``on_attempt`` sees it and returns what is sent (where a request is
-signed).
+retries included, ``on_attempt`` sees it and returns what is sent; with a signing key in
+the ``Settings``, ``payrun.bank.signing.RequestSigner`` then signs what is sent.
 
 Every attempt holds one limiter slot exactly while it is on the wire (never while
 backing off). Reads (GET and the read-only searches) are retried on 429, connection
@@ -80,6 +80,7 @@ from payrun.bank.wire import (
 )
 from payrun.config import Settings
 from payrun.errors import (
+    AuthError,
     BankError,
     BankRejectedError,
     BankUnavailableError,
@@ -101,7 +102,9 @@ _HTTP_TOO_MANY = 429
 _HTTP_REDIRECT = 300
 _HTTP_CLIENT_ERROR = 400
 _HTTP_SERVER_ERROR = 500
+_HTTP_UNAUTHORIZED = 401
 _INDEX = "/v0/index"
+_VERIFY_SIGNATURE = "/v0/security/message-signature/verify"
 # Characters a URL may carry as they are: anything else (non-ASCII, quotes, braces) is
 # percent-encoded once, so the URL built is the URL sent
 _URL_SAFE = "!#$%&'()*+,/:;=?@[]~"
@@ -121,7 +124,8 @@ class BankClient:
     The client owns ``transport`` and closes it in ``aclose()``. ``clock`` is the bank's
     clock, measured from the ``Date`` header of every answer. ``secrets`` are masked in
     every error besides the API key. ``on_attempt`` is called with each request before
-    every attempt, retries included, and what it returns is sent.
+    every attempt, retries included, and what it returns is sent (signed afresh when the
+    settings carry a signing key).
     """
 
     __slots__ = (
@@ -133,6 +137,7 @@ class BankClient:
         "_origin",
         "_retry",
         "_secrets",
+        "_signing",
         "_transport",
         "clock",
     )
@@ -151,8 +156,9 @@ class BankClient:
         self._base_url = settings.base_url
         self._limiter = limiter if limiter is not None else AdaptiveLimiter(50)
         self._retry = retry
-        self._on_attempt = on_attempt
         self.clock = BankClock()
+        self._signing = settings.signing is not None
+        self._on_attempt = self._signed(on_attempt, settings)
         self._origin = BankOrigin(settings.base_url)
         api_key = settings.api_key.reveal()
         self._secrets = Secrets([api_key, *secrets])
@@ -168,6 +174,21 @@ class BankClient:
 
     def __repr__(self) -> str:
         return f"BankClient(base_url={self._base_url!r}, limiter={self._limiter!r})"
+
+    def _signed(self, on_attempt: AttemptHook | None, settings: Settings) -> AttemptHook | None:
+        """``on_attempt``, then the signature when ``settings`` carry a signing key (its
+        ``created`` on the bank's clock as measured, so a machine's clock that is off by
+        minutes is not refused once the bank has answered once)."""
+        if settings.signing is None:
+            return on_attempt
+        # Loaded only by signed clients
+        from payrun.bank.signing import RequestSigner
+
+        signer = RequestSigner(settings.signing, clock=lambda: self.clock.now().timestamp())
+        if on_attempt is None:
+            return signer
+        first = on_attempt
+        return lambda request: signer(first(request))
 
     @property
     def limiter(self) -> AdaptiveLimiter:
@@ -212,6 +233,23 @@ class BankClient:
             key = await self._send("GET", self._decode(lambda d: d["api-key-url"], index, "index"))
             org_url = self._decode(lambda d: d["organization-url"], key, "API key")
         return self._decode(parse_organization, await self._send("GET", org_url), "organization")
+
+    async def signature_verified(self) -> bool:
+        """Whether the bank's signature check verifies this client's requests: True on
+        200, False on 401 (missing, malformed, unknown key id, bad signature)."""
+        try:
+            await self._send("GET", _VERIFY_SIGNATURE)
+        except AuthError as exc:
+            if exc.status != _HTTP_UNAUTHORIZED:
+                raise
+            return False
+        return True
+
+    async def accounts(self, org: Organization) -> AsyncIterator[BankAccount]:
+        """Every bank account of the organization the API key sees, page by page."""
+        params = {"page[size]": str(PAGE_SIZE)}
+        async for account in self._pages(org.accounts_url, params, "accounts", parse_account):
+            yield account
 
     async def get_account(self, url: str) -> BankAccount:
         """Read one bank account."""
@@ -513,7 +551,13 @@ class BankClient:
         elif status < _HTTP_SERVER_ERROR:
             self._limiter.on_success()
         raise error_from_response(
-            method, url, status, response.text, secrets=self._secrets, write=write
+            method,
+            url,
+            status,
+            response.text,
+            secrets=self._secrets,
+            write=write,
+            signed=self._signing,
         )
 
     def _too_large(self, method: str, url: str, *, write: bool) -> BankError:

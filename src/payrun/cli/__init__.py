@@ -47,7 +47,7 @@ EXIT_CODES: tuple[tuple[type[PayrunError], int], ...] = (
 )
 """The one place exceptions become exit codes: first matching class wins."""
 
-_COMMANDS = ("validate", "run", "report", "template", "sandbox")
+_COMMANDS = ("validate", "run", "check", "report", "template", "sandbox")
 """Subcommand modules ``payrun.cli._<name>``, imported when the parser is built."""
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 
+from payrun.cli._bank import add_bank_key_options, bank_settings
 from payrun.cli._output import file_path, reader_may_leave
 from payrun.config import (
     DEFAULT_DUPLICATE_WINDOW_DAYS,
@@ -34,7 +35,6 @@ from payrun.config import (
     Secret,
     Settings,
     ValidationOptions,
-    load_settings,
 )
 from payrun.errors import ConfigError, RefusedMidRunError, UsageError
 from payrun.intake import sheet_note
@@ -109,11 +109,7 @@ def _add_ledger_and_bank_options(parser: argparse.ArgumentParser) -> None:
         help="run against the embedded sandbox bank (no real money)",
     )
     parser.add_argument("--base-url", help="bank API base address (default PAYRUN_BASE_URL)")
-    parser.add_argument(
-        "--api-key-file",
-        type=file_path,
-        help="file holding the API key (default PAYRUN_API_KEY or PAYRUN_API_KEY_FILE)",
-    )
+    add_bank_key_options(parser)
 
 
 def _add_payment_options(parser: argparse.ArgumentParser) -> None:
@@ -375,10 +371,7 @@ def _bank(args: argparse.Namespace) -> Iterator[tuple[Settings, Path | None]]:
     if not args.sandbox:
         stop = getattr(args, "stop", None)
         stopped = stop.is_set if stop is not None else lambda: False
-        yield (
-            load_settings(base_url=args.base_url, api_key_file=args.api_key_file, stopped=stopped),
-            None,
-        )
+        yield bank_settings(args, stopped=stopped), None
         return
     if args.base_url:
         msg = "--sandbox and --base-url cannot be used together: pick one bank"

@@ -3,7 +3,8 @@
 Once the socket accepts connections, the first two lines on stdout are exactly
 ``PAYRUN_BASE_URL=http://127.0.0.1:PORT`` and ``PAYRUN_API_KEY=<secret>`` (flushed at once,
 so scripts can read them); everything else goes to stderr. A host that is not loopback
-is refused unless ``--public`` is given.
+is refused unless ``--public`` is given. ``--require-signatures PUBLIC.pem --signing-key-id
+ID`` serves a live-mode organization that refuses unsigned requests.
 """
 
 from __future__ import annotations
@@ -76,6 +77,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         " its timestamps and Date headers (default 0)",
     )
     add("--seed", metavar="FILE", help="JSON seed file (accounts, payees, CoP directory)")
+    add(
+        "--require-signatures",
+        metavar="PUBLIC.pem",
+        help="live mode: every request needing the API key must be signed (RFC 9421) by the"
+        " Ed25519 key whose public half is in this PEM file (needs --signing-key-id)",
+    )
+    add("--signing-key-id", metavar="ID", help="the key id of --require-signatures' key")
     add("--public", action="store_true", help="allow listening on a non-loopback address")
     parser.set_defaults(handler=execute)
 
@@ -96,6 +104,26 @@ def _check(args: argparse.Namespace) -> None:
     if min(args.latency_ms, args.jitter_ms, args.deliver_after_ms) < 0:
         message = "--latency-ms, --jitter-ms and --deliver-after-ms must not be negative"
         raise ConfigError(message)
+    if (args.require_signatures is None) != (not args.signing_key_id):
+        message = (
+            "--require-signatures PUBLIC.pem and --signing-key-id ID go together: the public"
+            " key and the key id a client signs with"
+        )
+        raise ConfigError(message)
+
+
+def _signature_keys(args: argparse.Namespace) -> dict[str, str] | None:
+    """The key id and public key PEM of --require-signatures, if given."""
+    if args.require_signatures is None:
+        return None
+    try:
+        with open(args.require_signatures, encoding="utf-8") as handle:
+            pem = handle.read(65_536)
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or type(exc).__name__
+        message = f"cannot read --require-signatures {args.require_signatures}: {reason}"
+        raise ConfigError(message) from None
+    return {args.signing_key_id.strip(): pem}
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -113,6 +141,7 @@ def execute(args: argparse.Namespace) -> int:
             deliver_after_ms=args.deliver_after_ms,
             seed=args.seed,
             clock_offset_s=args.clock_offset,
+            signature_keys=_signature_keys(args),
         )
     except SeedError as exc:
         raise ConfigError(str(exc)) from exc

@@ -7,7 +7,7 @@ ledger, new or resumed), ``_book`` (the rows in memory, written through to the l
 and ``_reconcile`` (requests whose answer was lost), ``_track`` (``--wait``). ``_matching``
 holds the rule they share for telling whether a bank payment is a row's, ``_stop`` how
 a run is asked to stop, and ``_refusal`` what a run says when the bank refuses the key's
-role mid-run.
+role mid-run. ``_readiness`` is ``payrun check``: the same reads, before any run.
 
 Names are imported on first use, so ``payrun`` starts fast and a command that never pays
 never loads the bank client.
@@ -23,10 +23,16 @@ if TYPE_CHECKING:
     from payrun.run._pipeline import RunOutcome as RunOutcome
     from payrun.run._pipeline import run_batch as run_batch
     from payrun.run._pipeline import run_exit_code as run_exit_code
+    from payrun.run._readiness import Check as Check
+    from payrun.run._readiness import Readiness as Readiness
+    from payrun.run._readiness import check_readiness as check_readiness
     from payrun.run._stop import STOP_GRACE_SECONDS as STOP_GRACE_SECONDS
     from payrun.run._stop import StopSignal as StopSignal
 
 _HOMES = {
+    "Check": "payrun.run._readiness",
+    "Readiness": "payrun.run._readiness",
+    "check_readiness": "payrun.run._readiness",
     "RunObserver": "payrun.run._pipeline",
     "RunOutcome": "payrun.run._pipeline",
     "run_batch": "payrun.run._pipeline",
@@ -48,9 +54,12 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "STOP_GRACE_SECONDS",
+    "Check",
+    "Readiness",
     "RunObserver",
     "RunOutcome",
     "StopSignal",
+    "check_readiness",
     "run_batch",
     "run_exit_code",
 ]

@@ -2,7 +2,8 @@
 
 Input: a ``BankClient`` and the run's ``Settings``. Output: the ``Organization``. An
 address that does not answer as the bank's API, or whose host name does not resolve, is
-a setting to correct (``ConfigError``, exit 2), not a bank outage to wait out (exit 3).
+a setting to correct (``ConfigError``, exit 2), not a bank outage to wait out (exit 3); so
+is a live-mode organization with no signing key configured.
 """
 
 from __future__ import annotations
@@ -16,17 +17,38 @@ if TYPE_CHECKING:
     from payrun.bank import BankClient, Organization
     from payrun.config import Settings
 
-__all__ = ["find_organization"]
+__all__ = ["LIVE_MODE", "find_organization"]
 
 _HTTP_NOT_FOUND = 404
 
 
-async def find_organization(client: BankClient, settings: Settings) -> Organization:
+LIVE_MODE = "live-mode"
+"""The ``organization-mode`` of an organization that moves real money."""
+
+
+async def find_organization(
+    client: BankClient, settings: Settings, *, require_signing: bool = True
+) -> Organization:
     """The API key's organization; an address that does not answer as the bank is a setting.
 
     The first request goes to the bank's index: a 404 there, or an answer that is not the
     API's JSON, means the base URL points somewhere else (exit 2: running again won't help).
+    With ``require_signing``, a live-mode organization and no signing key configured is a
+    ``ConfigError`` too, before anything is created.
     """
+    org = await _read_organization(client, settings)
+    if require_signing and org.mode == LIVE_MODE and settings.signing is None:
+        msg = (
+            f"{org.display_name} is a live-mode organization (real money), and live requests"
+            " must be signed: set PAYRUN_SIGNING_KEY_FILE and PAYRUN_SIGNING_KEY_ID (or"
+            " --signing-key-file and --signing-key-id); nothing was created (see"
+            " docs/live-mode.md)"
+        )
+        raise ConfigError(msg)
+    return org
+
+
+async def _read_organization(client: BankClient, settings: Settings) -> Organization:
     try:
         return await client.organization()
     except BankError as exc:

@@ -1,4 +1,5 @@
-"""Navigation, organization, legal persons, payees, Confirmation of Payee and events.
+"""Navigation, organization, legal persons, payees, Confirmation of Payee, events, and the
+signature check (``/v0/security/message-signature/verify``, any method, no API key).
 
 Payees are never deduplicated (two payees with the same details are allowed, as the real
 service is not known to refuse them). Deactivating a deactivated payee is 422
@@ -25,6 +26,7 @@ from payrun.sandbox._render import (
 )
 from payrun.sandbox._routing import Context, Router
 from payrun.sandbox._seeding import new_payee
+from payrun.sandbox._signatures import SignedMessage
 
 __all__ = ["EVENT_TYPES", "register"]
 
@@ -268,9 +270,25 @@ def _show_event(ctx: Context, request: Request, args: tuple[str, ...]) -> Reply:
     return reply(render_event(event))
 
 
+def _verify_signature(ctx: Context, request: Request, args: tuple[str, ...]) -> Reply:
+    """The bank's signature check: 200 when the request's signature verifies, else 401."""
+    state = ctx.state
+    if state.signatures is None:
+        problem: str | None = "no message signature key is registered with this organization"
+    else:
+        query = request.query_string.decode("latin-1")
+        message = SignedMessage(request.method, request.path, query, request.headers, request.body)
+        problem = state.signatures.problem(message, state.now().timestamp())
+    if problem is not None:
+        return reply({"message": f"not verified: {problem}", "busy": False}, 401)
+    return reply({"message": "the message signature was verified", "busy": False})
+
+
 def register(router: Router) -> None:
-    """Add navigation, party, CoP and event routes to ``router``."""
+    """Add navigation, party, CoP, event and signature-check routes to ``router``."""
     add = router.add
+    for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+        add(method, "/v0/security/message-signature/verify", _verify_signature, public=True)
     add("GET", "/v0/ping", _ping, public=True)
     add("GET", "/v0/index", _index)
     add("GET", "/v0/api-keys/{ak}", _api_key)

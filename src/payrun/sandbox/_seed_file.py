@@ -28,6 +28,9 @@ class _Entry(BaseModel):
 
 class _Organization(_Entry):
     display_name: _Text = Field(alias="display-name")
+    organization_mode: Literal["test-mode", "live-mode"] = Field(
+        "test-mode", alias="organization-mode"
+    )
 
 
 class _LegalPerson(_Entry):
@@ -57,17 +60,25 @@ class _DirectoryEntry(_Payee):
     )
 
 
+class _SignatureKey(_Entry):
+    key_id: _Text = Field(alias="key-id")
+    public_key: _Text | None = Field(None, alias="public-key")
+    public_key_file: _Text | None = Field(None, alias="public-key-file")
+
+
 class _Seed(_Entry):
     organization: _Organization
     legal_persons: list[_LegalPerson] = Field(alias="legal-persons")
     accounts: list[_Account]
     payees: list[_Payee]
     directory: list[_DirectoryEntry]
+    message_signature_keys: list[_SignatureKey] = Field([], alias="message-signature-keys")
 
 
 _ALLOWED = {
     "legal-person-type": "individual or corporation",
     "account-classification": "personal or business",
+    "organization-mode": "test-mode or live-mode",
 }
 """The words a seed key allows, as ``build_state`` lists them."""
 

@@ -24,6 +24,7 @@ __all__ = [
     "new_payee",
     "new_restriction",
     "open_account",
+    "register_signature_key",
 ]
 
 NEW_ACCOUNT_PENCE = 100_000_000
@@ -223,3 +224,20 @@ def add_restriction(state: SandboxState, account: Account, entry: dict[str, Any]
         raise SeedError(message)
     by_service = entry.get("applied-by", "user") == "service"
     return new_restriction(state, account, fields, by_service=by_service, notes="seeded")
+
+
+def register_signature_key(state: SandboxState, key_id: str, pem: str, where: str) -> None:
+    """Register an Ed25519 public key (PEM) under ``key_id``: the organization is then in
+    live mode, and every request that needs the API key must also be signed."""
+    # cryptography loads only for a sandbox that checks signatures
+    from payrun.sandbox._signatures import SignatureCheck, public_key
+
+    try:
+        key = public_key(pem)
+    except ValueError as exc:
+        message = f"{where} {exc}"
+        raise SeedError(message) from None
+    if state.signatures is None:
+        state.signatures = SignatureCheck({})
+    state.signatures.keys[key_id] = key
+    state.org_mode = "live-mode"

@@ -6,12 +6,15 @@ A request to ``/v0/...`` goes through, in order:
    answered 429 at once (and, with ``extra_429_rate``, a random share is refused the same
    way, as if other clients were busy); a refused request is not counted and changes nothing;
 2. authentication: ``Authorization: ServiceAPIKey <secret>`` (or ``GriffinAPIKey``), else 401
-   with ``www-authenticate: ServiceSession``; ``GET /v0/ping`` needs no key;
+   with ``www-authenticate: ServiceSession``; ``GET /v0/ping`` and the signature check
+   ``/v0/security/message-signature/verify`` need no key;
 3. routing (404, 405), then the per-account limit for submit-payment: with
    ``ACCOUNT_SUBMITS_CAP`` submits of that account in flight it is answered 429;
 4. the latency sleep (``latency_ms`` plus up to ``jitter_ms`` either way), inside the
    in-flight window: a slow bank keeps requests in flight;
-5. the body (413 above 1 MB), due submissions are settled, and the handler runs;
+5. the body (413 above 1 MB); in live mode (signing keys registered) a request needing the
+   key whose RFC 9421 signature does not verify is answered 401 (see ``_signatures``);
+   then due submissions are settled, and the handler runs;
 6. for create-payment and create-submission, ``fault_rate`` of the successes are then
    answered with a 500 or a dropped connection: the work is done, the client cannot know.
 
@@ -28,7 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from datetime import timedelta
 from email.utils import format_datetime
@@ -41,6 +44,8 @@ from payrun.sandbox import _admin, _routes_accounts, _routes_core, _routes_payme
 from payrun.sandbox._http import MAX_BODY, ApiError, Reply, Request, error_body
 from payrun.sandbox._payments import settle
 from payrun.sandbox._routing import Context, Route, Router
+from payrun.sandbox._seeding import register_signature_key
+from payrun.sandbox._signatures import SignedMessage
 from payrun.sandbox.seed import build_state, load_seed
 from payrun.sandbox.state import SandboxState
 
@@ -274,9 +279,30 @@ class SandboxApp:
             if self.latency_s or self.jitter_s:
                 jitter = self.rng.uniform(-self.jitter_s, self.jitter_s) if self.jitter_s else 0.0
                 await anyio.sleep(max(0.0, self.latency_s + jitter))
-            return self._handle(route, args, scope, await _read_body(scope, receive))
+            body = await _read_body(scope, receive)
+            if not route.public:
+                self._check_signature(scope, body)
+            return self._handle(route, args, scope, body)
         except ApiError as error:
             return _error(error)
+
+    def _check_signature(self, scope: Scope, body: bytes) -> None:
+        """In live mode, refuse (401) a request whose signature does not verify."""
+        state = self.state.sandbox
+        if state.signatures is None:
+            return
+        raw_path = scope.get("raw_path") or scope["path"].encode()
+        message = SignedMessage(
+            scope["method"],
+            raw_path.decode("latin-1"),
+            scope["query_string"].decode("latin-1"),
+            scope["headers"],
+            body,
+        )
+        problem = state.signatures.problem(message, state.now().timestamp())
+        if problem is not None:
+            detail = f"the request's message signature could not be verified: {problem}"
+            raise ApiError(401, "unauthorized", detail)
 
     def _handle(self, route: Route, args: tuple[str, ...], scope: Scope, body: bytes) -> _Outcome:
         request = Request(
@@ -327,8 +353,13 @@ def create_app(
     rng_seed: int | None = None,
     bare_payee_creditors: bool = False,
     clock_offset_s: float = 0.0,
+    signature_keys: Mapping[str, str] | None = None,
 ) -> SandboxApp:
     """Build the sandbox bank; ``seed`` is a seed dict or a JSON file (default seed if None).
+
+    ``signature_keys`` (key id to Ed25519 public key PEM) puts the organization in live
+    mode: every request that needs the API key must then carry a valid RFC 9421 signature
+    by one of them (a ``SeedError`` for a key that is not an Ed25519 public key).
 
     ``bare_payee_creditors`` shows payments to payees with a uk-domestic creditor.
     ``clock_offset_s`` sets the bank's clock that many seconds ahead of the true time
@@ -340,6 +371,8 @@ def create_app(
     elif api_key is not None:
         state.api_key_secret = api_key
     state.bare_payee_creditors = bare_payee_creditors
+    for key_id, pem in (signature_keys or {}).items():
+        register_signature_key(state, key_id, pem, f"the public key for {key_id!r}")
     state.clock_offset = timedelta(seconds=clock_offset_s)
     unknown = set(fault_kinds) - set(FAULT_KINDS)
     if unknown or not fault_kinds:

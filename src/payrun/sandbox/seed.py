@@ -22,7 +22,10 @@ A seed is a JSON object; every key is optional and defaults to ``default_seed()`
         {"account-holder": "Jane Doe", "sort-code": "112233", "account-number": "12345678",
          "account-classification": "personal"}
       ],
-      "builtin-directory": true
+      "builtin-directory": true,
+      "message-signature-keys": [
+        {"key-id": "payrun-live-1", "public-key-file": "public.pem"}
+      ]
     }
 
 ``owner`` names a legal person by ``key``; ``"org"`` is the organization's own legal person
@@ -32,8 +35,12 @@ to ``open``, ``payee-status`` to ``active``, ``applied-by`` to ``user`` (``servi
 restriction the bank applied: a sensitive reason code then hides its details and it cannot be
 lifted through the API). ``directory`` entries are added to Confirmation of Payee's directory
 of true names, which starts from the packaged ``directory.csv`` unless ``builtin-directory``
-is false; the sandbox's own accounts are always in it. Ids are derived from the seed's
-content, so one seed always yields the same URLs.
+is false; the sandbox's own accounts are always in it. ``message-signature-keys`` registers
+Ed25519 public keys (``public-key``: the PEM text, or ``public-key-file``: a PEM file,
+relative to the seed file) under the key ids the client signs with: the organization is
+then ``live-mode`` and every request that needs the API key must carry a valid RFC 9421
+signature (``payrun sandbox --require-signatures`` does the same). Ids are derived from the
+seed's content, so one seed always yields the same URLs.
 """
 
 from __future__ import annotations
@@ -47,7 +54,13 @@ from typing import Any
 
 from payrun.sandbox._checks import ACCOUNT_NUMBER, SORT_CODE
 from payrun.sandbox._model import LegalPerson, Product, stable_id
-from payrun.sandbox._seeding import SeedError, add_account, add_payee, add_restriction
+from payrun.sandbox._seeding import (
+    SeedError,
+    add_account,
+    add_payee,
+    add_restriction,
+    register_signature_key,
+)
 from payrun.sandbox.state import DirectoryEntry, SandboxState
 
 __all__ = ["SeedError", "build_state", "default_seed", "load_directory", "load_seed"]
@@ -142,9 +155,24 @@ def load_seed(path: str | Path) -> dict[str, Any]:
 
     seed = default_seed() | loaded
     check_seed_file(seed)
+    _read_public_key_files(seed, Path(path).parent)
     # Fail now, with the file's name at hand, rather than at serve time
     build_state(seed)
     return seed
+
+
+def _read_public_key_files(seed: dict[str, Any], folder: Path) -> None:
+    """Each signature key's ``public-key-file`` (relative to ``folder``) read as its
+    ``public-key``."""
+    for n, entry in enumerate(seed.get("message-signature-keys", [])):
+        name = entry.pop("public-key-file", None)
+        if name is None:
+            continue
+        try:
+            entry.setdefault("public-key", (folder / name).read_text("utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            message = f"cannot read message-signature-keys[{n}].public-key-file {name}: {exc}"
+            raise SeedError(message) from exc
 
 
 def _require(entry: Any, where: str, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -189,6 +217,10 @@ def build_state(seed: dict[str, Any] | None = None, *, api_key: str | None = Non
         _require(entry, where, ("account-holder", "sort-code", "account-number"))
         add_payee(state, entry, owners, where, _check_address(entry, where))
     _add_directory(state, seed)
+    for n, entry in enumerate(_as_list(seed, "message-signature-keys")):
+        where = f"message-signature-keys[{n}]"
+        _require(entry, where, ("key-id", "public-key"))
+        register_signature_key(state, entry["key-id"], entry["public-key"], f"{where}.public-key")
     return state
 
 

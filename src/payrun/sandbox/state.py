@@ -14,6 +14,7 @@ import secrets
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from payrun.sandbox._model import (
     Account,
@@ -31,6 +32,10 @@ from payrun.sandbox._model import (
     random_id,
     utc_now,
 )
+
+# cryptography loads only for a sandbox that checks signatures
+if TYPE_CHECKING:
+    from payrun.sandbox._signatures import SignatureCheck
 
 __all__ = ["RATE_LIMIT_REASONS", "DirectoryEntry", "SandboxState", "SandboxStats"]
 
@@ -83,6 +88,8 @@ class SandboxState:
         self.org_id = "og.sandbox"
         self.org_name = "Sandbox Organization"
         self.org_mode = "test-mode"
+        self.signatures: SignatureCheck | None = None
+        """The registered signing keys: set, every keyed request must be signed (live mode)."""
         self.own_legal_person_id = ""
         self.created_at: datetime = now
         self.legal_persons: dict[str, LegalPerson] = {}
