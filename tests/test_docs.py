@@ -15,7 +15,7 @@ from payrun.cli import build_parser, main
 
 ROOT = Path(__file__).parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-COMMANDS = ("validate", "run", "report", "template", "sandbox")
+COMMANDS = ("validate", "run", "check", "report", "template", "sandbox")
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 _SHELL_ENDS = (">", ">>", "2>&1", "|", "&&", ";")
 
@@ -34,7 +34,9 @@ def _shown_commands() -> list[tuple[str, list[str]]]:
     shown = []
     for path in [ROOT / "README.md", *DOCS]:
         for line in _code_blocks(path.read_text(encoding="utf-8")):
-            found = re.search(r"(?:^|[\s/=$])payrun (" + "|".join(COMMANDS) + r")\b(.*)", line)
+            found = re.search(
+                r"(?:^|[\s/=$])payrun (" + "|".join(COMMANDS) + r")(?=\s|$)(.*)", line
+            )
             # a synopsis with [optional] parts is not a command to run
             if found is None or " [" in line:
                 continue
