@@ -68,9 +68,16 @@ def preview_lines(preview: RunPreview) -> list[str]:
         named = ", ".join(_visible(name) for name in payees[:_MAX_NAMED_PAYEES])
         more = len(payees) - _MAX_NAMED_PAYEES
         named += f" and {more} more" if more > 0 else ""
+        check = (
+            "each checked with Confirmation of Payee first: a close match or no match holds"
+            " its rows"
+            if preview.confirm_payees
+            else "created without a Confirmation of Payee check (--no-confirm-payees)"
+        )
+        lines.append(f"  new payees to create: {len(payees)} ({named}); {check}")
+    if preview.not_paid:
         lines.append(
-            f"  new payees to create: {len(payees)} ({named}); their rows go ahead only"
-            " if the payee is created"
+            f"not paid: {_rows(preview.not_paid)} invalid, held or failed (listed at the end)"
         )
     return lines
 

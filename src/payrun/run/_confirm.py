@@ -39,6 +39,8 @@ __all__ = [
 LIVE_MODE = "live-mode"
 """The ``organization-mode`` of an organization that moves real money."""
 
+_NOT_PAID = frozenset({RowStatus.INVALID, RowStatus.HELD, RowStatus.FAILED})
+
 
 class Answer(enum.Enum):
     """What the person asked did."""
@@ -69,6 +71,9 @@ class RunPreview:
     accounts: tuple[AccountPreview, ...]
     new_payees: tuple[str, ...]
     create_only: bool
+    confirm_payees: bool
+    not_paid: int
+    """Rows this run leaves unpaid: invalid, held or failed."""
 
 
 class Confirmer(Protocol):
@@ -106,13 +111,16 @@ def preview_run(
     new_payees: Iterable[str],
     *,
     create_only: bool,
+    confirm_payees: bool,
 ) -> RunPreview:
     """What the run is about to pay: rows left to create (and, unless ``create_only``,
     to submit) from the accounts that can pay, per source account, and the new payees."""
     wanted = {RowStatus.PENDING} if create_only else {RowStatus.PENDING, RowStatus.CREATED}
     per_source: dict[str, list[LedgerRow]] = defaultdict(list)
     names: dict[str, str] = {}
+    not_paid = 0
     for row in rows:
+        not_paid += row.status in _NOT_PAID
         if row.status in wanted and row.account_url in accounts:
             per_source[row.source_account].append(row)
             names[row.source_account] = accounts[row.account_url].display_name
@@ -132,6 +140,8 @@ def preview_run(
         accounts=previews,
         new_payees=tuple(new_payees),
         create_only=create_only,
+        confirm_payees=confirm_payees,
+        not_paid=not_paid,
     )
 
 

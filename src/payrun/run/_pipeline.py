@@ -404,6 +404,7 @@ async def _pay_locked(
             checks.accounts,
             [name for _, name, _, _ in checks.new_payees],
             create_only=options.create_only,
+            confirm_payees=options.confirm_payees,
         )
         await confirm_live_run(org, preview, options, confirmer)
         await checks.create_payees()

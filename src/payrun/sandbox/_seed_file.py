@@ -28,6 +28,9 @@ class _Entry(BaseModel):
 
 class _Organization(_Entry):
     display_name: _Text = Field(alias="display-name")
+    organization_mode: Literal["test-mode", "live-mode"] = Field(
+        "test-mode", alias="organization-mode"
+    )
 
 
 class _LegalPerson(_Entry):
@@ -66,6 +69,7 @@ class _Seed(_Entry):
 
 
 _ALLOWED = {
+    "organization-mode": "test-mode or live-mode",
     "legal-person-type": "individual or corporation",
     "account-classification": "personal or business",
 }
