@@ -29,9 +29,9 @@ _Details = tuple[str, str]
 """Sort code, account number."""
 
 _WHAT_TO_DO = (
-    "; confirm the details with the payee by phone, on a number you already had (not one"
-    f" sent with the new details), then run again with {ACCEPT_FLAG}; two different people"
-    f" who share this name are held the same way: if so, also run again with {ACCEPT_FLAG}"
+    " (or two different people share this name); confirm with the payee by phone, on a"
+    " number you already had (not one sent with the new details), then run again with"
+    f" {ACCEPT_FLAG}"
 )
 
 
