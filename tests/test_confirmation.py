@@ -242,6 +242,20 @@ def test_no_terminal_refusal_is_one_json_object_for_schedulers(tmp_path: Path) -
     assert "live-mode" in error["message"]
 
 
+def test_a_json_log_never_asks_even_on_a_terminal(tmp_path: Path) -> None:
+    """--log-format json keeps stderr JSON lines: it asks nothing, so it needs --yes."""
+    batch = write_batch(tmp_path / "pay.csv", _rows())
+    with _bank() as bank:
+        before = _created(bank)
+        with _on_terminal(bank, batch, "--log-format", "json") as terminal:
+            assert terminal.finish() == 2, terminal.text
+        assert _created(bank) == before
+        with _on_terminal(bank, batch, "--log-format", "json", "--yes") as terminal:
+            assert terminal.finish() == 0, terminal.text
+        assert_exactly_once(bank, _rows(), _ledger(batch), terminal.text)
+    assert QUESTION.decode() not in terminal.text
+
+
 def test_yes_pays_without_a_terminal_and_control_totals_still_hold(tmp_path: Path) -> None:
     """--yes (a scheduler's run) pays with no question; --expect-total still guards it."""
     batch = write_batch(tmp_path / "pay.csv", _rows())

@@ -257,8 +257,10 @@ def execute(args: argparse.Namespace) -> int:
         if args.dry_run and args.report is not None:
             observer.note(f"a dry run writes no report: {args.report} is left as it was")
         refusal = None
-        # No terminal: a live-mode run without --yes is refused
-        confirmer = TerminalConfirmer(args.stop) if stdin_is_terminal() else None
+        # No one to ask (no terminal; a JSON log's stderr is JSON only): a live-mode run
+        # without --yes is refused
+        asks = stdin_is_terminal() and args.log_format == "text"
+        confirmer = TerminalConfirmer(args.stop) if asks else None
         try:
             outcome = anyio.run(
                 lambda: run_batch(

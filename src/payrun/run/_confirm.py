@@ -97,9 +97,9 @@ def refuse_unconfirmable(
         return
     msg = (
         f"nothing was created: {org.display_name} is a live-mode organization (real money),"
-        " and a run there needs a person to type yes on a terminal, but stdin is not one;"
-        " run it from a terminal, or pass --yes (a scheduler: with --expect-count and"
-        " --expect-total)"
+        " and a run there needs a person to type yes on a terminal, but stdin is not one"
+        " (or --log-format json, which asks nothing); run it from a terminal, or pass --yes"
+        " (a scheduler: with --expect-count and --expect-total)"
     )
     raise NotConfirmedError(msg)
 
