@@ -646,7 +646,9 @@ def _time_phases(phases: dict[str, float]) -> None:
         "load_payments",
         "check_balances",
         "guard_repeats",
-        "prepare_payees",
+        "guard_changed_details",
+        "plan_payees",
+        "create_payees",
     ):
         timed(preflight.Preflight, name, name)
     timed(pipeline, "reconcile_rows", "reconcile")

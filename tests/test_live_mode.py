@@ -55,10 +55,10 @@ def test_a_signed_run_pays_every_row_once_through_an_enforcing_bank(
     rows = make_rows(1, 40, payees=8, tag="S")
     batch = write_batch(tmp_path / "pay.csv", rows)
     ledger = tmp_path / "pay.ledger.sqlite"
-    done = run(live_bank, batch, ledger, "--wait", env=_signing_env(key_files))
+    done = run(live_bank, batch, ledger, "--wait", "--yes", env=_signing_env(key_files))
     assert done.returncode == 0, done.describe()
     assert_exactly_once(live_bank, rows, ledger, done.describe())
-    again = run(live_bank, batch, ledger, env=_signing_env(key_files))
+    again = run(live_bank, batch, ledger, "--yes", env=_signing_env(key_files))
     assert again.returncode == 0, again.describe()
     assert_exactly_once(live_bank, rows, ledger, again.describe())
 

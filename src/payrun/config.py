@@ -129,6 +129,9 @@ class RunOptions:
     expect_total: Decimal | None = None
     duplicate_window_days: int = DEFAULT_DUPLICATE_WINDOW_DAYS
     allow_repeat: bool = False
+    accept_changed_details: bool = False
+    # --yes: a live-mode run goes on without asking
+    assume_yes: bool = False
     ledger_path: Path | None = None
     report_path: Path | None = None
     wait_timeout: float = DEFAULT_WAIT_TIMEOUT

@@ -7,7 +7,8 @@ branches to exit codes in one table (``payrun.cli``)::
     ├── UsageError                 exit 2: the command cannot start as given
     │   ├── ConfigError            bad settings: base URL, API key, option values
     │   ├── BatchFileError         the batch file itself cannot be used (.path)
-    │   └── ControlTotalsError     --expect-count / --expect-total differ from the file
+    │   ├── ControlTotalsError     --expect-count / --expect-total differ from the file
+    │   └── NotConfirmedError      a live-mode run was not confirmed (no terminal, declined)
     ├── BankError                  the bank answered badly or not at all (.status, .detail)
     │   ├── AuthError              401/403: exit 2
     │   │   └── RefusedMidRunError after payments were created: summary and report still (.rows)
@@ -46,6 +47,7 @@ __all__ = [
     "LedgerLockedError",
     "LedgerMismatchError",
     "LedgerWriteError",
+    "NotConfirmedError",
     "OutcomeUnknownError",
     "PayrunError",
     "RateLimitedError",
@@ -76,6 +78,11 @@ class BatchFileError(UsageError):
 
 class ControlTotalsError(UsageError):
     """The file's valid rows do not match ``--expect-count`` / ``--expect-total``."""
+
+
+class NotConfirmedError(UsageError):
+    """A run paying a live-mode organization was not confirmed: no terminal to ask on and
+    no ``--yes``, or the person answered anything but yes. Nothing was created."""
 
 
 class BankError(PayrunError):

@@ -164,6 +164,18 @@ def _add_payment_options(parser: argparse.ArgumentParser) -> None:
         help="pay rows that match a recent payment made outside this ledger",
     )
     parser.add_argument(
+        "--accept-changed-details",
+        action="store_true",
+        help="pay rows whose payee name an existing payee has with other bank details"
+        " (after confirming the new details with the payee by phone)",
+    )
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="a live-mode organization's run goes on without asking for a typed confirmation"
+        " (for schedulers; add --expect-count and --expect-total)",
+    )
+    parser.add_argument(
         "--log-format",
         choices=("text", "json"),
         default="text",
@@ -218,6 +230,7 @@ def _seconds(text: str) -> float:
 def execute(args: argparse.Namespace) -> int:
     """Run the batch and print what happened."""
     # Rich loads only for runs
+    from payrun.cli._confirm import TerminalConfirmer, stdin_is_terminal
     from payrun.cli._progress import finished_line
     from payrun.cli._summary import print_document, print_dry_run, show_run
     from payrun.report import dry_run_document
@@ -240,6 +253,10 @@ def execute(args: argparse.Namespace) -> int:
         if args.dry_run and args.report is not None:
             observer.note(f"a dry run writes no report: {args.report} is left as it was")
         refusal = None
+        # No one to ask (no terminal; a JSON log's stderr is JSON only): a live-mode run
+        # without --yes is refused
+        asks = stdin_is_terminal() and args.log_format == "text"
+        confirmer = TerminalConfirmer(args.stop) if asks else None
         try:
             outcome = anyio.run(
                 lambda: run_batch(
@@ -249,6 +266,7 @@ def execute(args: argparse.Namespace) -> int:
                     options=options,
                     observer=observer,
                     stop=args.stop,
+                    confirmer=confirmer,
                 ),
                 backend_options=_loop_options(),
             )
@@ -345,6 +363,8 @@ def _run_options(args: argparse.Namespace, folder: Path | None) -> RunOptions:
         expect_total=args.expect_total,
         duplicate_window_days=args.duplicate_window,
         allow_repeat=args.allow_repeat,
+        accept_changed_details=args.accept_changed_details,
+        assume_yes=args.yes,
         ledger_path=ledger,
         report_path=report,
         wait_timeout=DEFAULT_WAIT_TIMEOUT if args.wait_timeout is None else args.wait_timeout,

@@ -2,12 +2,14 @@
 
 ``_pipeline`` holds the run's state and calls the phases in order: ``_start`` (the
 ledger, new or resumed), ``_book`` (the rows in memory, written through to the ledger),
-``_preflight`` (organization, accounts, payees, repeats: ``_organization``, ``_payees``,
-``_approvals``), ``_execute`` (create and submit under the bank's limits), ``_settle``
-and ``_reconcile`` (requests whose answer was lost), ``_track`` (``--wait``). ``_matching``
-holds the rule they share for telling whether a bank payment is a row's, ``_stop`` how
-a run is asked to stop, and ``_refusal`` what a run says when the bank refuses the key's
-role mid-run. ``_readiness`` is ``payrun check``: the same reads, before any run.
+``_preflight`` (organization, accounts, payees, repeats, changed bank details:
+``_organization``, ``_payees``, ``_approvals``, ``_changed``), ``_confirm`` (a live-mode
+organization's run asks a person first), ``_execute`` (create and submit under the bank's
+limits), ``_settle`` and ``_reconcile`` (requests whose answer was lost), ``_track``
+(``--wait``). ``_matching`` holds the rule they share for telling whether a bank payment
+is a row's, ``_stop`` how a run is asked to stop, and ``_refusal`` what a run says when
+the bank refuses the key's role mid-run. ``_readiness`` is ``payrun check``: the same
+reads, before any run.
 
 Names are imported on first use, so ``payrun`` starts fast and a command that never pays
 never loads the bank client.
@@ -19,6 +21,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from payrun.run._confirm import AccountPreview as AccountPreview
+    from payrun.run._confirm import Answer as Answer
+    from payrun.run._confirm import Confirmer as Confirmer
+    from payrun.run._confirm import RunPreview as RunPreview
     from payrun.run._pipeline import RunObserver as RunObserver
     from payrun.run._pipeline import RunOutcome as RunOutcome
     from payrun.run._pipeline import run_batch as run_batch
@@ -33,6 +39,10 @@ _HOMES = {
     "Check": "payrun.run._readiness",
     "Readiness": "payrun.run._readiness",
     "check_readiness": "payrun.run._readiness",
+    "AccountPreview": "payrun.run._confirm",
+    "Answer": "payrun.run._confirm",
+    "Confirmer": "payrun.run._confirm",
+    "RunPreview": "payrun.run._confirm",
     "RunObserver": "payrun.run._pipeline",
     "RunOutcome": "payrun.run._pipeline",
     "run_batch": "payrun.run._pipeline",
@@ -54,10 +64,14 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "STOP_GRACE_SECONDS",
+    "AccountPreview",
+    "Answer",
     "Check",
+    "Confirmer",
     "Readiness",
     "RunObserver",
     "RunOutcome",
+    "RunPreview",
     "StopSignal",
     "check_readiness",
     "run_batch",

@@ -32,6 +32,7 @@ from payrun.ledger import (
 from payrun.run import _start as run_start
 from payrun.run._approvals import refresh_created
 from payrun.run._book import RowBook
+from payrun.run._confirm import Confirmer, confirm_live_run, preview_run, refuse_unconfirmable
 from payrun.run._execute import execute_rows
 from payrun.run._organization import find_organization
 from payrun.run._preflight import AccountPlan, Preflight
@@ -125,11 +126,14 @@ async def run_batch(
     options: RunOptions,
     observer: RunObserver | None = None,
     stop: StopSignal | None = None,
+    confirmer: Confirmer | None = None,
 ) -> RunOutcome:
     """Pay a batch file exactly once (or, with ``dry_run``, check what a run would do).
 
     ``stop`` is how the caller asks the run to stop (the CLI requests it on Ctrl-C and
     SIGTERM): nothing new starts, in-flight requests finish, and the outcome says so.
+    ``confirmer`` asks a person before a live-mode organization's run creates anything;
+    without one (and without ``options.assume_yes``) such a run is refused.
     """
     watcher = observer or _Quiet()
     ledger_path = options.ledger_path or default_ledger_path(batch_path)
@@ -155,7 +159,10 @@ async def run_batch(
                 settings,
                 options,
                 lambda c: _guarded(
-                    stop, lambda: _pay(c, ledger, book, settings, options, watcher, stop)
+                    stop,
+                    lambda: _pay(
+                        c, ledger, book, settings, options, watcher, stop, confirmer=confirmer
+                    ),
                 ),
             )
         ledger.check_in_place()
@@ -246,6 +253,7 @@ def _preflight(
         confirm_payees=options.confirm_payees,
         accept_close_match=options.accept_close_match,
         allow_repeat=options.allow_repeat,
+        accept_changed_details=options.accept_changed_details,
         duplicate_window=timedelta(days=options.duplicate_window_days),
         dry_run=options.dry_run,
         stop=stop,
@@ -314,8 +322,9 @@ async def _check_before_paying(
     )
     await refresh_created(client, book, create_only=not submit_approved)
     checks.guard_repeats()
+    checks.guard_changed_details()
     checks.check_balances(created=not options.create_only)
-    await checks.prepare_payees()
+    checks.plan_payees()
     return attention
 
 
@@ -327,10 +336,14 @@ async def _pay(
     options: RunOptions,
     watcher: RunObserver,
     stop: StopSignal,
+    *,
+    confirmer: Confirmer | None,
 ) -> RunOutcome:
     started = utc_now()
     org = await find_organization(client, settings)
     run_start.check_same_bank(ledger, settings, org)
+    # No one to ask: refused before anything is read, waited for or created
+    refuse_unconfirmable(org, options, confirmer)
     batch = ledger.batch()
     assert batch is not None
     # --wait reads the events from the batch's start
@@ -344,7 +357,18 @@ async def _pay(
     # bank's payments are read or any payee or payment is made.
     bank = bank_identity(settings.base_url, org.url)
     with ledger.hold_batch(book.all(), bank):
-        return await _pay_locked(client, ledger, book, checks, org, started, options, watcher, stop)
+        return await _pay_locked(
+            client,
+            ledger,
+            book,
+            checks,
+            org,
+            started,
+            options,
+            watcher,
+            stop,
+            confirmer=confirmer,
+        )
 
 
 async def _pay_locked(
@@ -357,6 +381,8 @@ async def _pay_locked(
     options: RunOptions,
     watcher: RunObserver,
     stop: StopSignal,
+    *,
+    confirmer: Confirmer | None,
 ) -> RunOutcome:
     settled = await wait_for_late_answers(ledger, book, stop, watcher.note, at_start=True)
     attention: list[int] = []
@@ -372,6 +398,16 @@ async def _pay_locked(
             submit_approved=not options.create_only,
             options=options,
         )
+        preview = preview_run(
+            org,
+            book.all(),
+            checks.accounts,
+            [name for _, name, _, _ in checks.new_payees],
+            create_only=options.create_only,
+            confirm_payees=options.confirm_payees,
+        )
+        await confirm_live_run(org, preview, options, confirmer)
+        await checks.create_payees()
         done = sum(1 for r in book.all() if r.status not in (*_UNPAID, RowStatus.CREATED))
         watcher.started(total=len(book), done=done)
         attention, unreachable = await _execute_rounds(

@@ -27,6 +27,7 @@ from payrun.errors import (
     RateLimitedError,
 )
 from payrun.run._book import RowBook
+from payrun.run._changed import changed_details_holds, normalise_name
 from payrun.run._matching import (
     CLOCK_SKEW,
     PayeeFacts,
@@ -83,6 +84,7 @@ class Preflight:
         confirm_payees: bool,
         accept_close_match: bool,
         allow_repeat: bool,
+        accept_changed_details: bool,
         duplicate_window: timedelta,
         dry_run: bool,
         stop: StopSignal | None = None,
@@ -95,6 +97,7 @@ class Preflight:
         self.confirm_payees = confirm_payees
         self.accept_close_match = accept_close_match
         self.allow_repeat = allow_repeat
+        self.accept_changed_details = accept_changed_details
         self.duplicate_window = duplicate_window
         self.dry_run = dry_run
         self.plans: dict[str, AccountPlan] = {}
@@ -105,6 +108,8 @@ class Preflight:
         self.last_errors: dict[int, str] = {}
         # A payee create found the bank gone: create no more
         self.unreachable = False
+        # Payees ``plan_payees`` found to check and create, with their rows
+        self.new_payees: dict[_PayeeKey, list[LedgerRow]] = {}
 
     @property
     def payee_details(self) -> dict[str, PayeeFacts]:
@@ -248,6 +253,26 @@ class Preflight:
                     ),
                 )
 
+    def guard_changed_details(self) -> None:
+        """Hold pending rows whose payee name is known with other bank details (an active
+        payee of the owner, or another row of the batch when no payee has the name yet),
+        unless ``accept_changed_details``."""
+        if self.accept_changed_details:
+            return
+        by_owner: dict[str, list[LedgerRow]] = defaultdict(list)
+        for row in self.book.in_status(RowStatus.PENDING):
+            if row.account_url not in self.accounts:
+                continue
+            owner = self.accounts[row.account_url].owner_url
+            index = self.indexes[owner]
+            if index.needs_new_payee(row):
+                by_owner[owner].append(row)
+        holds: dict[int, RowUpdate] = {}
+        for owner, rows in by_owner.items():
+            for number, reason in changed_details_holds(rows, self.indexes[owner].named).items():
+                holds[number] = {"status": RowStatus.HELD, "error": reason}
+        self.book.set_each(holds)
+
     def check_balances(self, *, created: bool = True) -> None:
         """Fail an account's unpaid rows when its available balance cannot cover them.
 
@@ -286,8 +311,9 @@ class Preflight:
         if plan is not None:
             plan.payees_existing += 1
 
-    async def prepare_payees(self) -> None:
-        """Give every pending row an active payee: reuse, or check and create one."""
+    def plan_payees(self) -> None:
+        """Give every pending row an active payee it can reuse, fail rows whose payee is
+        deactivated, and list the payees to check and create (``new_payees``)."""
         groups: dict[_PayeeKey, list[LedgerRow]] = defaultdict(list)
         reuse: dict[int, RowUpdate] = {}
         for row in self.book.in_status(RowStatus.PENDING):
@@ -321,8 +347,13 @@ class Preflight:
             plan = self._plan_for(rows[0].account_url or "")
             if plan is not None:
                 plan.payees_to_create += 1
+        self.new_payees = dict(groups)
+
+    async def create_payees(self) -> None:
+        """Check (Confirmation of Payee) and create the payees ``plan_payees`` listed; a dry
+        run creates none."""
         if not self.dry_run:
-            await _run_pool(list(groups.items()), self._new_payee)
+            await _run_pool(list(self.new_payees.items()), self._new_payee)
 
     def _hold_again(
         self, groups: dict[_PayeeKey, list[LedgerRow]]
@@ -436,16 +467,14 @@ class PayeeLike(Protocol):
     def srd(self) -> str | None: ...
 
 
-def normalise_name(name: str) -> str:
-    """Compare names ignoring case and runs of whitespace."""
-    return " ".join(name.casefold().split())
-
-
 @dataclass(slots=True)
 class PayeeIndex:
     """The payees of one legal person, looked up by name, sort code and account number."""
 
     active: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    named: dict[str, dict[tuple[str, str], None]] = field(default_factory=dict)
+    """Normalised name -> the sort codes and account numbers of its active payees, in
+    the bank's order."""
     deactivated: set[tuple[str, str, str]] = field(default_factory=set)
     details: dict[str, PayeeFacts] = field(default_factory=dict)
     inactive: set[str] = field(default_factory=set)
@@ -465,9 +494,18 @@ class PayeeIndex:
         self.details[payee.url] = PayeeFacts(payee.sort_code, payee.account_number, payee.srd)
         if payee.status == "active":
             self.active.setdefault(key, payee.url)
+            self.named.setdefault(key[0], {})[(payee.sort_code, payee.account_number)] = None
         else:
             self.deactivated.add(key)
             self.inactive.add(payee.url)
+
+    def needs_new_payee(self, row: LedgerRow) -> bool:
+        """True when no payee can pay ``row`` yet: none found or made for it before, none
+        active with its name and details, and none deactivated with them (it fails)."""
+        if row.payee_url and row.payee_url not in self.inactive:
+            return False
+        details = (row.payee_name, row.sort_code, row.account_number)
+        return self.lookup(*details) is None and not self.is_deactivated(*details)
 
     def lookup(self, name: str, sort_code: str, account_number: str) -> str | None:
         """The URL of an active payee with these details, or None."""

@@ -76,9 +76,9 @@ class _Seed(_Entry):
 
 
 _ALLOWED = {
+    "organization-mode": "test-mode or live-mode",
     "legal-person-type": "individual or corporation",
     "account-classification": "personal or business",
-    "organization-mode": "test-mode or live-mode",
 }
 """The words a seed key allows, as ``build_state`` lists them."""
 

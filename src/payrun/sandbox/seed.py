@@ -28,19 +28,22 @@ A seed is a JSON object; every key is optional and defaults to ``default_seed()`
       ]
     }
 
-``owner`` names a legal person by ``key``; ``"org"`` is the organization's own legal person
-(a corporation named like the organization). Account ``balance`` is a decimal string (default
-``1000000.00``); ``bank-product-type`` defaults to ``operational-account``, ``account-status``
-to ``open``, ``payee-status`` to ``active``, ``applied-by`` to ``user`` (``service`` marks a
-restriction the bank applied: a sensitive reason code then hides its details and it cannot be
-lifted through the API). ``directory`` entries are added to Confirmation of Payee's directory
-of true names, which starts from the packaged ``directory.csv`` unless ``builtin-directory``
-is false; the sandbox's own accounts are always in it. ``message-signature-keys`` registers
-Ed25519 public keys (``public-key``: the PEM text, or ``public-key-file``: a PEM file,
-relative to the seed file) under the key ids the client signs with: the organization is
-then ``live-mode`` and every request that needs the API key must carry a valid RFC 9421
-signature (``payrun sandbox --require-signatures`` does the same). Ids are derived from the
-seed's content, so one seed always yields the same URLs.
+``organization-mode`` is ``test-mode`` (the default) or ``live-mode``: the organization then
+says it moves real money (so payrun asks before paying), and nothing else changes: the
+sandbox never moves money. ``owner`` names a legal person by ``key``; ``"org"`` is the
+organization's own legal person (a corporation named like the organization). Account
+``balance`` is a decimal string (default ``1000000.00``); ``bank-product-type`` defaults to
+``operational-account``, ``account-status`` to ``open``, ``payee-status`` to ``active``,
+``applied-by`` to ``user`` (``service`` marks a restriction the bank applied: a sensitive
+reason code then hides its details and it cannot be lifted through the API). ``directory``
+entries are added to Confirmation of Payee's directory of true names, which starts from the
+packaged ``directory.csv`` unless ``builtin-directory`` is false; the sandbox's own accounts
+are always in it. ``message-signature-keys`` registers Ed25519 public keys (``public-key``:
+the PEM text, or ``public-key-file``: a PEM file, relative to the seed file) under the key
+ids the client signs with: the organization is then ``live-mode`` and every request that
+needs the API key must carry a valid RFC 9421 signature (``payrun sandbox
+--require-signatures`` does the same). Ids are derived from the seed's content, so one seed
+always yields the same URLs.
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ from payrun.sandbox._seeding import (
 from payrun.sandbox.state import DirectoryEntry, SandboxState
 
 __all__ = ["SeedError", "build_state", "default_seed", "load_directory", "load_seed"]
+
+_MODES = ("test-mode", "live-mode")
+"""The organization modes of the bank API: ``live-mode`` moves real money."""
 
 DEFAULT_EMPLOYEE_PAYEES = 5
 """How many directory employees the default seed already has as payees."""
@@ -201,6 +207,9 @@ def build_state(seed: dict[str, Any] | None = None, *, api_key: str | None = Non
     org = _require(seed.get("organization", {}), "organization", ("display-name",))
     state.org_name = org["display-name"]
     state.org_mode = org.get("organization-mode", "test-mode")
+    if state.org_mode not in _MODES:
+        message = "organization: organization-mode must be test-mode or live-mode"
+        raise SeedError(message)
     state.org_id = stable_id("og", state.org_name)
     state.api_key_id = stable_id("ak", state.org_name)
     state.user_id = stable_id("ur", state.org_name)

@@ -1,0 +1,274 @@
+"""The guard against changed bank details (issue 19): a known payee name, new details, held.
+
+A row whose payee name (ignoring case and repeated spaces) an active payee of the paying
+account's owner has with another sort code or account number, while no payee has the row's
+own name and details, is held with a reason naming old and new details by their last 4
+(account number) and last 2 (sort code) digits; ``--accept-changed-details`` pays it. The
+real CLI runs against a sandbox bank over loopback HTTP; what was created is read at the bank.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _run_helpers import (
+    ACCOUNTS,
+    BatchRow,
+    assert_exactly_once,
+    ledger_rows,
+    run,
+    stats,
+    write_batch,
+)
+from payrun._models import LedgerRow, RowStatus
+from payrun.run._changed import changed_details_holds, masked_details
+from payrun.sandbox import RunningSandbox, default_seed, serve_in_thread
+
+OLD = ("401156", "11111234")
+NEW = ("402212", "22229876")
+HELD_JANE = (
+    "bank details for Jane Q Smith changed: was ..1234 at ..56, now ..9876 at ..12 (or two"
+    " different people share this name); confirm with the payee by phone"
+)
+FLAG = "--accept-changed-details"
+
+
+def _payee(name: str, details: tuple[str, str], status: str = "active") -> dict[str, str]:
+    sort_code, number = details
+    return {
+        "owner": "org",
+        "account-holder": name,
+        "sort-code": sort_code,
+        "account-number": number,
+        "payee-status": status,
+    }
+
+
+@contextlib.contextmanager
+def _bank(payees: Sequence[dict[str, str]]) -> Iterator[RunningSandbox]:
+    """A fresh sandbox bank whose organization has ``payees`` besides the default ones."""
+    seed = default_seed()
+    seed["payees"] = [*seed["payees"], *payees]
+    with serve_in_thread(seed=seed, rng_seed=19) as sandbox:
+        yield sandbox
+
+
+def _row(n: int, name: str, details: tuple[str, str], amount: str = "100.00") -> BatchRow:
+    return BatchRow(f"R-{n}", name, *details, amount, f"CHG-{n}", ACCOUNTS[n % 2])
+
+
+def _payees_with(bank: RunningSandbox, details: tuple[str, str]) -> int:
+    """Payees at the bank with these details."""
+    return sum((p.sort_code, p.account_number) == details for p in list(bank.state.payees.values()))
+
+
+def _payments_for(bank: RunningSandbox, rows: Sequence[BatchRow]) -> int:
+    references = {r.reference for r in rows}
+    return sum(g["payments"] for g in stats(bank)["payments"] if g["reference"] in references)
+
+
+def _statuses(ledger: Path) -> dict[str, tuple[str, str | None]]:
+    return {r["row_id"]: (r["status"], r["error"]) for r in ledger_rows(ledger)}
+
+
+def _report(ledger: Path) -> list[dict[str, Any]]:
+    """``payrun report LEDGER --format json``, as a person would run it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "payrun", "report", str(ledger), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    rows: list[dict[str, Any]] = json.loads(done.stdout)
+    return rows
+
+
+def _no_full_details(text: str, *details: tuple[str, str]) -> None:
+    """Neither a whole account number nor a whole sort code of ``details`` is in ``text``."""
+    for sort_code, number in details:
+        assert number not in text and sort_code not in text, text
+
+
+def test_new_details_for_a_known_name_are_held_and_nothing_is_created(tmp_path: Path) -> None:
+    """Held with old and new details masked; no payee or payment for them at the bank; the
+    other rows are paid; the summary and the report show the hold."""
+    jane, other = _row(0, "Jane Q Smith", NEW), _row(1, "Ada Lovelace", ("403300", "33330001"))
+    batch = write_batch(tmp_path / "pay.csv", [jane, other])
+    ledger = tmp_path / "pay.ledger.sqlite"
+    with _bank([_payee("Jane Q Smith", OLD)]) as bank:
+        done = run(bank, batch, ledger)
+        assert done.returncode == 1, done.describe()
+        assert _payees_with(bank, NEW) == 0 and _payments_for(bank, [jane]) == 0
+        assert _payments_for(bank, [other]) == 1
+    status, error = _statuses(ledger)["R-0"]
+    assert status == "held" and error is not None and error.startswith(HELD_JANE), error
+    assert error.endswith(f"then run again with {FLAG}"), error
+    _no_full_details(error, OLD, NEW)
+    assert f"row 2 (Jane Q Smith): held: {HELD_JANE}" in done.stdout
+    report = {r["row_id"]: r for r in _report(ledger)}
+    assert report["R-0"]["status"] == "held" and report["R-0"]["error"] == error
+    assert report["R-1"]["status"] == "submitted"
+
+
+def test_a_rerun_holds_again_and_with_the_flag_pays_exactly_once(tmp_path: Path) -> None:
+    """Without the flag a rerun holds the row again; with it the row is paid once, and a
+    later rerun pays nothing more."""
+    rows = [_row(0, "Jane Q Smith", NEW), _row(1, "Ada Lovelace", ("403300", "33330001"))]
+    batch = write_batch(tmp_path / "pay.csv", rows)
+    ledger = tmp_path / "pay.ledger.sqlite"
+    with _bank([_payee("Jane Q Smith", OLD)]) as bank:
+        assert run(bank, batch, ledger).returncode == 1
+        again = run(bank, batch, ledger)
+        assert again.returncode == 1, again.describe()
+        assert _statuses(ledger)["R-0"][0] == "held"
+        assert _payees_with(bank, NEW) == 0 and _payments_for(bank, rows[:1]) == 0
+        accepted = run(bank, batch, ledger, FLAG)
+        assert accepted.returncode == 0, accepted.describe()
+        assert_exactly_once(bank, rows, ledger, accepted.describe())
+        assert _payees_with(bank, NEW) == 1
+        last = run(bank, batch, ledger)
+        assert last.returncode == 0, last.describe()
+        assert_exactly_once(bank, rows, ledger, last.describe())
+
+
+def test_the_dry_run_reports_the_hold_and_the_flag_clears_it(tmp_path: Path) -> None:
+    """A dry run shows the row held (exit 1) and, with the flag, as paid (exit 0)."""
+    batch = write_batch(tmp_path / "pay.csv", [_row(0, "Jane Q Smith", NEW)])
+    ledger = tmp_path / "pay.ledger.sqlite"
+    with _bank([_payee("Jane Q Smith", OLD)]) as bank:
+        held = run(bank, batch, ledger, "--dry-run")
+        accepted = run(bank, batch, ledger, "--dry-run", FLAG)
+        as_json = run(bank, batch, ledger, "--dry-run", "--log-format", "json")
+        assert _payees_with(bank, NEW) == 0
+    assert held.returncode == 1, held.describe()
+    assert f"row 2 (Jane Q Smith): held: {HELD_JANE}" in held.stdout
+    assert accepted.returncode == 0, accepted.describe()
+    assert "would pay 1 row, £100.00" in accepted.stdout
+    problems = json.loads(as_json.stdout)["problems"]
+    assert problems[0]["status"] == "held" and problems[0]["error"].startswith(HELD_JANE)
+    assert not ledger.exists()
+
+
+def test_names_match_ignoring_case_and_spaces_and_known_details_are_paid(tmp_path: Path) -> None:
+    """'jane  q   SMITH' with new details is held; the old details under any spelling are paid."""
+    new = _row(0, "jane  q   SMITH", NEW)
+    old = _row(1, "JANE Q SMITH", OLD)
+    batch = write_batch(tmp_path / "pay.csv", [new, old])
+    ledger = tmp_path / "pay.ledger.sqlite"
+    with _bank([_payee("Jane Q Smith", OLD)]) as bank:
+        done = run(bank, batch, ledger)
+        assert _payments_for(bank, [old]) == 1 and _payments_for(bank, [new]) == 0
+    assert done.returncode == 1, done.describe()
+    statuses = _statuses(ledger)
+    assert statuses["R-1"] == ("submitted", None)
+    error = statuses["R-0"][1] or ""
+    assert error.startswith("bank details for jane  q   SMITH changed: was ..1234 at ..56"), error
+
+
+def test_a_paged_payee_list_with_several_old_payees_is_read_to_its_end(tmp_path: Path) -> None:
+    """Old payees on the third page of the bank's list (450 payees, 200 a page) are found,
+    each active one listed; a deactivated payee of the name is no old detail."""
+    fillers = [_payee(f"Filler {i:03d}", ("309000", f"70{i:06d}")) for i in range(450)]
+    olds = [
+        _payee("Jane Q Smith", OLD),
+        _payee("Jane Q Smith", ("401178", "11115555")),
+        _payee("Jane Q Smith", ("401199", "11117777"), status="deactivated"),
+    ]
+    batch = write_batch(tmp_path / "pay.csv", [_row(0, "Jane Q Smith", NEW)])
+    ledger = tmp_path / "pay.ledger.sqlite"
+    with _bank([*fillers, *olds]) as bank:
+        done = run(bank, batch, ledger)
+        assert _payees_with(bank, NEW) == 0
+    assert done.returncode == 1, done.describe()
+    error = _statuses(ledger)["R-0"][1] or ""
+    was = re.match(
+        r"bank details for Jane Q Smith changed: was (.*) \(2 payees of this name\),", error
+    )
+    assert was is not None, error
+    assert sorted(was[1].split(" or ")) == ["..1234 at ..56", "..5555 at ..78"]
+    assert ", now ..9876 at ..12 (or two different people share this name);" in error
+    assert "..7777" not in error
+
+
+def test_only_a_deactivated_payee_of_the_name_holds_nothing(tmp_path: Path) -> None:
+    """A deactivated payee with the name and other details is no reason to hold a row."""
+    rows = [_row(0, "Jane Q Smith", NEW)]
+    batch = write_batch(tmp_path / "pay.csv", rows)
+    ledger = tmp_path / "pay.ledger.sqlite"
+    with _bank([_payee("Jane Q Smith", OLD, status="deactivated")]) as bank:
+        done = run(bank, batch, ledger)
+        assert done.returncode == 0, done.describe()
+        assert_exactly_once(bank, rows, ledger, done.describe())
+
+
+def test_new_rows_sharing_a_name_with_other_details_are_all_held(tmp_path: Path) -> None:
+    """Two new rows of one name and different details are both held (no payee says which is
+    right); rows of one name and the same details are not; the flag pays them once."""
+    first, second = _row(0, "Sam Lee", NEW), _row(1, "Sam Lee", OLD)
+    ada = ("403300", "33330001")
+    twice = [_row(2, "Ada Lovelace", ada), _row(3, "Ada Lovelace", ada, "7.00")]
+    rows = [first, second, *twice]
+    batch = write_batch(tmp_path / "pay.csv", rows)
+    ledger = tmp_path / "pay.ledger.sqlite"
+    with _bank([]) as bank:
+        done = run(bank, batch, ledger)
+        assert done.returncode == 1, done.describe()
+        assert _payments_for(bank, [first, second]) == 0
+        assert _payees_with(bank, NEW) == 0 and _payees_with(bank, OLD) == 0
+        statuses = _statuses(ledger)
+        assert statuses["R-2"][0] == statuses["R-3"][0] == "submitted"
+        assert (statuses["R-0"][1] or "").startswith(
+            "bank details for Sam Lee differ within this batch and no payee of that name"
+            " exists yet: this row has ..9876 at ..12, another row has ..1234 at ..56 (or two"
+        )
+        assert (statuses["R-1"][1] or "").startswith(
+            "bank details for Sam Lee differ within this batch and no payee of that name"
+            " exists yet: this row has ..1234 at ..56, another row has ..9876 at ..12 (or two"
+        )
+        accepted = run(bank, batch, ledger, FLAG)
+        assert accepted.returncode == 0, accepted.describe()
+        assert_exactly_once(bank, rows, ledger, accepted.describe())
+
+
+def _ledger_row(number: int, name: str, details: tuple[str, str]) -> LedgerRow:
+    """A pending row needing a payee, as the guard sees it."""
+    return LedgerRow(
+        row=number,
+        row_id=None,
+        payee_name=name,
+        sort_code=details[0],
+        account_number=details[1],
+        amount=Decimal("1.00"),
+        reference=None,
+        source_account=ACCOUNTS[0],
+        status=RowStatus.PENDING,
+    )
+
+
+def test_more_than_three_old_payees_are_counted_not_listed() -> None:
+    """Three old details are listed, the rest counted; never a whole number in the text."""
+    olds = [(f"4011{i:02d}", f"1111{1000 + i:04d}") for i in range(5)]
+    held = changed_details_holds([_ledger_row(2, "Jane", NEW)], {"jane": olds})
+    text = held[2]
+    assert re.search(r"was (\.\.\d{4} at \.\.\d{2} or ){3}2 more \(5 payees of this name\)", text)
+    _no_full_details(text, NEW, *olds)
+
+
+@pytest.mark.parametrize(
+    ("sort_code", "number", "shown"),
+    [("123456", "87654321", "..4321 at ..56"), ("000000", "00000000", "..0000 at ..00")],
+)
+def test_masked_details_show_four_and_two_digits(sort_code: str, number: str, shown: str) -> None:
+    """Only the account number's last 4 digits and the sort code's last 2 are shown."""
+    assert masked_details(sort_code, number) == shown
