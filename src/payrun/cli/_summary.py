@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,9 +15,10 @@ from payrun.ledger import default_ledger_path
 from payrun.report import (
     REPORT_COLUMNS,
     dry_run_lines,
+    print_blocks,
     report_table,
     summary_document,
-    summary_lines,
+    summary_view,
     write_table,
 )
 from payrun.run import RunOutcome
@@ -108,11 +110,16 @@ def print_summary(
     create_only: bool,
     refusal: str | None = None,
 ) -> None:
-    """Print the text summary (``payrun.report.summary_lines``)."""
-    for line in summary_lines(
+    """Print the text summary (``payrun.report.summary_view``): coloured on a terminal
+    (unless ``NO_COLOR`` is set), as wide as the terminal, plain text on a pipe."""
+    from rich.console import Console
+
+    blocks = summary_view(
         outcome, report_path=report_path, create_only=create_only, refusal=refusal
-    ):
-        _say(line)
+    )
+    console = Console(file=sys.stdout, highlight=False)
+    # Wrapped for a person; one line per sentence for a pipe or a log file
+    print_blocks(console, blocks, wrap=console.is_terminal)
 
 
 def print_dry_run(outcome: RunOutcome, *, confirm_payees: bool = True) -> None:

@@ -2,7 +2,7 @@
 
 Input: validation verdicts, ledger rows and a run's outcome. Output: tables and summaries
 as CSV, .xlsx, JSON or text (``write_table``, ``render_validation``, ``report_table``, the
-run summary's ``summary_lines`` and ``summary_document``).
+run summary's ``summary_view`` and ``summary_document``).
 openpyxl is imported only when an .xlsx is written.
 """
 
@@ -28,8 +28,11 @@ from payrun.report._ledger import report_status as report_status
 from payrun.report._ledger import report_table as report_table
 from payrun.report._summary import dry_run_document as dry_run_document
 from payrun.report._summary import dry_run_lines as dry_run_lines
+from payrun.report._summary import print_blocks as print_blocks
+from payrun.report._summary import render_plain as render_plain
 from payrun.report._summary import summary_document as summary_document
 from payrun.report._summary import summary_lines as summary_lines
+from payrun.report._summary import summary_view as summary_view
 
 __all__ = [
     "PROBLEM_COLUMNS",
@@ -49,7 +52,10 @@ __all__ = [
     "report_status",
     "report_table",
     "summary_document",
+    "print_blocks",
+    "render_plain",
     "summary_lines",
+    "summary_view",
     "validation_document",
     "write_error_report",
     "write_table",
