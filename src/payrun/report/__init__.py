@@ -8,6 +8,9 @@ openpyxl is imported only when an .xlsx is written.
 
 from __future__ import annotations
 
+from payrun.report._attention import Cause as Cause
+from payrun.report._attention import group_causes as group_causes
+from payrun.report._attention import row_ranges as row_ranges
 from payrun.report._documents import PROBLEM_COLUMNS as PROBLEM_COLUMNS
 from payrun.report._documents import TABLE_FORMATS as TABLE_FORMATS
 from payrun.report._documents import check_report_path as check_report_path
@@ -35,6 +38,7 @@ from payrun.report._summary import summary_lines as summary_lines
 from payrun.report._summary import summary_view as summary_view
 
 __all__ = [
+    "Cause",
     "PROBLEM_COLUMNS",
     "REPORT_COLUMNS",
     "TABLE_FORMATS",
@@ -45,12 +49,14 @@ __all__ = [
     "dry_run_lines",
     "escape_cell",
     "file_error_document",
+    "group_causes",
     "ledger_batch_file",
     "read_ledger_rows",
     "render_validation",
     "report_records",
     "report_status",
     "report_table",
+    "row_ranges",
     "summary_document",
     "print_blocks",
     "render_plain",
