@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from payrun._models import FINAL_STATUSES, LedgerRow, RowStatus
-from payrun.cli._output import reader_may_leave
+from payrun.cli._output import reader_may_leave, stream_console
 from payrun.report import group_causes, report_status, row_ranges
 
 if TYPE_CHECKING:
@@ -39,7 +39,6 @@ class BarObserver:
     elapsed and left; each row not paid printed above it as it happens."""
 
     def __init__(self, *, create_only: bool, console: Console | None = None) -> None:
-        from rich.console import Console
         from rich.progress import (
             Progress,
             TextColumn,
@@ -59,7 +58,7 @@ class BarObserver:
             TextColumn("[dim]left"),
             TimeRemainingColumn(),
             transient=False,
-            console=console or Console(stderr=True),
+            console=console or stream_console(sys.stderr),
             redirect_stdout=False,
             redirect_stderr=False,
         )

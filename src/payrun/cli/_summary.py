@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from payrun._models import LedgerRow
-from payrun.cli._output import error_line, json_text, reader_may_leave
+from payrun.cli._output import error_line, json_text, reader_may_leave, stream_console
 from payrun.cli._progress import finished_line
 from payrun.config import RunOptions
 from payrun.errors import PayrunError, RefusedMidRunError
@@ -112,12 +112,10 @@ def print_summary(
 ) -> None:
     """Print the text summary (``payrun.report.summary_view``): coloured on a terminal
     (unless ``NO_COLOR`` is set), as wide as the terminal, plain text on a pipe."""
-    from rich.console import Console
-
     blocks = summary_view(
         outcome, report_path=report_path, create_only=create_only, refusal=refusal
     )
-    console = Console(file=sys.stdout, highlight=False)
+    console = stream_console(sys.stdout)
     # Wrapped for a person; one line per sentence for a pipe or a log file
     print_blocks(console, blocks, wrap=console.is_terminal)
 

@@ -141,6 +141,8 @@ def summary_view(
 
     totals = Totals.of(outcome.rows)
     blocks: list[RenderableType] = [_status_table(totals)]
+    if len(totals.by_account) == 1:
+        blocks.append(Text(f"every valid row is from {next(iter(totals.by_account))}"))
     blocks += _attention_blocks(outcome)
     if outcome.attention:
         rows = ", ".join(str(n) for n in outcome.attention)
