@@ -1235,9 +1235,27 @@ def test_invalid_rows_are_reported_not_paid(
     assert main(["report", str(tmp_path / "pay.csv.ledger.sqlite"), "-o", str(sheet_path)]) == 0
     sheet = openpyxl.load_workbook(sheet_path).active
     amounts = [row[3] for row in sheet.iter_rows(min_row=2)]
-    assert [(c.data_type, c.number_format) for c in amounts[:2]] == [("n", "#,##0.00")] * 2
+    assert [(c.data_type, c.number_format) for c in amounts[:2]] == [("n", '"£"#,##0.00')] * 2
     assert [Decimal(str(c.value)) for c in amounts[:2]] == [Decimal(r["amount"]) for r in rows[:2]]
     assert amounts[2].data_type == "s" and amounts[2].value == rows[2]["amount"]
+
+
+def test_payrun_report_takes_the_batch_file_and_finds_its_ledger(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`payrun report pay.csv` reads pay.csv.ledger.sqlite beside it, as `run` writes it; a
+    batch never paid is one clear line, exit 2."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:2])
+    assert main(["run", str(batch)]) == 0
+    by_ledger = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
+    assert main(["report", str(batch), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == by_ledger
+    unpaid = write_batch(tmp_path / "other.csv", EMPLOYEES[:1])
+    assert main(["report", str(unpaid)]) == 2
+    err = capsys.readouterr().err
+    assert "other.csv is a batch file, and no ledger is beside it" in err, err
+    assert not (tmp_path / "other.csv.ledger.sqlite").exists()
 
 
 def test_plain_http_to_a_remote_host_is_refused(

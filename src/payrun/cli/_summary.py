@@ -13,13 +13,11 @@ from payrun.config import RunOptions
 from payrun.errors import PayrunError, RefusedMidRunError
 from payrun.ledger import default_ledger_path
 from payrun.report import (
-    REPORT_COLUMNS,
     dry_run_lines,
     print_blocks,
-    report_table,
     summary_document,
     summary_view,
-    write_table,
+    write_report,
 )
 from payrun.run import RunOutcome
 
@@ -43,7 +41,7 @@ def write_run_report(path: Path, rows: Sequence[LedgerRow]) -> str | None:
     After a run a failed report is said, not raised: it must not turn paid rows into exit 2.
     """
     try:
-        write_table(path, REPORT_COLUMNS, report_table(rows))
+        write_report(path, rows)
     except PayrunError as error:
         return str(error)
     except Exception as error:

@@ -1,8 +1,8 @@
 """Report, the last stage: every document payrun writes or prints about a batch.
 
 Input: validation verdicts, ledger rows and a run's outcome. Output: tables and summaries
-as CSV, .xlsx, JSON or text (``write_table``, ``render_validation``, ``report_table``, the
-run summary's ``summary_view`` and ``summary_document``).
+as CSV, .xlsx, JSON or text (``write_table``, ``render_validation``, ``write_report``, the
+run summary's ``summary_view`` and ``summary_document``). An .xlsx opens ready to read.
 openpyxl is imported only when an .xlsx is written.
 """
 
@@ -36,11 +36,16 @@ from payrun.report._summary import render_plain as render_plain
 from payrun.report._summary import summary_document as summary_document
 from payrun.report._summary import summary_lines as summary_lines
 from payrun.report._summary import summary_view as summary_view
+from payrun.report._workbook import RECONCILE_COLUMNS as RECONCILE_COLUMNS
+from payrun.report._workbook import SUMMARY_COLUMNS as SUMMARY_COLUMNS
+from payrun.report._workbook import write_report as write_report
 
 __all__ = [
     "Cause",
     "PROBLEM_COLUMNS",
+    "RECONCILE_COLUMNS",
     "REPORT_COLUMNS",
+    "SUMMARY_COLUMNS",
     "TABLE_FORMATS",
     "Totals",
     "check_report_path",
@@ -64,6 +69,7 @@ __all__ = [
     "summary_view",
     "validation_document",
     "write_error_report",
+    "write_report",
     "write_table",
     "write_validation_report",
 ]

@@ -5,7 +5,8 @@ Input: column names and rows (``write_table``), or a validation ``BatchSummary``
 written atomically (a temporary file, then a rename) and text that reads well in 80
 columns. A CSV cell that starts with ``=``, ``+``, ``-`` or ``@`` (and is not a plain
 number) is written with a leading ``'`` so a spreadsheet shows it instead of running it
-(formula injection); an .xlsx cell is typed text, which no spreadsheet runs, so it is exact.
+(formula injection); an .xlsx cell is typed text, which no spreadsheet runs, so it is exact,
+and opens ready to read (``payrun.report._sheet``).
 Raises ``ConfigError`` for an unsupported report extension or an unwritable path;
 ``check_report_path`` raises it up front, before the work whose report it is.
 """
@@ -25,10 +26,12 @@ from typing import IO, Any
 
 from payrun._models import RowProblem, format_money
 from payrun.errors import ConfigError
+from payrun.report._sheet import add_sheet
 from payrun.validation import BatchSummary
 
 __all__ = [
     "PROBLEM_COLUMNS",
+    "atomic_write",
     "TABLE_FORMATS",
     "check_report_path",
     "csv_cell",
@@ -44,7 +47,6 @@ __all__ = [
 TABLE_FORMATS = (".csv", ".xlsx", ".json")
 PROBLEM_COLUMNS = ("row", "column", "severity", "message")
 """The columns of a validation report written as a sheet."""
-_MONEY_FORMAT = "#,##0.00"
 _DANGEROUS_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _PLAIN_NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?")
 _WIDTH = 80
@@ -79,12 +81,12 @@ def write_table(path: Path | str, columns: Sequence[str], rows: Iterable[Sequenc
     target = Path(path)
     suffix = target.suffix.lower()
     if suffix == ".csv":
-        _atomic_write(target, "w", lambda handle: _write_csv(handle, columns, rows))
+        atomic_write(target, "w", lambda handle: _write_csv(handle, columns, rows))
     elif suffix == ".xlsx":
-        _atomic_write(target, "wb", lambda handle: _write_xlsx(handle, columns, rows))
+        atomic_write(target, "wb", lambda handle: _write_xlsx(handle, columns, rows))
     elif suffix == ".json":
         records = [dict(zip(columns, row, strict=True)) for row in rows]
-        _atomic_write(target, "w", lambda handle: _dump_json(records, handle))
+        atomic_write(target, "w", lambda handle: _dump_json(records, handle))
     else:
         raise _unsupported(target)
 
@@ -161,7 +163,7 @@ def write_error_report(path: Path | str, document: dict[str, Any]) -> None:
     or its one error as a problems sheet."""
     target = Path(path)
     if target.suffix.lower() == ".json":
-        _atomic_write(target, "w", lambda handle: _dump_json(document, handle))
+        atomic_write(target, "w", lambda handle: _dump_json(document, handle))
         return
     rows = [("", "", "error", error["message"]) for error in document["errors"]]
     write_table(target, PROBLEM_COLUMNS, rows)
@@ -172,7 +174,7 @@ def write_validation_report(path: Path | str, summary: BatchSummary) -> None:
     target = Path(path)
     if target.suffix.lower() == ".json":
         document = validation_document(summary)
-        _atomic_write(target, "w", lambda handle: _dump_json(document, handle))
+        atomic_write(target, "w", lambda handle: _dump_json(document, handle))
         return
     write_table(target, PROBLEM_COLUMNS, _problem_rows(summary))
 
@@ -246,29 +248,9 @@ def csv_cell(value: object) -> object:
 def _write_xlsx(handle: IO[Any], columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     # Only .xlsx needs it
     from openpyxl import Workbook  # type: ignore[import-untyped]
-    from openpyxl.cell import WriteOnlyCell  # type: ignore[import-untyped]
-    from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE  # type: ignore[import-untyped]
 
     book = Workbook(write_only=True)
-    sheet = book.create_sheet("report")
-
-    def cell(value: object) -> object:
-        # Money: a number a spreadsheet can add up, exact
-        if isinstance(value, Decimal):
-            money = WriteOnlyCell(sheet, value=value)
-            money.number_format = _MONEY_FORMAT
-            return money
-        # Text exactly as it is, never a formula (no escape needed), except control
-        # characters, which XML cannot hold: shown as U+FFFD
-        if isinstance(value, str):
-            text = WriteOnlyCell(sheet, value=ILLEGAL_CHARACTERS_RE.sub("\ufffd", value))
-            text.data_type = "s"
-            return text
-        return value
-
-    sheet.append([cell(column) for column in columns])
-    for row in rows:
-        sheet.append([cell(value) for value in row])
+    add_sheet(book, "report", columns, list(rows))
     book.save(handle)
 
 
@@ -295,7 +277,7 @@ def _unwritable(target: Path, exc: OSError) -> ConfigError:
     return ConfigError(f"cannot write the report {target}: {exc.strerror or exc}")
 
 
-def _atomic_write(target: Path, mode: str, write: Callable[[IO[Any]], None]) -> None:
+def atomic_write(target: Path, mode: str, write: Callable[[IO[Any]], None]) -> None:
     """Write beside ``target`` and rename over it, so a report is never half written."""
     fd, temp = _temp_beside(target)
     try:

@@ -11,6 +11,7 @@ summary is built.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -153,6 +154,9 @@ def summary_view(
     blocks.append(Text(f"ledger: {outcome.ledger_path}", no_wrap=True))
     if report_path is not None:
         blocks.append(Text(f"report: {report_path}", no_wrap=True))
+    if report_path is None or report_path.suffix.lower() != ".xlsx":
+        ledger = shlex.quote(str(outcome.ledger_path))
+        blocks.append(Text(f"for Excel: payrun report {ledger} -o report.xlsx", no_wrap=True))
     closing = _closing(outcome, create_only=create_only, refusal=refusal)
     blocks.append(Text(closing, style=_closing_style(outcome, refusal=refusal)))
     return blocks
