@@ -179,8 +179,10 @@ def _restore_signals(previous: dict[int, object]) -> None:
 
 def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, object]) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    _Parser.json_errors = "--log-format=json" in words or any(
-        a == "--log-format" and b == "json" for a, b in itertools.pairwise(words)
+    # A run's JSON is asked for with --log-format json or --format json
+    options = ("--log-format", "--format") if "run" in words else ("--log-format",)
+    _Parser.json_errors = any(f"{o}=json" in words for o in options) or any(
+        a in options and b == "json" for a, b in itertools.pairwise(words)
     )
     _Parser.key_given = any(_looks_like_key_option(word) for word in words)
     parser = build_parser()

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from payrun.run import RunOutcome
 
-__all__ = ["BarObserver", "LineObserver", "finished_line", "make_observer"]
+__all__ = ["BarObserver", "LineObserver", "QuietObserver", "finished_line", "make_observer"]
 
 _DONE = FINAL_STATUSES | {RowStatus.SUBMITTED}
 _BAD = {RowStatus.FAILED, RowStatus.HELD, RowStatus.RETURNED, RowStatus.REJECTED}
@@ -293,8 +293,28 @@ def finished_line(outcome: RunOutcome, *, report: Path | None) -> None:
         print(json.dumps(record), file=sys.stderr, flush=True)  # noqa: T201 - the log
 
 
-def make_observer(*, log_format: str, create_only: bool) -> BarObserver | LineObserver:
-    """A bar on a terminal (text format), else log lines."""
+class QuietObserver:
+    """``--quiet``: no bar and no log lines (errors and the JSON log's last line still show)."""
+
+    def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
+        """Say nothing."""
+
+    def row_changed(self, before: LedgerRow, after: LedgerRow) -> None:
+        """Say nothing."""
+
+    def note(self, message: str) -> None:
+        """Say nothing."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def make_observer(
+    *, log_format: str, create_only: bool, quiet: bool = False
+) -> BarObserver | LineObserver | QuietObserver:
+    """A bar on a terminal (text format), else log lines; nothing with ``quiet``."""
+    if quiet:
+        return QuietObserver()
     if log_format == "text" and sys.stderr.isatty():
         return BarObserver(create_only=create_only)
     return LineObserver(sys.stderr, json_lines=log_format == "json", create_only=create_only)

@@ -63,7 +63,12 @@ def refused_outcome(refused: RefusedMidRunError, batch: Path, options: RunOption
 
 
 def show_run(
-    outcome: RunOutcome, options: RunOptions, *, as_json: bool, refusal: str | None
+    outcome: RunOutcome,
+    options: RunOptions,
+    *,
+    as_json: bool,
+    refusal: str | None,
+    quiet: bool = False,
 ) -> None:
     """Write the report, print the summary (and the refusal that ended the run, if any)."""
     report = options.report_path
@@ -85,6 +90,7 @@ def show_run(
                 report_path=written,
                 create_only=options.create_only,
                 refusal=refusal,
+                quiet=quiet,
             )
     # The error that ended the run, after the summary of what was done
     if refusal is not None:
@@ -107,12 +113,16 @@ def print_summary(
     report_path: Path | None,
     create_only: bool,
     refusal: str | None = None,
+    quiet: bool = False,
 ) -> None:
     """Print the text summary (``payrun.report.summary_view``): coloured on a terminal
-    (unless ``NO_COLOR`` is set), as wide as the terminal, plain text on a pipe."""
+    (unless ``NO_COLOR`` is set), as wide as the terminal, plain text on a pipe; with
+    ``quiet``, its last line only (what to do next)."""
     blocks = summary_view(
         outcome, report_path=report_path, create_only=create_only, refusal=refusal
     )
+    if quiet:
+        blocks = blocks[-1:]
     console = stream_console(sys.stdout)
     # Wrapped for a person; one line per sentence for a pipe or a log file
     print_blocks(console, blocks, wrap=console.is_terminal)

@@ -52,6 +52,9 @@ _PLAIN_NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?")
 _WIDTH = 80
 _ROW_WIDTH = 6
 _COLUMN_WIDTH = 15
+_NAME_WIDTH = 16
+_MIN_PROBLEM_WIDTH = 30
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _TEXT_PROBLEM_LIMIT = 200
 """Text output lists this many problems; JSON and report files list them all."""
 
@@ -180,14 +183,23 @@ def write_validation_report(path: Path | str, summary: BatchSummary) -> None:
 
 
 def render_validation(summary: BatchSummary, *, name: str, width: int = _WIDTH) -> str:
-    """The text report: summary, fingerprint, then a problems table (errors first)."""
+    """The text report: summary, fingerprint, then a problems table in row order (a row's
+    errors before its warnings), each problem beside its row number and payee name, its
+    text wrapped between words to ``width`` (an option such as --allow-duplicates is never
+    cut)."""
     lines = _summary_lines(summary, name)
-    problems = [("error", p) for p in summary.errors] + [("warning", p) for p in summary.warnings]
+    problems = sorted(
+        [("error", p) for p in summary.errors] + [("warning", p) for p in summary.warnings],
+        key=lambda item: (item[1].row or 0, item[0] != "error"),
+    )
     if problems:
         lines.append("")
-        lines.append(f"{'row':>{_ROW_WIDTH}}  {'column':<{_COLUMN_WIDTH}} problem")
+        lines.append(
+            f"{'row':>{_ROW_WIDTH}}  {'payee':<{_NAME_WIDTH}} {'column':<{_COLUMN_WIDTH}} problem"
+        )
         for severity, problem in problems[:_TEXT_PROBLEM_LIMIT]:
-            lines.extend(_problem_lines(severity, problem, width))
+            payee = summary.names.get(problem.row or 0, "")
+            lines.extend(_problem_lines(severity, problem, payee, width))
         hidden = len(problems) - _TEXT_PROBLEM_LIMIT
         if hidden > 0:
             lines.append(f"... and {hidden:,} more: use --format json or --report FILE.csv")
@@ -196,28 +208,42 @@ def render_validation(summary: BatchSummary, *, name: str, width: int = _WIDTH) 
 
 def _summary_lines(summary: BatchSummary, name: str) -> list[str]:
     fingerprint = summary.fingerprint
+    warnings = len(summary.warnings)
     lines = [
-        f"{name}: {summary.rows:,} rows: {summary.valid:,} valid, {summary.invalid:,} invalid,"
-        f" {len(summary.warnings):,} warnings",
+        f"{name}: {_many(summary.rows, 'row')}: {summary.valid:,} valid,"
+        f" {summary.invalid:,} invalid, {_many(warnings, 'warning')}",
         f"total of the valid rows: £{summary.total:,.2f}",
     ]
     for account, totals in sorted(summary.accounts.items()):
-        noun = "payment" if totals.count == 1 else "payments"
-        lines.append(f"  from {account}: {totals.count:,} {noun}, £{totals.total:,.2f}")
+        lines.append(f"  from {account}: {_many(totals.count, 'payment')}, £{totals.total:,.2f}")
     lines.append(f"fingerprint: count {fingerprint.count}, total {format_money(fingerprint.total)}")
     lines.append(f"  sha256 {fingerprint.sha256}")
     return lines
 
 
-def _problem_lines(severity: str, problem: RowProblem, width: int) -> list[str]:
-    indent = _ROW_WIDTH + 2 + _COLUMN_WIDTH + 1
+def _many(count: int, thing: str) -> str:
+    """'1 row', '2 rows', '1,997 rows'."""
+    return f"{count:,} {thing}" if count == 1 else f"{count:,} {thing}s"
+
+
+def _problem_lines(severity: str, problem: RowProblem, payee: str, width: int) -> list[str]:
+    indent = _ROW_WIDTH + 2 + _NAME_WIDTH + 1 + _COLUMN_WIDTH + 1
     wrapped = textwrap.wrap(
-        f"{severity}: {problem.message}", width=max(width - indent, 20), break_long_words=True
+        f"{severity}: {problem.message}",
+        width=max(width - indent, _MIN_PROBLEM_WIDTH),
+        break_long_words=False,
+        break_on_hyphens=False,
     ) or [severity]
     row = "" if problem.row is None else str(problem.row)
     column = problem.column or "-"
-    first = f"{row:>{_ROW_WIDTH}}  {column:<{_COLUMN_WIDTH}} {wrapped[0]}"
+    shown = _fit(_CONTROL.sub("?", payee), _NAME_WIDTH)
+    first = f"{row:>{_ROW_WIDTH}}  {shown:<{_NAME_WIDTH}} {column:<{_COLUMN_WIDTH}} {wrapped[0]}"
     return [first, *(" " * indent + more for more in wrapped[1:])]
+
+
+def _fit(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, an ellipsis marking the cut."""
+    return text if len(text) <= width else text[: width - 1] + "\u2026"
 
 
 def _problem_object(problem: RowProblem) -> dict[str, Any]:
