@@ -34,6 +34,7 @@ __all__ = [
     "Settings",
     "ValidationOptions",
     "check_base_url",
+    "completion_requested",
     "load_settings",
     "without_userinfo",
 ]
@@ -162,6 +163,11 @@ def load_settings(
         msg = "PAYRUN_AUTH_SCHEME must be one word of letters and digits, such as ServiceAPIKey"
         raise ConfigError(msg)
     return Settings(base_url=url, api_key=key, auth_scheme=scheme)
+
+
+def completion_requested() -> bool:
+    """True when a shell asks for tab completions (argcomplete's ``_ARGCOMPLETE``)."""
+    return "_ARGCOMPLETE" in os.environ
 
 
 def without_userinfo(url: str) -> str:
