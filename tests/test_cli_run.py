@@ -1258,6 +1258,23 @@ def test_payrun_report_takes_the_batch_file_and_finds_its_ledger(
     assert not (tmp_path / "other.csv.ledger.sqlite").exists()
 
 
+def test_quiet_says_only_how_it_ended_and_format_json_is_the_json_summary(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-q: no log lines, the summary's last line alone; --format json asks for the JSON
+    summary as in every other command (the same object as --log-format json)."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:2])
+    assert main(["run", str(batch), "-q"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and out == (
+        "done: every valid row was submitted (not yet delivered; add --wait to follow them)\n"
+    )
+    assert main(["run", str(batch), "--format", "json"]) == 0
+    summary = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert summary["event"] == "summary" and summary["rows"]["submitted"]["count"] == 2
+
+
 def test_plain_http_to_a_remote_host_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
