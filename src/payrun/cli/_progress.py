@@ -166,12 +166,21 @@ def _look(*, paid: int, bad: int, left: int) -> tuple[str, str]:
 
 
 def _early_lines(early: list[LedgerRow]) -> list[str]:
-    """One line per cause of the rows not paid before paying began, with its rows."""
+    """One line per cause of the rows not paid before paying began, with its rows (and
+    each row's own detail, such as the name the bank suggests)."""
     lines = []
     for cause in group_causes(early):
         rows = [row.row for row in cause.rows]
         which = f"row {rows[0]}" if len(rows) == 1 else f"{len(rows):,} rows"
-        numbers = row_ranges(rows, limit=_MAX_RANGES)
+        if any(cause.details):
+            shown = [
+                f"{row.row} ({detail})" if detail else str(row.row)
+                for row, detail in zip(cause.rows, cause.details, strict=True)
+            ]
+            more = len(shown) - _MAX_RANGES
+            numbers = ", ".join(shown[:_MAX_RANGES]) + (f", {more:,} more" if more > 0 else "")
+        else:
+            numbers = row_ranges(rows, limit=_MAX_RANGES)
         lines.append(f"{which} {cause.status}: {cause.reason} (rows {numbers})")
     return lines
 
