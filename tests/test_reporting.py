@@ -144,7 +144,7 @@ def test_validation_document_shape() -> None:
 def test_render_validation_fits_80_columns() -> None:
     """The text report has the summary, fingerprint and problems, no line over 80."""
     text = render_validation(_summary(), name="b.csv")
-    assert text.startswith("b.csv: 3 rows: 1 valid, 2 invalid, 1 warnings")
+    assert text.startswith("b.csv: 3 rows: 1 valid, 2 invalid, 1 warning\n")
     assert "£1,234.50" in text and "fingerprint: count 1, total 1234.50" in text
     assert "from 040004 30000001: 1 payment, £1,234.50" in text
     assert max(len(line) for line in text.splitlines()) <= 80
