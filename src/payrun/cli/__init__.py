@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import importlib
 import itertools
 import os
@@ -22,7 +21,6 @@ from typing import NoReturn
 
 from payrun import __version__
 from payrun.cli._output import error_line
-from payrun.config import completion_requested
 from payrun.errors import (
     AuthError,
     BankError,
@@ -95,7 +93,10 @@ def _chosen(message: str) -> str:
 
 
 def _did_you_mean(word: str, choices: Sequence[str]) -> str:
-    """'; did you mean X?' for the choice closest to a mistyped ``word``, else ''."""
+    """': did you mean X?' for the choice closest to a mistyped ``word``, else ''."""
+    # Only a usage error needs it; payrun starts without it
+    import difflib
+
     close = difflib.get_close_matches(word, choices, n=1, cutoff=_CLOSE_ENOUGH)
     return f": did you mean {close[0]}?" if close else ""
 
@@ -211,6 +212,9 @@ def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, obje
     )
     _Parser.key_given = any(_looks_like_key_option(word) for word in words)
     parser = build_parser()
+    # Imported once signals are caught: a Ctrl-C must never land inside an import
+    from payrun.config import completion_requested
+
     if completion_requested():
         _complete(parser)
     args, extras = parser.parse_known_args(argv)
