@@ -390,7 +390,7 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
             self.submitted = 0
             self.notes: list[str] = []
 
-        def started(self, *, total: int, done: int) -> None:
+        def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
             self.t_started = time.perf_counter()
             self.cpu_started = time.process_time()
 

@@ -136,3 +136,54 @@ def test_version_prints_the_installed_version_and_exits_0(
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out == f"payrun {version('payrun')}\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said", "usage"),
+    [
+        (["rnu", "x.csv"], "unknown command (not shown): did you mean run?", "usage: payrun "),
+        (["validate", "x.csv", "--formt", "json"], "did you mean --format?", "payrun validate"),
+        (["run", "x.csv", "--sandbx"], "did you mean --sandbox?", "usage: payrun run "),
+        (["report", "x", "--format", "jsn"], "did you mean json?", "usage: payrun report "),
+    ],
+)
+def test_a_typo_gets_a_suggestion_and_the_subcommands_usage(
+    argv: list[str], said: str, usage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped command, option or choice exits 2 with 'did you mean ...?' under the
+    usage of the subcommand it was typed for."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert said in err and usage in err, err
+
+
+def test_the_shell_completes_commands_options_and_choices(tmp_path: Path) -> None:
+    """Tab completion (argcomplete, for bash, zsh and fish) offers payrun's own options."""
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    def complete(line: str) -> list[str]:
+        environ = {
+            **os.environ,
+            "_ARGCOMPLETE": "1",
+            "_ARGCOMPLETE_IFS": "\n",
+            "COMP_LINE": line,
+            "COMP_POINT": str(len(line)),
+        }
+        # argcomplete answers on file descriptor 8: the pipe read here
+        done = subprocess.run(
+            ["bash", "-c", f"'{sys.executable}' -m payrun 8>&1 >/dev/null 2>&1"],
+            env=environ,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        return done.stdout.split()
+
+    assert complete("payrun run x.csv --sand") == ["--sandbox"]
+    assert complete("payrun va") == ["validate"]
+    assert complete("payrun validate x.csv --format ") == ["text", "json"]

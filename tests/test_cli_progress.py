@@ -12,9 +12,9 @@ from payrun._models import LedgerRow, RowStatus
 from payrun.cli._progress import BarObserver, LineObserver, make_observer
 
 
-def _row(status: RowStatus, *, error: str | None = None) -> LedgerRow:
+def _row(status: RowStatus, *, error: str | None = None, row: int = 2) -> LedgerRow:
     return LedgerRow(
-        row=2,
+        row=row,
         row_id=None,
         payee_name="Ada",
         sort_code="200000",
@@ -37,7 +37,7 @@ def test_bar_counts_done_rows_and_failures() -> None:
     task = bar._progress.tasks[0]  # noqa: SLF001 - the bar's own state is what is drawn
     bar.close()
     assert task.completed == 2 and task.total == 3
-    assert task.fields["bad"] == 1
+    assert task.fields["bad"] == "1"
 
 
 def test_bar_counts_a_return_after_delivery_as_not_paid() -> None:
@@ -49,7 +49,7 @@ def test_bar_counts_a_return_after_delivery_as_not_paid() -> None:
     bar.row_changed(_row(RowStatus.DELIVERED), _row(RowStatus.RETURNED, error="returned"))
     task = bar._progress.tasks[0]  # noqa: SLF001 - the bar's own state is what is drawn
     bar.close()
-    assert task.completed == 1 and task.fields["bad"] == 1
+    assert task.completed == 1 and task.fields["bad"] == "1"
 
 
 def test_a_resumed_run_rate_counts_only_this_runs_rows(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,6 +64,60 @@ def test_a_resumed_run_rate_counts_only_this_runs_rows(monkeypatch: pytest.Monke
     task = bar._progress.tasks[0]  # noqa: SLF001 - the bar's own state is what is drawn
     bar.close()
     assert task.completed == 910 and task.fields["rate"] == "5"
+
+
+def _bar_on_screen() -> tuple[BarObserver, io.StringIO]:
+    """A bar drawing on a 100-column terminal held in memory."""
+    from rich.console import Console  # noqa: PLC0415
+
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=100, color_system=None)
+    return BarObserver(create_only=False, console=console), screen
+
+
+def test_not_paid_counts_rows_invalid_or_failed_before_paying() -> None:
+    """Rows invalid or failed before paying began count as not paid from the start."""
+    bar, _ = _bar_on_screen()
+    bar.started(total=10, done=3, not_paid=3)
+    task = bar._progress.tasks[0]  # noqa: SLF001 - the bar's own state is what is drawn
+    bar.close()
+    assert task.fields["bad"] == "3" and task.fields["label"] == "paying"
+
+
+def test_a_run_that_paid_nothing_never_ends_green_under_paying() -> None:
+    """Every row failed (an account short of funds): the bar says 'nothing paid' in red."""
+    bar, screen = _bar_on_screen()
+    for number in (2, 3, 4):
+        short = _row(RowStatus.FAILED, error="balance short", row=number)
+        bar.row_changed(_row(RowStatus.PENDING, row=number), short)
+    bar.started(total=3, done=3, not_paid=3)
+    task = bar._progress.tasks[0]  # noqa: SLF001 - the bar's own state is what is drawn
+    bar.close()
+    assert (task.fields["label"], task.fields["style"]) == ("nothing paid", "red")
+    # The cause of the three rows is said once, before the bar
+    assert screen.getvalue().count("balance short") == 1
+    assert "3 rows failed: balance short (rows 2-4)" in screen.getvalue()
+
+
+def test_the_bar_never_draws_a_frame_before_it_knows_the_total() -> None:
+    """A row settled before paying began draws no '1/0' frame: nothing shows until started."""
+    bar, screen = _bar_on_screen()
+    bar.row_changed(_row(RowStatus.SUBMITTING), _row(RowStatus.SUBMITTED))
+    bar.note("checking")
+    bar.close()
+    assert "/0" not in screen.getvalue() and "paying" not in screen.getvalue()
+
+
+def test_a_resumed_run_says_so_and_labels_its_times() -> None:
+    """A resume says how many rows were done before; the bar labels elapsed and left."""
+    bar, screen = _bar_on_screen()
+    bar.started(total=1500, done=815, not_paid=3)
+    bar.row_changed(_row(RowStatus.CREATING), _row(RowStatus.HELD, error="close match"))
+    bar.close()
+    shown = screen.getvalue()
+    assert "resuming: 812 of 1,500 already done" in shown
+    assert "row 2 (Ada): held: close match" in shown
+    assert "elapsed" in shown and "left" in shown and "816/1,500" in shown
 
 
 def test_lines_name_failed_rows_and_progress() -> None:
@@ -93,7 +147,7 @@ def test_a_terminal_gets_the_bar_with_rate_eta_and_failures(
 ) -> None:
     """On a terminal the text format draws the bar: rows done of total, rate, time left
     (ETA) and rows not paid."""
-    from rich.progress import MofNCompleteColumn, TimeRemainingColumn  # noqa: PLC0415
+    from rich.progress import TimeRemainingColumn  # noqa: PLC0415
 
     terminal = io.StringIO()
     monkeypatch.setattr(terminal, "isatty", lambda: True)
@@ -102,9 +156,10 @@ def test_a_terminal_gets_the_bar_with_rate_eta_and_failures(
     assert isinstance(observer, BarObserver)
     columns = observer._progress.columns  # noqa: SLF001 - what the bar shows
     kinds = {type(c) for c in columns}
-    assert {MofNCompleteColumn, TimeRemainingColumn} <= kinds, columns
+    assert TimeRemainingColumn in kinds, columns
     texts = " ".join(str(getattr(c, "text_format", "")) for c in columns)
     assert "rows/s" in texts and "not paid" in texts, texts
+    assert "{task.completed" in texts and "{task.total" in texts, texts
     assert make_observer(log_format="json", create_only=False).__class__ is LineObserver
 
 

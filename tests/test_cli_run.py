@@ -119,8 +119,10 @@ def test_run_pays_every_row_once_and_rerun_pays_nothing(
     ledger = tmp_path / "pay.csv.ledger.sqlite"
     assert main(["run", str(batch), "--expect-count", "4", "--expect-total", "400.00"]) == 0
     out = capsys.readouterr().out
-    for table in ("rows by status:", f"from {SOURCE}:"):
-        assert re.search(rf"{table}\n  submitted +4 rows +£ +400\.00\n", out), out
+    assert re.search(
+        r"rows by status +rows +amount\n.*\nall accounts *\n  submitted +4 +£400\.00\n", out
+    ), out
+    assert f"every valid row is from {SOURCE}" in out, out
     with sqlite3.connect(ledger) as db:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         recorded = db.execute(
@@ -368,7 +370,7 @@ def test_a_report_failing_after_payment_keeps_the_summary_and_exit_code(
     folder.rmdir()
     done = finish(process, started)
     assert done.returncode == 0, done.describe()
-    assert "rows by status:" in done.stdout and "report:" not in done.stdout
+    assert "rows by status" in done.stdout and "report:" not in done.stdout
     err = done.stderr.splitlines()[-1]
     assert err.startswith("payrun: error: cannot write the report") and "not written" in err
     assert f"payrun report {ledger} -o {folder / 'r.csv'}" in err
@@ -1223,7 +1225,7 @@ def test_invalid_rows_are_reported_not_paid(
     summary = capsys.readouterr().out
     assert "row 4 (Bad Sort): invalid:" in summary and "sort code" in summary, summary
     invalid_line = next(line for line in summary.splitlines() if "invalid" in line)
-    assert "1 rows" in invalid_line and "not added up" in invalid_line, summary
+    assert re.fullmatch(r"  invalid +1 +\(not added up\)", invalid_line), summary
     assert "£" not in invalid_line, summary
     rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
     assert [r["status"] for r in rows] == ["submitted", "submitted", "invalid"]
@@ -1233,9 +1235,44 @@ def test_invalid_rows_are_reported_not_paid(
     assert main(["report", str(tmp_path / "pay.csv.ledger.sqlite"), "-o", str(sheet_path)]) == 0
     sheet = openpyxl.load_workbook(sheet_path).active
     amounts = [row[3] for row in sheet.iter_rows(min_row=2)]
-    assert [(c.data_type, c.number_format) for c in amounts[:2]] == [("n", "#,##0.00")] * 2
+    assert [(c.data_type, c.number_format) for c in amounts[:2]] == [("n", '"£"#,##0.00')] * 2
     assert [Decimal(str(c.value)) for c in amounts[:2]] == [Decimal(r["amount"]) for r in rows[:2]]
     assert amounts[2].data_type == "s" and amounts[2].value == rows[2]["amount"]
+
+
+def test_payrun_report_takes_the_batch_file_and_finds_its_ledger(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`payrun report pay.csv` reads pay.csv.ledger.sqlite beside it, as `run` writes it; a
+    batch never paid is one clear line, exit 2."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:2])
+    assert main(["run", str(batch)]) == 0
+    by_ledger = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
+    assert main(["report", str(batch), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == by_ledger
+    unpaid = write_batch(tmp_path / "other.csv", EMPLOYEES[:1])
+    assert main(["report", str(unpaid)]) == 2
+    err = capsys.readouterr().err
+    assert "other.csv is a batch file, and no ledger is beside it" in err, err
+    assert not (tmp_path / "other.csv.ledger.sqlite").exists()
+
+
+def test_quiet_says_only_how_it_ended_and_format_json_is_the_json_summary(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-q: no log lines, the summary's last line alone; --format json asks for the JSON
+    summary as in every other command (the same object as --log-format json)."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:2])
+    assert main(["run", str(batch), "-q"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and out == (
+        "done: every valid row was submitted (not yet delivered; add --wait to follow them)\n"
+    )
+    assert main(["run", str(batch), "--format", "json"]) == 0
+    summary = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert summary["event"] == "summary" and summary["rows"]["submitted"]["count"] == 2
 
 
 def test_plain_http_to_a_remote_host_is_refused(
@@ -1831,7 +1868,8 @@ def test_rows_left_unfinished_for_a_reason_are_named_in_the_summary(
     assert main(["run", str(batch)]) == 3
     out = capsys.readouterr().out
     assert "rows to look at (all accounts):" in out, out
-    assert out.count(": pending: create not sent yet: the bank was busy") == 2, out
+    # One cause, said once for both rows
+    assert "2 rows from 040004 30000001, pending: create not sent yet: the bank was busy" in out
 
 
 def test_dry_run_counts_payees_an_earlier_run_made(

@@ -80,7 +80,7 @@ def test_text_output_and_exit_1(batch_csv: Path, capsys: pytest.CaptureFixture[s
     code, out, err = run(["validate", str(batch_csv)], capsys)
     assert code == 1 and err == ""
     assert "batch.csv: 2 rows: 1 valid, 1 invalid" in out
-    assert "     3  sort_code       error: sort code must be 6 digits" in out
+    assert "     3  Bad Sort         sort_code       error: sort code must be 6 digits" in out
 
 
 def test_json_output_shape(batch_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -367,3 +367,52 @@ def test_an_unclosed_quote_in_an_ignored_column_of_short_rows_refuses_the_file(
     path.write_text(header + "\n".join(rows[:3]) + ',"call him\nfirst, then pay"\n' + rows[4])
     code, out, err = run(args, capsys)
     assert code == 0 and "4 rows: 4 valid" in out, out + err
+
+
+def test_the_table_is_in_row_order_with_the_payee_and_never_cuts_an_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Problems come in row order, each beside its payee name; wrapped at 80 columns between
+    words, so --allow-duplicates stays whole."""
+    path = tmp_path / "batch.csv"
+    blank_reference = GOOD.replace("SALARY NOV", "")
+    path.write_text(
+        HEADER + blank_reference + GOOD.replace("Ada", "=Ada") + BAD_SORT + GOOD + GOOD, "utf-8"
+    )
+    code, out, _ = run(["validate", str(path)], capsys)
+    assert code == 1
+    table = out[out.index("   row  payee") :].splitlines()
+    rows = [int(line[:6]) for line in table[1:] if line[:6].strip()]
+    assert rows == [2, 3, 4, 6], out
+    assert "     4  Bad Sort         sort_code       error:" in out, out
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+    assert "--allow-duplicates" in out and "--allow-\n" not in out, out
+
+
+def test_one_warning_is_one_warning_and_quiet_prints_the_counts_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """'1 row', '1 warning' (never '1 rows'); -q prints the first line alone."""
+    path = tmp_path / "batch.csv"
+    path.write_text(
+        HEADER.replace("reference,", "reference,notes,")
+        + GOOD.replace("SALARY NOV,", "SALARY NOV,x,"),
+        "utf-8",
+    )
+    code, out, _ = run(["validate", str(path)], capsys)
+    assert code == 0 and out.startswith("batch.csv: 1 row: 1 valid, 0 invalid, 1 warning\n"), out
+    code, out, _ = run(["validate", str(path), "-q"], capsys)
+    assert (code, out) == (0, "batch.csv: 1 row: 1 valid, 0 invalid, 1 warning\n")
+
+
+def test_csv_text_named_xlsx_is_read_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A text file named .xlsx is read as CSV by its content, and a warning says so."""
+    path = tmp_path / "payments.xlsx"
+    path.write_text(HEADER + GOOD, encoding="utf-8")
+    code, out, err = run(["validate", str(path), "--format", "json"], capsys)
+    assert code == 0 and json.loads(out)["valid"] == 1
+    assert err == (
+        "payrun: warning: payments.xlsx holds CSV text, not an Excel workbook: read as CSV\n"
+    )

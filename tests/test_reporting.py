@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import csv
 import json
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import openpyxl  # type: ignore[import-untyped]
 import pytest
 
-from payrun._models import PaymentInstruction, RowProblem, RowVerdict
+from payrun._models import LedgerRow, PaymentInstruction, RowProblem, RowStatus, RowVerdict
 from payrun.errors import ConfigError
+from payrun.report import RECONCILE_COLUMNS, REPORT_COLUMNS, SUMMARY_COLUMNS, write_report
 from payrun.report._documents import (
     escape_cell,
     render_validation,
@@ -141,7 +144,7 @@ def test_validation_document_shape() -> None:
 def test_render_validation_fits_80_columns() -> None:
     """The text report has the summary, fingerprint and problems, no line over 80."""
     text = render_validation(_summary(), name="b.csv")
-    assert text.startswith("b.csv: 3 rows: 1 valid, 2 invalid, 1 warnings")
+    assert text.startswith("b.csv: 3 rows: 1 valid, 2 invalid, 1 warning\n")
     assert "£1,234.50" in text and "fingerprint: count 1, total 1234.50" in text
     assert "from 040004 30000001: 1 payment, £1,234.50" in text
     assert max(len(line) for line in text.splitlines()) <= 80
@@ -181,3 +184,96 @@ def test_xlsx_text_with_a_control_character_is_written(tmp_path: Path) -> None:
     write_table(path, COLUMNS, [(2, "Bob\x07Smith", "10", None)])
     sheet = openpyxl.load_workbook(path).active
     assert sheet["B2"].value == "Bob\ufffdSmith"
+
+
+def _sheet_widths(sheet: Any) -> dict[str, float]:
+    return {letter: dimension.width for letter, dimension in sheet.column_dimensions.items()}
+
+
+def test_an_xlsx_opens_ready_to_read(tmp_path: Path) -> None:
+    """Header bold and frozen, an autofilter over the table, columns sized to their content,
+    money a number in a £ format, and text starting = + - @ kept text with quotePrefix."""
+    path = tmp_path / "out.xlsx"
+    write_table(path, COLUMNS, ROWS)
+    sheet = openpyxl.load_workbook(path).active
+    assert sheet.freeze_panes == "A2" and sheet.auto_filter.ref == "A1:D4"
+    assert all(cell.font.b for cell in sheet[1])
+    widths = _sheet_widths(sheet)
+    assert widths["B"] >= len('=HYPERLINK("http://evil")') and widths["A"] < widths["B"]
+    assert [sheet.cell(n, 3).number_format for n in (2, 3, 4)] == ['"£"#,##0.00'] * 3
+    assert sheet["C2"].data_type == "n" and sheet["C2"].value == 10.5
+    assert [sheet[ref].quotePrefix for ref in ("B2", "D2", "D3", "B4")] == [True] * 4
+    assert sheet["B3"].quotePrefix is False and sheet["B4"].data_type == "s"
+
+
+def test_the_validation_report_xlsx_opens_ready_to_read(tmp_path: Path) -> None:
+    """The validate report's .xlsx has the same frozen bold header, filter and sizes."""
+    path = tmp_path / "problems.xlsx"
+    write_validation_report(path, _summary())
+    sheet = openpyxl.load_workbook(path).active
+    assert sheet.freeze_panes == "A2" and sheet.auto_filter.ref.startswith("A1:D")
+    assert all(cell.font.b for cell in sheet[1]) and sheet["D3"].quotePrefix is True
+    assert _sheet_widths(sheet)["D"] > _sheet_widths(sheet)["A"]
+
+
+def _ledger_row(number: int, status: RowStatus, **fields: object) -> LedgerRow:
+    values: dict[str, object] = {
+        "row": number,
+        "row_id": f"E{number}",
+        "payee_name": f"Payee {number}",
+        "sort_code": "200000",
+        "account_number": f"{number:08d}",
+        "amount": Decimal("1234.50"),
+        "reference": "SALARY",
+        "source_account": "040004 30000001",
+        "status": status,
+        "updated_at": datetime(2026, 11, 27, 9, 30, tzinfo=UTC),
+    }
+    return LedgerRow(**{**values, **fields})  # type: ignore[arg-type]
+
+
+def _run_rows() -> list[LedgerRow]:
+    return [
+        _ledger_row(2, RowStatus.SUBMITTED),
+        _ledger_row(3, RowStatus.DELIVERED, source_account="040004 30000002"),
+        _ledger_row(4, RowStatus.FAILED, error="-short of funds"),
+        _ledger_row(5, RowStatus.INVALID, amount=Decimal(0), amount_text="12,34,5"),
+    ]
+
+
+def test_the_run_report_xlsx_has_statement_columns_and_a_summary(tmp_path: Path) -> None:
+    """The .xlsx run report: the contract's columns, then sort code, account number, source
+    account and when paid; a summary sheet per status and per source account, in £."""
+    path = tmp_path / "report.xlsx"
+    write_report(path, _run_rows())
+    book = openpyxl.load_workbook(path)
+    assert book.sheetnames == ["report", "summary"]
+    sheet = book["report"]
+    header = [cell.value for cell in sheet[1]]
+    assert header == [*REPORT_COLUMNS, *RECONCILE_COLUMNS]
+    line = dict(zip(header, (cell for cell in sheet[2]), strict=True))
+    assert line["sort_code"].value == "200000" and line["account_number"].value == "00000002"
+    assert line["paid_at_utc"].value == datetime(2026, 11, 27, 9, 30)
+    assert line["paid_at_utc"].number_format == "yyyy-mm-dd hh:mm:ss"
+    assert line["amount"].number_format == '"£"#,##0.00'
+    assert sheet.cell(4, header.index("paid_at_utc") + 1).value is None
+    assert sheet.cell(4, header.index("error") + 1).quotePrefix is True
+    assert sheet.freeze_panes == "A2" and sheet.auto_filter.ref == "A1:M5"
+    summary = [[cell.value for cell in row] for row in book["summary"].iter_rows()]
+    assert summary[0] == list(SUMMARY_COLUMNS)
+    assert ["all accounts", "invalid", 1, None] in summary
+    assert ["all accounts", "total", 4, 3703.5] in summary
+    assert ["040004 30000002", "delivered", 1, 1234.5] in summary
+    assert book["summary"]["D2"].number_format == '"£"#,##0.00'
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".json"])
+def test_the_run_report_csv_and_json_keep_the_contract_columns(tmp_path: Path, suffix: str) -> None:
+    """CSV and JSON reports hold exactly the contract's columns, nothing added."""
+    path = tmp_path / f"report{suffix}"
+    write_report(path, _run_rows())
+    if suffix == ".csv":
+        header = path.read_text(encoding="utf-8-sig").splitlines()[0]
+        assert header == ",".join(REPORT_COLUMNS)
+    else:
+        assert list(json.loads(path.read_text())[0]) == list(REPORT_COLUMNS)

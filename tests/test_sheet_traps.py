@@ -207,9 +207,9 @@ def test_validate_names_the_sheet_it_read(
     path = tmp_path / "pay.xlsx"
     _book(path, ("November", [_row("Ada", 10)]), ("December", [_row("Bob", 20)])).save(path)
     assert main(["validate", str(path)]) == 0
-    assert capsys.readouterr().out.startswith("pay.xlsx, sheet 'November': 1 rows")
+    assert capsys.readouterr().out.startswith("pay.xlsx, sheet 'November': 1 row:")
     assert main(["validate", str(path), "--sheet", "december"]) == 0
-    assert capsys.readouterr().out.startswith("pay.xlsx, sheet 'December': 1 rows")
+    assert capsys.readouterr().out.startswith("pay.xlsx, sheet 'December': 1 row:")
 
 
 @pytest.mark.parametrize(

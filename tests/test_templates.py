@@ -43,6 +43,15 @@ def test_template_columns_come_from_the_spec() -> None:
         assert set(columns) <= names and required <= set(columns)
 
 
+def test_every_template_has_its_columns_in_the_one_order() -> None:
+    """Templates list their columns in COLUMNS order, so columns they share line up alike."""
+    order = [column.name for column in COLUMNS]
+    for columns in TEMPLATES.values():
+        assert list(columns) == sorted(columns, key=order.index), columns
+    payroll, suppliers = TEMPLATES["payroll"], TEMPLATES["suppliers"]
+    assert [c for c in suppliers if c in payroll] == list(payroll)
+
+
 def test_xlsx_formats_digit_columns_as_text_and_amount_as_money() -> None:
     """Sort code and account number columns are Text; amount is a money format."""
     book = openpyxl.load_workbook(io.BytesIO(render_template("payroll", "xlsx")))

@@ -40,6 +40,7 @@ __all__ = [
     "SigningKey",
     "ValidationOptions",
     "check_base_url",
+    "completion_requested",
     "load_settings",
     "without_userinfo",
 ]
@@ -186,6 +187,11 @@ def load_settings(
         raise ConfigError(msg)
     signing = _read_signing_key(signing_key_file, signing_key_id, env, stopped)
     return Settings(base_url=url, api_key=key, auth_scheme=scheme, signing=signing)
+
+
+def completion_requested() -> bool:
+    """True when a shell asks for tab completions (argcomplete's ``_ARGCOMPLETE``)."""
+    return "_ARGCOMPLETE" in os.environ
 
 
 def without_userinfo(url: str) -> str:

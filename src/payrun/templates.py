@@ -20,28 +20,19 @@ from payrun.validation import COLUMNS, ColumnSpec
 
 __all__ = ["TEMPLATES", "TEMPLATE_FORMATS", "render_template", "write_template"]
 
-TEMPLATES: dict[str, tuple[str, ...]] = {
-    "payroll": (
-        "row_id",
-        "payee_name",
-        "sort_code",
-        "account_number",
-        "amount",
-        "reference",
-        "source_account",
-    ),
-    "suppliers": (
-        "payee_name",
-        "sort_code",
-        "account_number",
-        "amount",
-        "currency",
-        "reference",
-        "source_account",
-        "row_id",
-    ),
+_PAYMENT = frozenset(
+    {"payee_name", "sort_code", "account_number", "amount", "reference", "source_account"}
+)
+_TEMPLATE_COLUMNS: dict[str, frozenset[str]] = {
+    "payroll": _PAYMENT | {"row_id"},
+    "suppliers": _PAYMENT | {"row_id", "currency"},
 }
-"""Each template's columns, in order; every name is a canonical column of ``COLUMNS``."""
+TEMPLATES: dict[str, tuple[str, ...]] = {
+    name: tuple(spec.name for spec in COLUMNS if spec.name in names)
+    for name, names in _TEMPLATE_COLUMNS.items()
+}
+"""Each template's columns, in the one order of ``COLUMNS`` (the same in every template);
+every name is a canonical column."""
 TEMPLATE_FORMATS = ("csv", "xlsx")
 _TEXT_FORMAT = "@"
 _MONEY_FORMAT = "#,##0.00"

@@ -12,6 +12,7 @@ import contextlib
 import importlib
 import itertools
 import os
+import re
 import signal
 import sys
 import threading
@@ -50,12 +51,17 @@ EXIT_CODES: tuple[tuple[type[PayrunError], int], ...] = (
 _COMMANDS = ("validate", "run", "check", "report", "template", "sandbox")
 """Subcommand modules ``payrun.cli._<name>``, imported when the parser is built."""
 
+# How alike a mistyped word must be to a command or option to be suggested (difflib's ratio)
+_CLOSE_ENOUGH = 0.6
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse, whose usage errors become one JSON object under ``--log-format json``."""
 
     # Set by ``main`` from the command line before parsing
     json_errors = False
+    # The subcommands' parsers by name (set on the top parser by ``build_parser``)
+    commands: dict[str, argparse.ArgumentParser] = {}
     # A word like --api-key: its neighbour may be the key itself
     key_given = False
 
@@ -68,12 +74,33 @@ class _Parser(argparse.ArgumentParser):
         if _Parser.key_given:
             message = _KEY_ON_COMMAND_LINE
         elif "invalid choice" in message and message.startswith("argument COMMAND"):
-            message = f"unknown command (not shown); choose one of: {', '.join(_COMMANDS)}"
+            maybe = _did_you_mean(_chosen(message), _COMMANDS)
+            message = f"unknown command (not shown){maybe}; choose one of: {', '.join(_COMMANDS)}"
+            if maybe:
+                message = f"unknown command (not shown){maybe} (commands: {', '.join(_COMMANDS)})"
+        elif "invalid choice" in message:
+            choices = re.findall(r"'([^']*)'", message.partition("(choose from")[2])
+            message += _did_you_mean(_chosen(message), choices)
         if _Parser.json_errors:
             hint = "" if "--help" in message else f"; see {self.prog} --help"
             error_line(f"{message}{hint}", as_json=True, exit_code=2)
             raise SystemExit(2)
         super().error(message)
+
+
+def _chosen(message: str) -> str:
+    """The word argparse quotes in an 'invalid choice' message."""
+    found = re.search(r"invalid choice: '([^']*)'", message)
+    return "" if found is None else found.group(1)
+
+
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """': did you mean X?' for the choice closest to a mistyped ``word``, else ''."""
+    # Only a usage error needs it; payrun starts without it
+    import difflib
+
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=_CLOSE_ENOUGH)
+    return f": did you mean {close[0]}?" if close else ""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for name in _COMMANDS:
         importlib.import_module(f"payrun.cli._{name}").register(subparsers)
+    parser.commands = dict(subparsers.choices)
     return parser
 
 
@@ -179,14 +207,24 @@ def _restore_signals(previous: dict[int, object]) -> None:
 
 def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, object]) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    _Parser.json_errors = "--log-format=json" in words or any(
-        a == "--log-format" and b == "json" for a, b in itertools.pairwise(words)
+    # A run's JSON is asked for with --log-format json or --format json
+    options = ("--log-format", "--format") if "run" in words else ("--log-format",)
+    _Parser.json_errors = any(f"{o}=json" in words for o in options) or any(
+        a in options and b == "json" for a, b in itertools.pairwise(words)
     )
     _Parser.key_given = any(_looks_like_key_option(word) for word in words)
     parser = build_parser()
+    # Imported once signals are caught: a Ctrl-C must never land inside an import
+    from payrun.config import completion_requested
+
+    if completion_requested():
+        _complete(parser)
     args, extras = parser.parse_known_args(argv)
     if extras:
-        parser.error(_unrecognized(extras))
+        # The usage shown is the subcommand's, whose options were mistyped
+        commands: dict[str, argparse.ArgumentParser] = getattr(parser, "commands", {})
+        command = commands.get(args.command, parser)
+        command.error(_unrecognized(extras, command))
     if stop.is_set():
         error_line(
             "interrupted before anything was done; run the command again",
@@ -211,13 +249,26 @@ def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, obje
     return code
 
 
-def _unrecognized(extras: list[str]) -> str:
-    """Name unknown options but never their values: a value may be a secret."""
+def _complete(parser: argparse.ArgumentParser) -> None:
+    """Answer the shell's tab completion (bash, zsh, fish) from the parser, then exit."""
+    # Loaded only when a shell asks: no cost to a run
+    import argcomplete
+
+    argcomplete.autocomplete(parser)
+
+
+def _unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
+    """Name unknown options but never their values: a value may be a secret; suggest the
+    option closest to each one mistyped."""
     options = [arg.split("=", 1)[0] for arg in extras if arg.startswith("-")]
     if any(_looks_like_key_option(option) for option in options):
         return _KEY_ON_COMMAND_LINE
     if not options:
         return f"{len(extras)} unexpected argument(s) (not shown); see --help"
+    known = [name for action in parser._actions for name in action.option_strings]
+    maybe = _did_you_mean(options[0], known) if len(options) == 1 else ""
+    if maybe:
+        return f"unrecognized option {options[0]} (value not shown){maybe} (see --help)"
     return f"unrecognized options: {' '.join(options)} (values not shown); see --help"
 
 

@@ -16,9 +16,19 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-__all__ = ["error_line", "file_path", "json_text", "reader_may_leave", "silence"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = [
+    "error_line",
+    "file_path",
+    "json_text",
+    "reader_may_leave",
+    "silence",
+    "stream_console",
+]
 
 
 def silence(stream: TextIO) -> None:
@@ -94,3 +104,20 @@ def file_path(text: str) -> Path:
         msg = "an empty path: give a file's name"
         raise argparse.ArgumentTypeError(msg)
     return Path(text)
+
+
+def stream_console(stream: TextIO) -> Console:
+    """A rich console on ``stream`` that goes quiet when its reader leaves.
+
+    rich's own answer to a closed pipe is ``SystemExit(1)``, which would turn a paid run's
+    exit code into 1; here the stream is silenced instead, as ``reader_may_leave`` does.
+    """
+    from rich.console import Console
+
+    class _Quietly(Console):
+        def on_broken_pipe(self) -> None:
+            """The reader has gone: send the rest to /dev/null and print nothing more."""
+            silence(stream)
+            self.quiet = True
+
+    return _Quietly(file=stream, highlight=False)

@@ -14,27 +14,32 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from payrun._models import FINAL_STATUSES, LedgerRow, RowStatus
-from payrun.cli._output import reader_may_leave
-from payrun.report import report_status
+from payrun.cli._output import reader_may_leave, stream_console
+from payrun.report import group_causes, report_status, row_ranges
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import BarColumn, Task
+    from rich.progress_bar import ProgressBar
+
     from payrun.run import RunOutcome
 
-__all__ = ["BarObserver", "LineObserver", "finished_line", "make_observer"]
+__all__ = ["BarObserver", "LineObserver", "QuietObserver", "finished_line", "make_observer"]
 
 _DONE = FINAL_STATUSES | {RowStatus.SUBMITTED}
 _BAD = {RowStatus.FAILED, RowStatus.HELD, RowStatus.RETURNED, RowStatus.REJECTED}
 _LINE_EVERY_SECONDS = 2.0
+_MAX_ROW_LINES = 20
+_MAX_RANGES = 8
+"""Rows not paid the bar prints one by one while paying; the summary groups them all."""
 
 
 class BarObserver:
-    """A rich progress bar on stderr."""
+    """A rich progress bar on stderr: rows settled of total, rate, rows not paid, time
+    elapsed and left; each row not paid printed above it as it happens."""
 
-    def __init__(self, *, create_only: bool) -> None:
-        from rich.console import Console
+    def __init__(self, *, create_only: bool, console: Console | None = None) -> None:
         from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
             Progress,
             TextColumn,
             TimeElapsedColumn,
@@ -43,57 +48,156 @@ class BarObserver:
 
         self._done_states = _DONE | ({RowStatus.CREATED} if create_only else set())
         self._progress = Progress(
-            TextColumn("paying"),
-            BarColumn(),
-            MofNCompleteColumn(),
+            TextColumn("{task.fields[label]}"),
+            _outcome_bar(),
+            TextColumn("{task.completed:>,.0f}/{task.total:,.0f}"),
             TextColumn("{task.fields[rate]:>7} rows/s"),
             TextColumn("not paid {task.fields[bad]}"),
+            TextColumn("[dim]elapsed"),
             TimeElapsedColumn(),
+            TextColumn("[dim]left"),
             TimeRemainingColumn(),
             transient=False,
-            console=Console(stderr=True),
+            console=console or stream_console(sys.stderr),
             redirect_stdout=False,
             redirect_stderr=False,
         )
-        self._task = self._progress.add_task("paying", total=0, rate="", bad=0, start=False)
+        self._task = self._progress.add_task(
+            "paying", total=None, rate="", bad="0", label="paying", start=False, visible=False
+        )
         self._bad = 0
         self._done = 0
+        self._total = 0
         # Rows already done when paying began: not part of this run's rate
         self._first = 0
         self._start = time.monotonic()
+        self._shown = False
+        # Rows not paid before the bar shows (the checks before paying), said once per cause
+        self._early: list[LedgerRow] = []
+        self._lines = 0
 
-    def started(self, *, total: int, done: int) -> None:
-        """Show the bar."""
+    def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
+        """Show the bar: say why rows were not paid before it, and when the run resumes."""
         self._done = self._first = done
+        self._total = total
+        self._bad = not_paid
         self._start = time.monotonic()
+        for line in _early_lines(self._early):
+            self._print(line, style="red")
+        paid_before = done - not_paid
+        if paid_before > 0:
+            # Beside it, a resume after a crash may say which rows are in doubt until when
+            self._print(f"resuming: {paid_before:,} of {total:,} already done", style="bold")
+        if total <= 0:
+            return
+        self._shown = True
+        self._progress.update(
+            self._task,
+            total=total,
+            completed=min(done, total),
+            bad=f"{self._bad:,}",
+            visible=True,
+        )
+        self._restyle()
         self._progress.start()
-        self._progress.update(self._task, total=total, completed=done)
         self._progress.start_task(self._task)
 
     def row_changed(self, before: LedgerRow, after: LedgerRow) -> None:
-        """Advance on rows reaching a resting state."""
+        """Advance on rows reaching a resting state; print a row not paid as it happens."""
+        newly_bad = after.status in _BAD and before.status not in _BAD
+        if newly_bad:
+            self._tell_bad(after)
+        if not self._shown:
+            return
         if after.status in self._done_states and before.status not in self._done_states:
-            self._done += 1
-            self._bad += after.status in _BAD
+            self._done = min(self._done + 1, self._total)
+            self._bad += newly_bad
             elapsed = max(time.monotonic() - self._start, 1e-6)
             self._progress.update(
                 self._task,
                 completed=self._done,
-                bad=self._bad,
+                bad=f"{self._bad:,}",
                 rate=f"{(self._done - self._first) / elapsed:,.0f}",
             )
-        elif after.status in _BAD and before.status not in _BAD:
+            self._restyle()
+        elif newly_bad:
             # Returned after delivered
             self._bad += 1
-            self._progress.update(self._task, bad=self._bad)
+            self._progress.update(self._task, bad=f"{self._bad:,}")
+
+    def _restyle(self) -> None:
+        label, style = _look(
+            paid=self._done - self._bad, bad=self._bad, left=self._total - self._done
+        )
+        self._progress.update(self._task, label=label, style=style)
+
+    def _tell_bad(self, row: LedgerRow) -> None:
+        """Say a row not paid: once per cause before the bar shows, else row by row (up to
+        a limit: the summary groups them all)."""
+        status, error = report_status(row.status), row.error or ""
+        if not self._shown:
+            self._early.append(row)
+            return
+        self._lines += 1
+        if self._lines <= _MAX_ROW_LINES:
+            self._print(f"row {row.row} ({row.payee_name}): {status}: {error}", style="red")
+        elif self._lines == _MAX_ROW_LINES + 1:
+            self._print("more rows not paid: the summary lists them all", style="red")
+
+    def _print(self, message: str, *, style: str) -> None:
+        self._progress.console.print(message, style=style, markup=False, highlight=False)
 
     def note(self, message: str) -> None:
         """Print a line above the bar."""
-        self._progress.console.print(message, style="dim")
+        self._progress.console.print(message, style="dim", markup=False, highlight=False)
 
     def close(self) -> None:
         """Remove the bar's live display."""
         self._progress.stop()
+
+
+def _look(*, paid: int, bad: int, left: int) -> tuple[str, str]:
+    """The bar's label and colour: green 'paying' while rows are paid, red when none was."""
+    if left > 0:
+        return "paying", "green" if bad == 0 else "yellow"
+    if paid <= 0:
+        return "nothing paid", "red"
+    return "paid", "green" if bad == 0 else "yellow"
+
+
+def _early_lines(early: list[LedgerRow]) -> list[str]:
+    """One line per cause of the rows not paid before paying began, with its rows (and
+    each row's own detail, such as the name the bank suggests)."""
+    lines = []
+    for cause in group_causes(early):
+        rows = [row.row for row in cause.rows]
+        which = f"row {rows[0]}" if len(rows) == 1 else f"{len(rows):,} rows"
+        if any(cause.details):
+            shown = [
+                f"{row.row} ({detail})" if detail else str(row.row)
+                for row, detail in zip(cause.rows, cause.details, strict=True)
+            ]
+            more = len(shown) - _MAX_RANGES
+            numbers = ", ".join(shown[:_MAX_RANGES]) + (f", {more:,} more" if more > 0 else "")
+        else:
+            numbers = row_ranges(rows, limit=_MAX_RANGES)
+        lines.append(f"{which} {cause.status}: {cause.reason} (rows {numbers})")
+    return lines
+
+
+def _outcome_bar() -> BarColumn:
+    """A bar whose colour says how the run goes (``task.fields['style']``), so a run that
+    paid nothing never fills green."""
+    from rich.progress import BarColumn
+
+    class OutcomeBar(BarColumn):
+        def render(self, task: Task) -> ProgressBar:
+            """The bar, in the task's colour."""
+            style = str(task.fields.get("style", "green"))
+            self.complete_style = self.finished_style = style
+            return super().render(task)
+
+    return OutcomeBar()
 
 
 class LineObserver:
@@ -123,13 +227,21 @@ class LineObserver:
         with reader_may_leave(self._stream, run=True):
             print(line, file=self._stream, flush=True)
 
-    def started(self, *, total: int, done: int) -> None:
-        """Log the start of payments."""
+    def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
+        """Log the start of payments (and that the run resumes, when rows were done before)."""
         self._total, self._done, self._paying = total, done, True
+        paid_before = done - not_paid
+        if paid_before > 0:
+            self._emit(
+                "resuming",
+                f"resuming: {paid_before:,} of {total:,} already done",
+                total=total,
+                done=paid_before,
+            )
         self._emit(
             "started",
-            f"paying {total - done} of {total} rows ({done} need nothing more: already paid,"
-            " invalid, held or failed)",
+            f"paying {total - done:,} of {total:,} rows ({done:,} need nothing more: already"
+            " paid, invalid, held or failed)",
             total=total,
             done=done,
         )
@@ -190,8 +302,28 @@ def finished_line(outcome: RunOutcome, *, report: Path | None) -> None:
         print(json.dumps(record), file=sys.stderr, flush=True)  # noqa: T201 - the log
 
 
-def make_observer(*, log_format: str, create_only: bool) -> BarObserver | LineObserver:
-    """A bar on a terminal (text format), else log lines."""
+class QuietObserver:
+    """``--quiet``: no bar and no log lines (errors and the JSON log's last line still show)."""
+
+    def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
+        """Say nothing."""
+
+    def row_changed(self, before: LedgerRow, after: LedgerRow) -> None:
+        """Say nothing."""
+
+    def note(self, message: str) -> None:
+        """Say nothing."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def make_observer(
+    *, log_format: str, create_only: bool, quiet: bool = False
+) -> BarObserver | LineObserver | QuietObserver:
+    """A bar on a terminal (text format), else log lines; nothing with ``quiet``."""
+    if quiet:
+        return QuietObserver()
     if log_format == "text" and sys.stderr.isatty():
         return BarObserver(create_only=create_only)
     return LineObserver(sys.stderr, json_lines=log_format == "json", create_only=create_only)

@@ -11,8 +11,9 @@ from typing import Any
 
 from payrun.cli._output import file_path, reader_may_leave
 from payrun.errors import ConfigError, UsageError
-from payrun.ledger import batch_beside, ledger_files
+from payrun.ledger import batch_beside, ledger_files, ledger_named_by
 from payrun.report import (
+    RECONCILE_COLUMNS,
     REPORT_COLUMNS,
     check_report_path,
     csv_cell,
@@ -20,7 +21,7 @@ from payrun.report import (
     read_ledger_rows,
     report_records,
     report_table,
-    write_table,
+    write_report,
 )
 
 __all__ = ["execute", "register"]
@@ -35,9 +36,18 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         allow_abbrev=False,
         help="write one line per batch row from a run's ledger",
         description="Read a run's ledger (it works mid-run too) and write one line per row:"
-        " " + ", ".join(REPORT_COLUMNS) + ".",
+        " "
+        + ", ".join(REPORT_COLUMNS)
+        + ". An .xlsx adds "
+        + ", ".join(RECONCILE_COLUMNS)
+        + " and a summary sheet.",
     )
-    parser.add_argument("ledger", type=file_path, metavar="LEDGER", help="the .ledger.sqlite file")
+    parser.add_argument(
+        "ledger",
+        type=file_path,
+        metavar="LEDGER",
+        help="the .ledger.sqlite file, or the batch file (its ledger beside it, as `run` writes)",
+    )
     parser.add_argument(
         "--format",
         choices=_FORMATS,
@@ -49,6 +59,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Write the report to a file or stdout."""
+    args.ledger = _ledger(args.ledger)
     rows = read_ledger_rows(args.ledger)
     output: Path | None = args.output
     fmt: str | None = args.format
@@ -65,7 +76,7 @@ def execute(args: argparse.Namespace) -> int:
         kept = [*ledger_files(ledger, lock=False), *(("the batch file", b) for b in batches if b)]
         # A folder, a missing folder, or what the report must never overwrite, said plainly
         check_report_path(output, keep=kept)
-        write_table(output, REPORT_COLUMNS, report_table(rows))
+        write_report(output, rows)
         return 0
     if fmt == "xlsx":
         msg = "an .xlsx report needs a file: add -o report.xlsx"
@@ -87,3 +98,16 @@ def execute(args: argparse.Namespace) -> int:
         )
         raise ConfigError(msg) from None
     return 0
+
+
+def _ledger(named: Path) -> Path:
+    """The ledger to read: the one named, or a batch file's ledger beside it."""
+    ledger, from_batch = ledger_named_by(named)
+    if from_batch and not ledger.exists():
+        msg = (
+            f"{named} is a batch file, and no ledger is beside it ({ledger.name}): pay it"
+            f" with `payrun run {named}` first, or name the ledger a run printed (a --sandbox"
+            " run keeps its ledger in a temporary folder: see its 'ledger:' line)"
+        )
+        raise UsageError(msg)
+    return ledger

@@ -37,7 +37,7 @@ from payrun.config import (
     ValidationOptions,
 )
 from payrun.errors import ConfigError, RefusedMidRunError, UsageError
-from payrun.intake import sheet_note
+from payrun.intake import extension_note, sheet_note
 
 __all__ = ["execute", "register"]
 
@@ -58,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     _add_file_options(parser)
     _add_ledger_and_bank_options(parser)
     _add_payment_options(parser)
+    _add_output_options(parser)
     parser.set_defaults(handler=execute)
 
 
@@ -183,6 +184,24 @@ def _add_payment_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_output_options(parser: argparse.ArgumentParser) -> None:
+    """How much the run says, and in which form (--format json as in every command)."""
+    parser.add_argument(
+        "--format",
+        choices=("text", "json"),
+        dest="log_format",
+        default=argparse.SUPPRESS,
+        help="the same as --log-format: json prints the summary as one JSON object on"
+        " stdout and the log as JSON lines on stderr",
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress bar or log lines; the summary's last line only (errors still show)",
+    )
+
+
 _AMOUNT = re.compile(r"[0-9]{1,3}(,[0-9]{3})*(\.[0-9]{1,2})?|[0-9]+(\.[0-9]{1,2})?")
 _MAX_WINDOW_DAYS = 3650
 
@@ -246,7 +265,7 @@ def execute(args: argparse.Namespace) -> int:
     )
     with _bank(args) as (settings, folder):
         options = _run_options(args, folder)
-        if folder is not None:
+        if folder is not None and not args.quiet:
             _say_where(options, as_json=args.log_format == "json")
         observer = _observer(args)
         # Said, not silently ignored
@@ -288,7 +307,7 @@ def execute(args: argparse.Namespace) -> int:
         if as_json:
             finished_line(outcome, report=None)
         return outcome.exit_code
-    show_run(outcome, options, as_json=as_json, refusal=refusal)
+    show_run(outcome, options, as_json=as_json, refusal=refusal, quiet=args.quiet)
     return outcome.exit_code
 
 
@@ -326,11 +345,16 @@ def _observer(args: argparse.Namespace) -> Any:
     # Rich loads only for runs
     from payrun.cli._progress import make_observer
 
-    observer = make_observer(log_format=args.log_format, create_only=args.create_only)
+    observer = make_observer(
+        log_format=args.log_format, create_only=args.create_only, quiet=args.quiet
+    )
     note = sheet_note(args.batch, args.sheet)
     if note is not None:
         reading, warning = note
         observer.note(reading if warning is None else f"{reading}; {warning}")
+    mismatch = extension_note(args.batch)
+    if mismatch is not None:
+        observer.note(mismatch)
     return observer
 
 

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from payrun._models import LedgerRow
-from payrun.cli._output import error_line, json_text, reader_may_leave
+from payrun.cli._output import error_line, json_text, reader_may_leave, stream_console
 from payrun.cli._progress import finished_line
 from payrun.config import RunOptions
 from payrun.errors import PayrunError, RefusedMidRunError
 from payrun.ledger import default_ledger_path
 from payrun.report import (
-    REPORT_COLUMNS,
     dry_run_lines,
-    report_table,
+    print_blocks,
     summary_document,
-    summary_lines,
-    write_table,
+    summary_view,
+    write_report,
 )
 from payrun.run import RunOutcome
 
@@ -41,7 +41,7 @@ def write_run_report(path: Path, rows: Sequence[LedgerRow]) -> str | None:
     After a run a failed report is said, not raised: it must not turn paid rows into exit 2.
     """
     try:
-        write_table(path, REPORT_COLUMNS, report_table(rows))
+        write_report(path, rows)
     except PayrunError as error:
         return str(error)
     except Exception as error:
@@ -63,7 +63,12 @@ def refused_outcome(refused: RefusedMidRunError, batch: Path, options: RunOption
 
 
 def show_run(
-    outcome: RunOutcome, options: RunOptions, *, as_json: bool, refusal: str | None
+    outcome: RunOutcome,
+    options: RunOptions,
+    *,
+    as_json: bool,
+    refusal: str | None,
+    quiet: bool = False,
 ) -> None:
     """Write the report, print the summary (and the refusal that ended the run, if any)."""
     report = options.report_path
@@ -85,6 +90,7 @@ def show_run(
                 report_path=written,
                 create_only=options.create_only,
                 refusal=refusal,
+                quiet=quiet,
             )
     # The error that ended the run, after the summary of what was done
     if refusal is not None:
@@ -107,12 +113,19 @@ def print_summary(
     report_path: Path | None,
     create_only: bool,
     refusal: str | None = None,
+    quiet: bool = False,
 ) -> None:
-    """Print the text summary (``payrun.report.summary_lines``)."""
-    for line in summary_lines(
+    """Print the text summary (``payrun.report.summary_view``): coloured on a terminal
+    (unless ``NO_COLOR`` is set), as wide as the terminal, plain text on a pipe; with
+    ``quiet``, its last line only (what to do next)."""
+    blocks = summary_view(
         outcome, report_path=report_path, create_only=create_only, refusal=refusal
-    ):
-        _say(line)
+    )
+    if quiet:
+        blocks = blocks[-1:]
+    console = stream_console(sys.stdout)
+    # Wrapped for a person; one line per sentence for a pipe or a log file
+    print_blocks(console, blocks, wrap=console.is_terminal)
 
 
 def print_dry_run(outcome: RunOutcome, *, confirm_payees: bool = True) -> None:

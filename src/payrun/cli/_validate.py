@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from decimal import Decimal, InvalidOperation
+from pathlib import Path
 from typing import Any
 
 from payrun.cli._output import file_path, json_text, reader_may_leave
 from payrun.config import DEFAULT_MAX_AMOUNT, DEFAULT_MAX_ROWS, ValidationOptions
 from payrun.errors import ConfigError, UsageError
-from payrun.intake import read_batch, sheet_note
+from payrun.intake import extension_note, read_batch, sheet_note
 from payrun.report import (
     check_report_path,
     file_error_document,
@@ -29,6 +31,7 @@ from payrun.validation import normalize_source_account, validate_batch
 
 __all__ = ["execute", "parse_options", "register"]
 
+_PIPE_WIDTH = 80
 _MAX_AMOUNT_CEILING = Decimal("1000000000000")
 """--max-amount above a trillion pounds is a typo, not a limit."""
 
@@ -72,7 +75,19 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         action="store_true",
         help="allow the same payee, amount and reference twice",
     )
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="stdout format")
+    parser.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="stdout format: text, or json (one object, the same word in every command)",
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print only the first line of the text report (the counts); the exit code"
+        " says the rest",
+    )
     parser.add_argument(
         "--report",
         metavar="FILE",
@@ -132,18 +147,43 @@ def execute(args: argparse.Namespace) -> int:
         raise
     if args.report is not None:
         write_validation_report(args.report, summary)
+    mismatch = extension_note(batch.path)
+    if mismatch is not None:
+        # A warning, not the command's output: stdout stays the report
+        with reader_may_leave(sys.stderr):
+            sys.stderr.write(f"payrun: warning: {mismatch}\n")
     # `payrun validate BATCH | head` ends quietly, same exit code
     with reader_may_leave():
         if args.format == "json":
             sys.stdout.write(json_text(validation_document(summary)) + "\n")
         else:
-            name = batch.path.name
-            # Which sheet was read: the clerk may expect another
-            if batch.sheet is not None:
-                name = f"{name}, sheet {batch.sheet!r}"
-            sys.stdout.write(render_validation(summary, name=name))
-            note = sheet_note(batch.path, args.sheet)
-            # The sheet is named above already
-            if note is not None and note[1] is not None:
-                sys.stdout.write(note[1] + "\n")
+            _print_text(args, batch.path, batch.sheet, summary)
     return 0 if summary.all_valid else 1
+
+
+def _print_text(args: argparse.Namespace, path: Path, sheet: str | None, summary: Any) -> None:
+    """The text report: as wide as the terminal and coloured there, plain on a pipe."""
+    name = path.name
+    # Which sheet was read: the clerk may expect another
+    if sheet is not None:
+        name = f"{name}, sheet {sheet!r}"
+    terminal = sys.stdout.isatty()
+    width = shutil.get_terminal_size().columns if terminal else _PIPE_WIDTH
+    text = render_validation(summary, name=name, width=max(width, _PIPE_WIDTH))
+    if args.quiet:
+        text = text.splitlines()[0] + "\n"
+    note = sheet_note(path, args.sheet)
+    # The sheet is named above already
+    if note is not None and note[1] is not None and not args.quiet:
+        text += note[1] + "\n"
+    if not terminal:
+        sys.stdout.write(text)
+        return
+    from rich.text import Text
+
+    from payrun.cli._output import stream_console
+
+    shown = Text(text.removesuffix("\n"))
+    shown.highlight_regex(r"(?<= )error:", "bold red")
+    shown.highlight_regex(r"(?<= )warning:", "yellow")
+    stream_console(sys.stdout).print(shown, soft_wrap=True)

@@ -46,6 +46,7 @@ __all__ = [
     "RawRow",
     "normalize_header",
     "read_batch",
+    "extension_note",
     "sheet_note",
 ]
 
@@ -366,6 +367,24 @@ def _typed_cells(
                 damage = {}
             damage[name] = kind
     return damage
+
+
+_WORKBOOK_SUFFIXES = (".xlsx", ".xlsm", ".xls")
+
+
+def extension_note(path: Path) -> str | None:
+    """A warning when a file named like a workbook holds CSV text (it is read as CSV, by
+    its content, as Excel warns when a file's extension and content differ); else None."""
+    if path.suffix.lower() not in _WORKBOOK_SUFFIXES:
+        return None
+    try:
+        kind = sniff_format(path)
+    except BatchFileError:
+        # Reading the file will say what is wrong with it
+        return None
+    if kind != "csv":
+        return None
+    return f"{path.name} holds CSV text, not an Excel workbook: read as CSV"
 
 
 def sheet_note(path: Path, sheet: str | None) -> tuple[str, str | None] | None:

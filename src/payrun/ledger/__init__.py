@@ -24,6 +24,7 @@ from payrun.ledger._location import is_default_ledger as is_default_ledger
 from payrun.ledger._location import ledger_exists as ledger_exists
 from payrun.ledger._location import ledger_file as ledger_file
 from payrun.ledger._location import ledger_files as ledger_files
+from payrun.ledger._location import ledger_named_by as ledger_named_by
 from payrun.ledger._location import open_ledger as open_ledger
 from payrun.ledger._location import refuse_if_running as refuse_if_running
 from payrun.ledger._lock import bank_identity as bank_identity
@@ -54,6 +55,7 @@ __all__ = [
     "ledger_exists",
     "ledger_file",
     "ledger_files",
+    "ledger_named_by",
     "open_ledger",
     "refuse_if_running",
     "release_lock",

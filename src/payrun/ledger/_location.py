@@ -23,11 +23,13 @@ __all__ = [
     "ledger_exists",
     "ledger_file",
     "ledger_files",
+    "ledger_named_by",
     "open_ledger",
     "refuse_if_running",
 ]
 
 _SUFFIX = ".ledger.sqlite"
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 # A path keeps one slash of "scheme://", so the scheme is matched up to its colon
 _DATABASE_URL = re.compile(r"(postgres(?:ql)?)(?:\+\w+)?:", re.IGNORECASE)
 
@@ -95,3 +97,21 @@ def batch_beside(location: str | Path) -> Path | None:
     if not path.name.endswith(_SUFFIX):
         return None
     return path.with_name(path.name.removesuffix(_SUFFIX))
+
+
+def ledger_named_by(location: str | Path) -> tuple[Path, bool]:
+    """The ledger a ``payrun report`` argument names, and whether it named a batch file.
+
+    A ledger (an SQLite file) or a path to no file is taken as it is; any other file is a
+    batch file, whose ledger is the one a run of it writes by default (beside it).
+    """
+    path = ledger_file(location)
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(_SQLITE_MAGIC))
+    except OSError:
+        # Missing, a folder, unreadable: opening it as a ledger says which
+        return path, False
+    if head == _SQLITE_MAGIC or not head:
+        return path, False
+    return default_ledger_path(path), True

@@ -5,7 +5,8 @@ Input: column names and rows (``write_table``), or a validation ``BatchSummary``
 written atomically (a temporary file, then a rename) and text that reads well in 80
 columns. A CSV cell that starts with ``=``, ``+``, ``-`` or ``@`` (and is not a plain
 number) is written with a leading ``'`` so a spreadsheet shows it instead of running it
-(formula injection); an .xlsx cell is typed text, which no spreadsheet runs, so it is exact.
+(formula injection); an .xlsx cell is typed text, which no spreadsheet runs, so it is exact,
+and opens ready to read (``payrun.report._sheet``).
 Raises ``ConfigError`` for an unsupported report extension or an unwritable path;
 ``check_report_path`` raises it up front, before the work whose report it is.
 """
@@ -25,10 +26,12 @@ from typing import IO, Any
 
 from payrun._models import RowProblem, format_money
 from payrun.errors import ConfigError
+from payrun.report._sheet import add_sheet
 from payrun.validation import BatchSummary
 
 __all__ = [
     "PROBLEM_COLUMNS",
+    "atomic_write",
     "TABLE_FORMATS",
     "check_report_path",
     "csv_cell",
@@ -44,12 +47,14 @@ __all__ = [
 TABLE_FORMATS = (".csv", ".xlsx", ".json")
 PROBLEM_COLUMNS = ("row", "column", "severity", "message")
 """The columns of a validation report written as a sheet."""
-_MONEY_FORMAT = "#,##0.00"
 _DANGEROUS_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _PLAIN_NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?")
 _WIDTH = 80
 _ROW_WIDTH = 6
 _COLUMN_WIDTH = 15
+_NAME_WIDTH = 16
+_MIN_PROBLEM_WIDTH = 30
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _TEXT_PROBLEM_LIMIT = 200
 """Text output lists this many problems; JSON and report files list them all."""
 
@@ -79,12 +84,12 @@ def write_table(path: Path | str, columns: Sequence[str], rows: Iterable[Sequenc
     target = Path(path)
     suffix = target.suffix.lower()
     if suffix == ".csv":
-        _atomic_write(target, "w", lambda handle: _write_csv(handle, columns, rows))
+        atomic_write(target, "w", lambda handle: _write_csv(handle, columns, rows))
     elif suffix == ".xlsx":
-        _atomic_write(target, "wb", lambda handle: _write_xlsx(handle, columns, rows))
+        atomic_write(target, "wb", lambda handle: _write_xlsx(handle, columns, rows))
     elif suffix == ".json":
         records = [dict(zip(columns, row, strict=True)) for row in rows]
-        _atomic_write(target, "w", lambda handle: _dump_json(records, handle))
+        atomic_write(target, "w", lambda handle: _dump_json(records, handle))
     else:
         raise _unsupported(target)
 
@@ -161,7 +166,7 @@ def write_error_report(path: Path | str, document: dict[str, Any]) -> None:
     or its one error as a problems sheet."""
     target = Path(path)
     if target.suffix.lower() == ".json":
-        _atomic_write(target, "w", lambda handle: _dump_json(document, handle))
+        atomic_write(target, "w", lambda handle: _dump_json(document, handle))
         return
     rows = [("", "", "error", error["message"]) for error in document["errors"]]
     write_table(target, PROBLEM_COLUMNS, rows)
@@ -172,20 +177,29 @@ def write_validation_report(path: Path | str, summary: BatchSummary) -> None:
     target = Path(path)
     if target.suffix.lower() == ".json":
         document = validation_document(summary)
-        _atomic_write(target, "w", lambda handle: _dump_json(document, handle))
+        atomic_write(target, "w", lambda handle: _dump_json(document, handle))
         return
     write_table(target, PROBLEM_COLUMNS, _problem_rows(summary))
 
 
 def render_validation(summary: BatchSummary, *, name: str, width: int = _WIDTH) -> str:
-    """The text report: summary, fingerprint, then a problems table (errors first)."""
+    """The text report: summary, fingerprint, then a problems table in row order (a row's
+    errors before its warnings), each problem beside its row number and payee name, its
+    text wrapped between words to ``width`` (an option such as --allow-duplicates is never
+    cut)."""
     lines = _summary_lines(summary, name)
-    problems = [("error", p) for p in summary.errors] + [("warning", p) for p in summary.warnings]
+    problems = sorted(
+        [("error", p) for p in summary.errors] + [("warning", p) for p in summary.warnings],
+        key=lambda item: (item[1].row or 0, item[0] != "error"),
+    )
     if problems:
         lines.append("")
-        lines.append(f"{'row':>{_ROW_WIDTH}}  {'column':<{_COLUMN_WIDTH}} problem")
+        lines.append(
+            f"{'row':>{_ROW_WIDTH}}  {'payee':<{_NAME_WIDTH}} {'column':<{_COLUMN_WIDTH}} problem"
+        )
         for severity, problem in problems[:_TEXT_PROBLEM_LIMIT]:
-            lines.extend(_problem_lines(severity, problem, width))
+            payee = summary.names.get(problem.row or 0, "")
+            lines.extend(_problem_lines(severity, problem, payee, width))
         hidden = len(problems) - _TEXT_PROBLEM_LIMIT
         if hidden > 0:
             lines.append(f"... and {hidden:,} more: use --format json or --report FILE.csv")
@@ -194,28 +208,42 @@ def render_validation(summary: BatchSummary, *, name: str, width: int = _WIDTH) 
 
 def _summary_lines(summary: BatchSummary, name: str) -> list[str]:
     fingerprint = summary.fingerprint
+    warnings = len(summary.warnings)
     lines = [
-        f"{name}: {summary.rows:,} rows: {summary.valid:,} valid, {summary.invalid:,} invalid,"
-        f" {len(summary.warnings):,} warnings",
+        f"{name}: {_many(summary.rows, 'row')}: {summary.valid:,} valid,"
+        f" {summary.invalid:,} invalid, {_many(warnings, 'warning')}",
         f"total of the valid rows: £{summary.total:,.2f}",
     ]
     for account, totals in sorted(summary.accounts.items()):
-        noun = "payment" if totals.count == 1 else "payments"
-        lines.append(f"  from {account}: {totals.count:,} {noun}, £{totals.total:,.2f}")
+        lines.append(f"  from {account}: {_many(totals.count, 'payment')}, £{totals.total:,.2f}")
     lines.append(f"fingerprint: count {fingerprint.count}, total {format_money(fingerprint.total)}")
     lines.append(f"  sha256 {fingerprint.sha256}")
     return lines
 
 
-def _problem_lines(severity: str, problem: RowProblem, width: int) -> list[str]:
-    indent = _ROW_WIDTH + 2 + _COLUMN_WIDTH + 1
+def _many(count: int, thing: str) -> str:
+    """'1 row', '2 rows', '1,997 rows'."""
+    return f"{count:,} {thing}" if count == 1 else f"{count:,} {thing}s"
+
+
+def _problem_lines(severity: str, problem: RowProblem, payee: str, width: int) -> list[str]:
+    indent = _ROW_WIDTH + 2 + _NAME_WIDTH + 1 + _COLUMN_WIDTH + 1
     wrapped = textwrap.wrap(
-        f"{severity}: {problem.message}", width=max(width - indent, 20), break_long_words=True
+        f"{severity}: {problem.message}",
+        width=max(width - indent, _MIN_PROBLEM_WIDTH),
+        break_long_words=False,
+        break_on_hyphens=False,
     ) or [severity]
     row = "" if problem.row is None else str(problem.row)
     column = problem.column or "-"
-    first = f"{row:>{_ROW_WIDTH}}  {column:<{_COLUMN_WIDTH}} {wrapped[0]}"
+    shown = _fit(_CONTROL.sub("?", payee), _NAME_WIDTH)
+    first = f"{row:>{_ROW_WIDTH}}  {shown:<{_NAME_WIDTH}} {column:<{_COLUMN_WIDTH}} {wrapped[0]}"
     return [first, *(" " * indent + more for more in wrapped[1:])]
+
+
+def _fit(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, an ellipsis marking the cut."""
+    return text if len(text) <= width else text[: width - 1] + "\u2026"
 
 
 def _problem_object(problem: RowProblem) -> dict[str, Any]:
@@ -246,29 +274,9 @@ def csv_cell(value: object) -> object:
 def _write_xlsx(handle: IO[Any], columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     # Only .xlsx needs it
     from openpyxl import Workbook  # type: ignore[import-untyped]
-    from openpyxl.cell import WriteOnlyCell  # type: ignore[import-untyped]
-    from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE  # type: ignore[import-untyped]
 
     book = Workbook(write_only=True)
-    sheet = book.create_sheet("report")
-
-    def cell(value: object) -> object:
-        # Money: a number a spreadsheet can add up, exact
-        if isinstance(value, Decimal):
-            money = WriteOnlyCell(sheet, value=value)
-            money.number_format = _MONEY_FORMAT
-            return money
-        # Text exactly as it is, never a formula (no escape needed), except control
-        # characters, which XML cannot hold: shown as U+FFFD
-        if isinstance(value, str):
-            text = WriteOnlyCell(sheet, value=ILLEGAL_CHARACTERS_RE.sub("\ufffd", value))
-            text.data_type = "s"
-            return text
-        return value
-
-    sheet.append([cell(column) for column in columns])
-    for row in rows:
-        sheet.append([cell(value) for value in row])
+    add_sheet(book, "report", columns, list(rows))
     book.save(handle)
 
 
@@ -295,7 +303,7 @@ def _unwritable(target: Path, exc: OSError) -> ConfigError:
     return ConfigError(f"cannot write the report {target}: {exc.strerror or exc}")
 
 
-def _atomic_write(target: Path, mode: str, write: Callable[[IO[Any]], None]) -> None:
+def atomic_write(target: Path, mode: str, write: Callable[[IO[Any]], None]) -> None:
     """Write beside ``target`` and rename over it, so a report is never half written."""
     fd, temp = _temp_beside(target)
     try:

@@ -1,29 +1,63 @@
-"""The run summary: what a run or a dry run did, as text lines and as one JSON object.
+"""The run summary: what a run or a dry run did, as rich tables and text, and as one JSON
+object.
 
 Input: a ``RunOutcome`` (and where the report went, the run's mode, the refusal that ended
-it). Output: the summary the command prints (``summary_lines``, ``summary_document``) and
-the dry run's plan (``dry_run_lines``, ``dry_run_document``). Nothing here prints.
+it). Output: the summary the command prints (``summary_view``, as rich renderables, or
+``summary_lines``, plain; ``summary_document``, JSON) and the dry run's plan
+(``dry_run_lines``, ``dry_run_document``). Nothing here prints to the standard streams:
+``print_blocks`` writes to the console it is given. rich is imported only when a text
+summary is built.
 """
 
 from __future__ import annotations
 
-import re
+import shlex
 from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from payrun._models import LedgerRow, RowStatus, format_money
+from payrun.report._attention import Cause, group_causes, row_ranges, visible
 from payrun.report._ledger import Totals, report_status
 
 if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.table import Table
+
     from payrun.run import RunOutcome
 
-__all__ = ["dry_run_document", "dry_run_lines", "summary_document", "summary_lines"]
+__all__ = [
+    "dry_run_document",
+    "dry_run_lines",
+    "print_blocks",
+    "render_plain",
+    "summary_document",
+    "summary_lines",
+    "summary_view",
+]
 
 _INCOMPLETE = 3
-_MAX_NAMED = 20
-"""Rows not paid that the summary names one by one; the report has every row."""
+_WIDTH = 80
+_MAX_CAUSES = 20
+"""Causes the summary says one by one; the report has every row."""
+_MAX_NAMED_IN_CAUSE = 5
+"""A cause with more rows than this lists them as ranges of row numbers."""
+_MAX_LISTED = 20
+"""Rows a cause names one by one (with the bank's suggested name) before 'and N more'."""
+_MAX_RANGES = 12
+"""Ranges of row numbers a cause shows before '...' (its count is said; the report has all)."""
+_STATUS_STYLES = {
+    "failed": "red",
+    "rejected": "red",
+    "returned": "red",
+    "held": "yellow",
+    "invalid": "yellow",
+}
+_INTERRUPTED = (
+    "interrupted: nothing new was started; run the same command again to resume"
+    " (nothing will be paid twice)"
+)
 _MAX_JSON_PROBLEMS = 1000
 _NAMED = frozenset(
     {RowStatus.INVALID, RowStatus.HELD, RowStatus.FAILED, RowStatus.RETURNED, RowStatus.REJECTED}
@@ -62,6 +96,9 @@ def _closing(
     open_rows = any(r.status is RowStatus.SUBMITTED for r in outcome.rows)
     if outcome.wait_ended and open_rows and outcome.exit_code == _INCOMPLETE:
         return f"incomplete: {outcome.wait_ended}"
+    # One message for a stop, not 'interrupted' and then 'incomplete'
+    if outcome.interrupted and outcome.exit_code == _INCOMPLETE:
+        return _INTERRUPTED
     explain = _EXPLAIN.get(outcome.exit_code, "").format(where=where)
     # Submitted is not paid yet: the payee's bank may still fail or return it
     if not create_only and outcome.exit_code == 0 and open_rows:
@@ -85,15 +122,44 @@ def _money(amount: Decimal) -> str:
     return f"{Decimal(format_money(amount)):,.2f}"
 
 
-def _table(title: str, table: dict[str, tuple[int, Decimal]]) -> list[str]:
-    lines = [title]
-    for status, (count, total) in sorted(table.items()):
-        # An invalid row's amount may not be money at all
-        if status == RowStatus.INVALID:
-            lines.append(f"  {status:<10} {count:>8} rows  {'(not added up)':>17}")
-        else:
-            lines.append(f"  {status:<10} {count:>8} rows  £{_money(total):>16}")
-    return lines
+def _many(count: int, thing: str) -> str:
+    """'1 row', '2 rows', '1,997 rows'."""
+    return f"{count:,} {thing}" if count == 1 else f"{count:,} {thing}s"
+
+
+def summary_view(
+    outcome: RunOutcome,
+    *,
+    report_path: Path | None,
+    create_only: bool,
+    refusal: str | None = None,
+) -> list[RenderableType]:
+    """The text summary as rich renderables, top to bottom: the rows per status (and per
+    account when there are several), the rows to look at grouped by cause, where the
+    ledger and report are, and what to do next. A ``Text`` with ``no_wrap`` (a path) is
+    printed whole, never wrapped."""
+    from rich.text import Text
+
+    totals = Totals.of(outcome.rows)
+    blocks: list[RenderableType] = [_status_table(totals)]
+    if len(totals.by_account) == 1:
+        blocks.append(Text(f"every valid row is from {next(iter(totals.by_account))}"))
+    blocks += _attention_blocks(outcome)
+    if outcome.attention:
+        rows = ", ".join(str(n) for n in outcome.attention)
+        which = "row" if len(outcome.attention) == 1 else "rows"
+        blocks.append(
+            Text(f"needs attention: {which} {rows}: a person must look first; see the error")
+        )
+    blocks.append(Text(f"ledger: {outcome.ledger_path}", no_wrap=True))
+    if report_path is not None:
+        blocks.append(Text(f"report: {report_path}", no_wrap=True))
+    if report_path is None or report_path.suffix.lower() != ".xlsx":
+        ledger = shlex.quote(str(outcome.ledger_path))
+        blocks.append(Text(f"for Excel: payrun report {ledger} -o report.xlsx", no_wrap=True))
+    closing = _closing(outcome, create_only=create_only, refusal=refusal)
+    blocks.append(Text(closing, style=_closing_style(outcome, refusal=refusal)))
+    return blocks
 
 
 def summary_lines(
@@ -102,34 +168,121 @@ def summary_lines(
     report_path: Path | None,
     create_only: bool,
     refusal: str | None = None,
+    width: int = _WIDTH,
 ) -> list[str]:
-    """The text summary's lines: counts and totals per status and per account, where things
-    are, what to do next."""
-    totals = Totals.of(outcome.rows)
-    lines = _table("rows by status:", totals.by_status)
-    for account, table in sorted(totals.by_account.items()):
-        lines += _table(f"from {account}:", table)
-    named = _named(outcome)
-    if named:
-        lines.append("rows to look at (all accounts):")
-    for row in named[:_MAX_NAMED]:
-        name, status = _visible(row.payee_name), report_status(row.status)
-        lines.append(f"  row {row.row} ({name}): {status}: {_visible(row.error)}")
-    if len(named) > _MAX_NAMED:
-        lines.append(
-            f"  ... and {len(named) - _MAX_NAMED} more: payrun report {outcome.ledger_path}"
+    """The text summary (``summary_view``) as plain lines ``width`` columns wide."""
+    blocks = summary_view(
+        outcome, report_path=report_path, create_only=create_only, refusal=refusal
+    )
+    return render_plain(blocks, width=width).splitlines()
+
+
+def render_plain(blocks: Sequence[RenderableType], *, width: int = _WIDTH) -> str:
+    """Renderables as plain text ``width`` columns wide (no colour), as a pipe gets them."""
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system=None, highlight=False)
+    print_blocks(console, blocks)
+    return "".join(line.rstrip() + "\n" for line in out.getvalue().splitlines())
+
+
+def print_blocks(console: Console, blocks: Sequence[RenderableType], *, wrap: bool = True) -> None:
+    """Print each block on ``console``: text wrapped between words at its width when
+    ``wrap``, else one line per sentence (for a log file or a pipe); a ``no_wrap`` text (a
+    path) is always whole."""
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
+
+    for block in blocks:
+        # Padding would crop an unwrapped line at the console's width
+        if not wrap and isinstance(block, Padding) and isinstance(block.renderable, Text):
+            block = Text(" " * block.left) + block.renderable
+        whole = not isinstance(block, Table) and (
+            not wrap or (isinstance(block, Text) and bool(block.no_wrap))
         )
-    if outcome.attention:
-        rows = ", ".join(str(n) for n in outcome.attention)
-        which = "row" if len(outcome.attention) == 1 else "rows"
-        lines.append(f"needs attention: {which} {rows}: a person must look first; see the error")
-    if outcome.interrupted:
-        lines.append("interrupted: nothing new was started; run the same command again to resume")
-    lines.append(f"ledger: {outcome.ledger_path}")
-    if report_path is not None:
-        lines.append(f"report: {report_path}")
-    lines.append(_closing(outcome, create_only=create_only, refusal=refusal))
-    return lines
+        console.print(block, soft_wrap=whole, crop=not whole)
+
+
+def _status_table(totals: Totals) -> Table:
+    """Count and amount per status, for all accounts and then for each account when there
+    are several; a section with several statuses ends with their total."""
+    from rich import box
+    from rich.table import Table
+
+    grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
+    grid.add_column("rows by status", no_wrap=True)
+    grid.add_column("rows", justify="right", no_wrap=True)
+    grid.add_column("amount", justify="right", no_wrap=True)
+    accounts = sorted(totals.by_account.items())
+    sections = [("all accounts", totals.by_status)]
+    if len(accounts) > 1:
+        sections += [(f"from {account}", table) for account, table in accounts]
+    for title, table in sections:
+        grid.add_row(title, "", "", style="bold")
+        _add_statuses(grid, table)
+    return grid
+
+
+def _add_statuses(grid: Table, table: dict[str, tuple[int, Decimal]]) -> None:
+    count_all, total_all = 0, Decimal(0)
+    for status, (count, total) in sorted(table.items()):
+        # An invalid row's amount may not be money at all
+        amount = "(not added up)" if status == RowStatus.INVALID else f"£{_money(total)}"
+        grid.add_row(f"  {status}", f"{count:,}", amount, style=_STATUS_STYLES.get(status))
+        count_all, total_all = count_all + count, total_all + total
+    if len(table) > 1:
+        grid.add_row("  total", f"{count_all:,}", f"£{_money(total_all)}", style="bold")
+
+
+def _attention_blocks(outcome: RunOutcome) -> list[RenderableType]:
+    """'rows to look at': each cause once, with its rows (ranges when they are many)."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    named = _named(outcome)
+    if not named:
+        return []
+    blocks: list[RenderableType] = [Text("rows to look at (all accounts):", style="bold")]
+    causes = group_causes(named)
+    for cause in causes[:_MAX_CAUSES]:
+        style = _STATUS_STYLES.get(cause.status)
+        if len(cause.rows) == 1:
+            row = cause.rows[0]
+            line = f"row {row.row} ({visible(row.payee_name)}): {cause.status}: {cause.reason}"
+            blocks.append(Padding(Text(line, style=style or ""), (0, 0, 0, 2), expand=False))
+            continue
+        where = f" from {cause.account}" if cause.account else ""
+        head = f"{_many(len(cause.rows), 'row')}{where}, {cause.status}: {cause.reason}"
+        blocks.append(Padding(Text(head, style=style or ""), (0, 0, 0, 2), expand=False))
+        blocks.append(Padding(Text(_listed(cause)), (0, 0, 0, 4), expand=False))
+    if len(causes) > _MAX_CAUSES:
+        hidden = sum(len(c.rows) for c in causes[_MAX_CAUSES:])
+        blocks.append(
+            Padding(
+                Text(f"... and {_many(hidden, 'more row')}: payrun report {outcome.ledger_path}"),
+                (0, 0, 0, 2),
+                expand=False,
+            )
+        )
+    return blocks
+
+
+def _listed(cause: Cause) -> str:
+    """A cause's rows: by number and name (and the bank's suggestion) when few or when
+    each has its own detail, else as ranges of row numbers."""
+    if any(cause.details) or len(cause.rows) <= _MAX_NAMED_IN_CAUSE:
+        shown = [
+            f"{row.row} ({visible(row.payee_name)}{'; ' + detail if detail else ''})"
+            for row, detail in zip(cause.rows, cause.details, strict=True)
+        ]
+        more = len(shown) - _MAX_LISTED
+        listed = ", ".join(shown[:_MAX_LISTED])
+        return f"rows {listed}" + (f", and {more:,} more (see the report)" if more > 0 else "")
+    return f"rows {row_ranges([row.row for row in cause.rows], limit=_MAX_RANGES)}"
 
 
 def _named(outcome: RunOutcome) -> list[LedgerRow]:
@@ -142,17 +295,10 @@ def _named(outcome: RunOutcome) -> list[LedgerRow]:
     ]
 
 
-def _visible(text: str | None) -> str:
-    """Text on one line: a control character (a tab in an invalid name) shown escaped."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), text or "")
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def _many(count: int, thing: str) -> str:
-    """'1 row', '2 rows'."""
-    return f"{count} {thing}" if count == 1 else f"{count} {thing}s"
+def _closing_style(outcome: RunOutcome, *, refusal: str | None) -> str:
+    if refusal is not None or outcome.exit_code not in (0,):
+        return "bold yellow" if outcome.exit_code in (1, _INCOMPLETE) else "bold red"
+    return "bold green"
 
 
 def dry_run_lines(outcome: RunOutcome, *, confirm_payees: bool = True) -> list[str]:
@@ -186,7 +332,7 @@ def dry_run_lines(outcome: RunOutcome, *, confirm_payees: bool = True) -> list[s
         elif row.status in _STARTED and row.row not in outcome.attention:
             started += 1
         else:
-            name, error = _visible(row.payee_name), _visible(row.error)
+            name, error = visible(row.payee_name), visible(row.error)
             why = "needs attention" if row.row in outcome.attention else report_status(row.status)
             lines.append(f"  row {row.row} ({name}): {why}: {error}")
     if started:

@@ -64,8 +64,9 @@ _NOT_PAID = (
 class RunObserver(Protocol):
     """Receives progress: the CLI draws a bar or writes log lines from it."""
 
-    def started(self, *, total: int, done: int) -> None:
-        """The run begins paying ``total`` rows, ``done`` of them already finished."""
+    def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
+        """The run begins paying ``total`` rows, ``done`` of them already finished, of which
+        ``not_paid`` will not be paid (invalid, held, failed, returned, rejected)."""
 
     def row_changed(self, before: LedgerRow, after: LedgerRow) -> None:
         """A row moved from one status to another (already committed to the ledger)."""
@@ -91,7 +92,7 @@ class RunOutcome:
 
 
 class _Quiet:
-    def started(self, *, total: int, done: int) -> None:
+    def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
         """Ignore."""
 
     def row_changed(self, before: LedgerRow, after: LedgerRow) -> None:
@@ -409,7 +410,8 @@ async def _pay_locked(
         await confirm_live_run(org, preview, options, confirmer)
         await checks.create_payees()
         done = sum(1 for r in book.all() if r.status not in (*_UNPAID, RowStatus.CREATED))
-        watcher.started(total=len(book), done=done)
+        not_paid = sum(1 for r in book.all() if r.status in _NOT_PAID)
+        watcher.started(total=len(book), done=done, not_paid=not_paid)
         attention, unreachable = await _execute_rounds(
             client, ledger, book, checks, options, stop, watcher, attention
         )

@@ -286,8 +286,8 @@ class Preflight:
             if rows and need > account.available_balance:
                 reason = (
                     f"the available balance of {account.display_name} is"
-                    f" £{format_money(account.available_balance)},"
-                    f" short of the £{format_money(need)}"
+                    f" £{account.available_balance:,.2f},"
+                    f" short of the £{need:,.2f}"
                     " its rows need; fund the account, then run again"
                 )
                 plan = self._plan_for(account.url)

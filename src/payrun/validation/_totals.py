@@ -73,6 +73,8 @@ class BatchSummary:
         self.invalid = 0
         self.errors: list[RowProblem] = []
         self.warnings: list[RowProblem] = list(warnings)
+        self.names: dict[int, str] = {}
+        """The payee name of each row with a problem, as the file gives it."""
         self._rows = 0
         self._valid = 0
         self._total = _ZERO
@@ -88,6 +90,9 @@ class BatchSummary:
         if verdict.warnings:
             self.warnings.extend(verdict.warnings)
         instruction = verdict.instruction
+        if verdict.errors or verdict.warnings:
+            named = instruction.payee_name if instruction else verdict.raw.get("payee_name")
+            self.names[verdict.row] = named or ""
         if instruction is None:
             self._rows += 1
             self.invalid += 1
