@@ -1471,11 +1471,10 @@ def test_a_rerun_right_after_ctrl_c_in_the_late_wait_still_waits_for_the_bank(
     import threading
 
     import payrun.bank._transport
-    import payrun.run._execute
 
     bank = start_bank()
     monkeypatch.setattr(payrun.bank._transport, "REQUEST_TIMEOUT", 0.5)
-    monkeypatch.setattr(payrun.run._execute, "LATE_ANSWER_SECONDS", 4.0)
+    monkeypatch.setenv("PAYRUN_SETTLE_WAIT", "4")
     slow = _first_create_slow(bank, monkeypatch, 2.5)  # made 2 s after payrun's timeout
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()  # in the wait
@@ -1483,19 +1482,18 @@ def test_a_rerun_right_after_ctrl_c_in_the_late_wait_still_waits_for_the_bank(
     capsys.readouterr()
     assert main(["run", str(batch)]) == 0  # at once, as the summary says
     err = capsys.readouterr().err
-    assert "may still be making payments sent without their answer recorded" in err, err
+    assert "1 row in doubt until" in err, err
     wait_until(lambda: "made" in slow, 10, "the slow create to finish at the bank")
     assert [g["payments"] for g in payment_groups(bank)] == [1]
     assert [g["submissions"] for g in payment_groups(bank)] == [1]
 
 
 def _short_settle(monkeypatch: pytest.MonkeyPatch, *, settle: float, alive: float) -> None:
-    """This process gives a killed run's requests ``settle`` s after its last sign of life,
-    a sign it commits every ``alive`` s (60 and 5 for users)."""
+    """This process gives a killed run's requests ``settle`` s after its last sign of life
+    (``PAYRUN_SETTLE_WAIT``), a sign it commits every ``alive`` s (60 and 5 for users)."""
     import payrun.run._book
-    import payrun.run._settle
 
-    monkeypatch.setattr(payrun.run._settle, "SETTLE_AFTER_CRASH_SECONDS", settle)
+    monkeypatch.setenv("PAYRUN_SETTLE_WAIT", str(settle))
     monkeypatch.setattr(payrun.run._book, "ALIVE_SECONDS", alive)
 
 
@@ -1553,7 +1551,7 @@ def test_a_rerun_right_after_kill_9_waits_for_a_create_the_bank_is_still_making(
         assert "made" not in slow
     assert main(run_args(batch, ledger)[2:]) == 0
     err = capsys.readouterr().err
-    assert "may still be making payments sent without their answer recorded" in err, err
+    assert "1 row in doubt until" in err, err
     wait_until(lambda: "made" in slow, 10, "the slow create to finish at the bank")
     assert [g["payments"] for g in payment_groups(bank)] == [1]  # found, not made again
     assert [g["submissions"] for g in payment_groups(bank)] == [1]
