@@ -188,6 +188,9 @@ class LineObserver:
                 until=None if until is None else until.isoformat(),
             )
 
+    def close(self) -> None:
+        """Nothing to release."""
+
 
 def doubt_message(count: int, until: datetime | None) -> str | None:
     """The line saying how many rows are in doubt and until when (None: nothing to say)."""
@@ -195,18 +198,14 @@ def doubt_message(count: int, until: datetime | None) -> str | None:
         return "no row in doubt left: every row sent without its answer was checked"
     rows = "1 row" if count == 1 else f"{count:,} rows"
     return (
-        f"{rows} in doubt until {_clock(until)}: payrun checks them with the bank then (the"
-        " bank may still carry out their requests, whose answers were lost); the other"
-        " rows are paid meanwhile"
+        f"{rows} in doubt until {_clock(until)}: payrun checks them with the bank then (their"
+        " answers were lost, and the bank may still carry them out; nothing is paid twice)"
     )
 
 
 def _clock(moment: datetime | None) -> str:
     """A time of day on this machine's clock, as the log lines show it."""
     return "" if moment is None else f"{moment.astimezone():%H:%M:%S}"
-
-    def close(self) -> None:
-        """Nothing to release."""
 
 
 def finished_line(outcome: RunOutcome, *, report: Path | None) -> None:
