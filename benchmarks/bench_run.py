@@ -406,6 +406,9 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
         def note(self, message: str) -> None:
             self.notes.append(message)
 
+        def in_doubt(self, *, count: int, until: Any) -> None:
+            self.notes.append(f"{count} rows in doubt until {until}")
+
     observer = Observer()
     samples: list[tuple[int, int]] = []
     lags: list[float] = []

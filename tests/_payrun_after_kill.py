@@ -1,11 +1,11 @@
 """``python -m payrun`` for the tests that run payrun in a process of its own and kill it.
 
-The same entry point, imports in the same order, with two constants set as each module is
-loaded. A run started right after another was killed gives the bank
-``SETTLE_AFTER_CRASH_SECONDS`` (60 s) after that run's last sign of life, which a paying run
-commits every ``ALIVE_SECONDS`` (5 s). The test banks answer within about 40 ms, so these
-runs give them 1 s after a sign committed every 0.5 s: a kill -9 trial's rerun still
-waits, and still finds what the bank made meanwhile.
+The same entry point, imports in the same order, with one constant set as its module is
+loaded. A run started right after another was killed gives the bank its settle wait (60 s by
+default; ``run_env`` sets ``PAYRUN_SETTLE_WAIT=1``: the test banks answer within about 40 ms)
+after that run's last sign of life plus ``ALIVE_SECONDS``, the time between two signs (5 s).
+These runs commit a sign every 0.5 s: a kill -9 trial's rerun still waits for its rows in
+doubt, and still finds what the bank made meanwhile.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from types import ModuleType
 
 SHORTER = {
-    "payrun.run._settle": {"SETTLE_AFTER_CRASH_SECONDS": 1.0},
     "payrun.run._book": {"ALIVE_SECONDS": 0.5},
 }
 

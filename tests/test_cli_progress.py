@@ -167,3 +167,33 @@ def test_no_terminal_means_log_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     """Off a terminal the text format writes log lines rather than a bar."""
     monkeypatch.setattr("sys.stderr", io.StringIO())
     assert isinstance(make_observer(log_format="text", create_only=False), LineObserver)
+
+
+def test_rows_in_doubt_are_said_with_their_time_and_shown_on_the_bar() -> None:
+    """The log says how many rows are in doubt and until when (this machine's time), then
+    that none is left; JSON lines carry the count and time; the bar shows them until then."""
+    from datetime import UTC, datetime
+
+    until = datetime(2026, 11, 21, 9, 14, 5, tzinfo=UTC)
+    local = f"{until.astimezone():%H:%M:%S}"
+    stream = io.StringIO()
+    lines = LineObserver(stream, json_lines=False, create_only=False)
+    lines.in_doubt(count=12, until=until)
+    lines.in_doubt(count=0, until=None)
+    first, second = stream.getvalue().splitlines()
+    assert f"12 rows in doubt until {local}: payrun checks them with the bank then" in first
+    assert "no row in doubt left" in second
+    stream = io.StringIO()
+    LineObserver(stream, json_lines=True, create_only=False).in_doubt(count=1, until=until)
+    record = json.loads(stream.getvalue())
+    assert record["event"] == "in_doubt" and record["count"] == 1
+    assert record["until"] == until.isoformat()
+    assert record["message"].startswith(f"1 row in doubt until {local}")
+    bar = BarObserver(create_only=False)
+    bar.started(total=10, done=2)
+    bar.in_doubt(count=3, until=until)
+    task = bar._progress.tasks[0]  # noqa: SLF001 - the bar's own state is what is drawn
+    assert task.fields["doubt"] == f"in doubt 3 until {local}"
+    bar.in_doubt(count=0, until=None)
+    bar.close()
+    assert task.fields["doubt"] == ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import http.server
@@ -15,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -1477,14 +1479,13 @@ def test_a_create_the_bank_finishes_after_the_timeout_is_found_not_made_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The bank takes longer than payrun waits for a create, and makes the payment after
-    payrun gave up. payrun looks at the account's payments only once the bank has had
-    LATE_ANSWER_SECONDS more, so it finds that payment instead of creating another."""
+    payrun gave up. payrun looks at the account's payments only once the bank has had the
+    settle wait more, so it finds that payment instead of creating another."""
     import payrun.bank._transport
-    import payrun.run._execute
 
     bank = start_bank()
     monkeypatch.setattr(payrun.bank._transport, "REQUEST_TIMEOUT", 0.5)
-    monkeypatch.setattr(payrun.run._execute, "LATE_ANSWER_SECONDS", 2.0)
+    monkeypatch.setenv("PAYRUN_SETTLE_WAIT", "2")
     slow = _first_create_slow(bank, monkeypatch, 1.2)
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
     assert main(["run", str(batch)]) == 0, capsys.readouterr()
@@ -1508,11 +1509,10 @@ def test_a_rerun_right_after_ctrl_c_in_the_late_wait_still_waits_for_the_bank(
     import threading
 
     import payrun.bank._transport
-    import payrun.run._execute
 
     bank = start_bank()
     monkeypatch.setattr(payrun.bank._transport, "REQUEST_TIMEOUT", 0.5)
-    monkeypatch.setattr(payrun.run._execute, "LATE_ANSWER_SECONDS", 4.0)
+    monkeypatch.setenv("PAYRUN_SETTLE_WAIT", "4")
     slow = _first_create_slow(bank, monkeypatch, 2.5)  # made 2 s after payrun's timeout
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()  # in the wait
@@ -1520,19 +1520,18 @@ def test_a_rerun_right_after_ctrl_c_in_the_late_wait_still_waits_for_the_bank(
     capsys.readouterr()
     assert main(["run", str(batch)]) == 0  # at once, as the summary says
     err = capsys.readouterr().err
-    assert "may still be making payments sent without their answer recorded" in err, err
+    assert "1 row in doubt until" in err, err
     wait_until(lambda: "made" in slow, 10, "the slow create to finish at the bank")
     assert [g["payments"] for g in payment_groups(bank)] == [1]
     assert [g["submissions"] for g in payment_groups(bank)] == [1]
 
 
 def _short_settle(monkeypatch: pytest.MonkeyPatch, *, settle: float, alive: float) -> None:
-    """This process gives a killed run's requests ``settle`` s after its last sign of life,
-    a sign it commits every ``alive`` s (60 and 5 for users)."""
+    """This process gives a killed run's requests ``settle`` s after its last sign of life
+    (``PAYRUN_SETTLE_WAIT``), a sign it commits every ``alive`` s (60 and 5 for users)."""
     import payrun.run._book
-    import payrun.run._settle
 
-    monkeypatch.setattr(payrun.run._settle, "SETTLE_AFTER_CRASH_SECONDS", settle)
+    monkeypatch.setenv("PAYRUN_SETTLE_WAIT", str(settle))
     monkeypatch.setattr(payrun.run._book, "ALIVE_SECONDS", alive)
 
 
@@ -1586,11 +1585,12 @@ def test_a_rerun_right_after_kill_9_waits_for_a_create_the_bank_is_still_making(
         threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()  # in the wait
         assert main(run_args(batch, ledger)[2:]) == 3
         err = capsys.readouterr().err
-        assert "paying" not in err, err  # stopped in the wait: nothing more starts
+        assert "1 row in doubt until" in err, err
+        assert slow.count("started") == 1  # stopped in the wait: nothing more was sent
         assert "made" not in slow
     assert main(run_args(batch, ledger)[2:]) == 0
     err = capsys.readouterr().err
-    assert "may still be making payments sent without their answer recorded" in err, err
+    assert "1 row in doubt until" in err, err
     wait_until(lambda: "made" in slow, 10, "the slow create to finish at the bank")
     assert [g["payments"] for g in payment_groups(bank)] == [1]  # found, not made again
     assert [g["submissions"] for g in payment_groups(bank)] == [1]
@@ -1621,6 +1621,86 @@ def test_after_kill_9_the_wait_counts_from_the_last_sign_of_life_not_from_the_in
         "every create to finish at the bank",
     )
     assert [g["payments"] for g in payment_groups(bank)] == [1, 1, 1, 1]
+
+
+def _ledger_until(ledger: Path) -> datetime:
+    """The batch's late_until: until when the rows in doubt were held."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(f"file:{ledger}?mode=ro", uri=True)) as db:
+        (text,) = db.execute("SELECT late_until FROM batch").fetchone()
+    return datetime.fromisoformat(text)
+
+
+def test_after_kill_9_rows_never_sent_are_paid_at_once_and_rows_in_doubt_wait(
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Killed while creating one row at a time (the next 32 rows' intents committed ahead):
+    the rerun pays the rows whose intent was never committed before the settle time of the
+    rows in doubt, records at once the rows the bank already made, and creates the other
+    rows in doubt only from their settle time on; one payment per row. (The sandbox's
+    creation times against the ledger's late_until, not the wall clock of this test.)"""
+    bank = start_bank()
+    _short_settle(monkeypatch, settle=4.0, alive=0.5)
+    quick = bank.app._serve_api  # noqa: SLF001 - the server's own request handler
+    slow = _first_create_slow(bank, monkeypatch, 1.0, every=True)
+    people = [(f"Payee {i:02d}", "200000", f"{70000000 + i}") for i in range(45)]
+    batch = write_batch(tmp_path / "pay.csv", people)
+    ledger = tmp_path / "pay.ledger.sqlite"
+    _kill_while_creating(bank, batch, ledger, slow, 4, "--max-in-flight", "1")
+    monkeypatch.setattr(bank.app, "_serve_api", quick)
+    wait_until(
+        lambda: slow.count("made") == slow.count("started"), 10, "the creates in hand to finish"
+    )
+    account_of = {r["row"]: r["account_number"] for r in ledger_rows(ledger)}
+    status = {r["row"]: r["status"] for r in ledger_rows(ledger)}
+    made = {p.creditor_account_number for p in bank.state.payments.values()}
+    never_sent = [n for n, s in status.items() if s == "pending"]
+    in_doubt = [n for n, s in status.items() if s == "creating"]
+    assert len(never_sent) >= 10 and len(in_doubt) >= 20, status
+    assert main(run_args(batch, ledger)[2:]) == 0
+    err = capsys.readouterr().err
+    assert "resuming: " in err and " of 45 already done" in err, err
+    assert re.search(r"\d+ rows in doubt until \d\d:\d\d:\d\d: payrun checks them", err), err
+    until = _ledger_until(ledger)
+    payments = {p.creditor_account_number: p for p in bank.state.payments.values()}
+    submitted = {s.payment_id: s.created_at for s in bank.state.submissions.values()}
+    assert [g["payments"] for g in payment_groups(bank)] == [1] * 45
+    for number in never_sent:
+        assert payments[account_of[number]].created_at < until, number
+    for number in in_doubt:
+        payment = payments[account_of[number]]
+        if account_of[number] in made:
+            # Found at the start: recorded, and submitted, at once
+            assert submitted[payment.id] < until, number
+        else:
+            assert payment.created_at >= until, number
+
+
+@pytest.mark.parametrize("value", ["-1", "soon"])
+def test_a_settle_wait_that_is_not_seconds_is_a_usage_error(
+    start_bank: StartBank,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    value: str,
+) -> None:
+    """--settle-wait or PAYRUN_SETTLE_WAIT negative or not a number: exit 2 with a line
+    naming it, before anything is sent."""
+    bank = start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
+    with pytest.raises(SystemExit) as info:
+        main(["run", str(batch), f"--settle-wait={value}"])
+    assert info.value.code == 2
+    assert "--settle-wait: must be a number of seconds from 0 to" in capsys.readouterr().err
+    monkeypatch.setenv("PAYRUN_SETTLE_WAIT", value)
+    assert main(["run", str(batch)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "PAYRUN_SETTLE_WAIT must be a number of seconds" in err, err
+    assert stats(bank)["requests"] == 0
 
 
 def test_ledger_of_another_organization_is_refused(

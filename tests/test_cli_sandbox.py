@@ -20,13 +20,15 @@ def _start(*extra: str) -> subprocess.Popen[str]:
 
 
 def test_announces_url_and_key_then_stops_on_sigterm() -> None:
-    """The first two stdout lines are the URL and key; the server answers; SIGTERM stops it."""
-    process = _start("--deliver-after-ms", "10")
+    """The first two stdout lines are the URL and key, the third the sandbox's own settle
+    bound (its latency and jitter plus 1 s); the server answers; SIGTERM stops it."""
+    process = _start("--deliver-after-ms", "10", "--latency-ms", "200", "--jitter-ms", "50")
     try:
         assert process.stdout is not None
         first, second = process.stdout.readline(), process.stdout.readline()
         assert first.startswith("PAYRUN_BASE_URL=http://127.0.0.1:")
         assert second.startswith("PAYRUN_API_KEY=sandbox-")
+        assert process.stdout.readline() == "PAYRUN_SETTLE_WAIT=1.25\n"
         base_url, key = first.strip().split("=", 1)[1], second.strip().split("=", 1)[1]
         response = httpx.get(
             f"{base_url}/v0/index", headers={"Authorization": f"ServiceAPIKey {key}"}

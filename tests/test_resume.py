@@ -12,14 +12,17 @@ import dataclasses
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from _run_helpers import (
+    RUN_TIMEOUT_S,
     BatchRow,
     Finished,
     assert_exactly_once,
@@ -120,6 +123,82 @@ def test_kill_9_at_random_instants_then_rerun_pays_each_row_once(
         assert final is not None, context
         assert final.returncode == 0, f"{context}\n{final.describe()}"
         assert_exactly_once(bank, rows, ledger, context)
+
+
+@pytest.mark.slow
+def test_after_kill_9_with_the_default_settle_wait_rows_never_sent_are_paid_within_seconds(
+    tmp_path: Path,
+) -> None:
+    """Killed after about 60 payments, rerun at once with the default settle wait (60 s):
+    every row never sent is paid within seconds, a row in doubt whose payment or submission
+    the bank already shows is recorded and finished at once too, and the other rows in
+    doubt are created or submitted only from their settle time on (the bank's creation
+    times against the rerun's start and the ledger's late_until); one payment per row."""
+    rows = make_rows(70, 400, tag="W")
+    batch, ledger = _batch(tmp_path, rows)
+    with serve_in_thread(**KILL_BANK, rng_seed=KILL_SEED) as bank:
+        started = time.monotonic()
+        process = start_run(bank, batch, ledger)
+        try:
+            wait_until(
+                lambda: _bank_totals(bank)[1] >= 60 or process.poll() is not None,
+                RUN_TIMEOUT_S,
+                "60 payments",
+            )
+        finally:
+            kill_group(process, signal.SIGKILL)
+        killed = finish(process, started)
+        assert killed.returncode == -signal.SIGKILL, killed.describe()
+        wait_until(lambda: stats(bank)["in_flight"] == 0, 10, "the killed run's requests to end")
+        at_kill = {r["reference"]: r["status"] for r in ledger_rows(ledger)}
+        had_payment = {p.reference for p in bank.state.payments.values()}
+        had_submission = {
+            bank.state.payments[s.payment_id].reference for s in bank.state.submissions.values()
+        }
+        rerun_start = datetime.now(UTC)
+        done = run(bank, batch, ledger, env={"PAYRUN_SETTLE_WAIT": "60"})
+        assert done.returncode == 0, done.describe()
+        assert_exactly_once(bank, rows, ledger, f"ledger at the kill: {at_kill}")
+        until = _late_until(ledger)
+        assert until - rerun_start > timedelta(seconds=50), (until, rerun_start)
+        created = {p.reference: p.created_at for p in bank.state.payments.values()}
+        submitted = {
+            bank.state.payments[s.payment_id].reference: s.created_at
+            for s in bank.state.submissions.values()
+        }
+        soon = rerun_start + timedelta(seconds=20)
+        counts = {
+            "never sent": [r for r, s in at_kill.items() if s in ("pending", "created")],
+            "in doubt, found": [
+                r
+                for r, s in at_kill.items()
+                if (s == "creating" and r in had_payment)
+                or (s == "submitting" and r in had_submission)
+            ],
+            "in doubt, waited": [
+                r
+                for r, s in at_kill.items()
+                if (s == "creating" and r not in had_payment)
+                or (s == "submitting" and r not in had_submission)
+            ],
+        }
+        assert counts["never sent"] and counts["in doubt, waited"], at_kill
+        for reference in counts["never sent"] + counts["in doubt, found"]:
+            assert submitted[reference] < soon, (reference, at_kill[reference], done.stderr)
+        for reference in counts["in doubt, waited"]:
+            waited = created if at_kill[reference] == "creating" else submitted
+            assert waited[reference] >= until, (reference, at_kill[reference])
+        assert "rows in doubt until" in done.stderr, done.stderr
+
+
+def _late_until(ledger: Path) -> datetime:
+    """The batch's late_until: until when the rows in doubt were held."""
+    connection = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True)
+    try:
+        (text,) = connection.execute("SELECT late_until FROM batch").fetchone()
+    finally:
+        connection.close()
+    return datetime.fromisoformat(text)
 
 
 # ---- 2. and 3. faults and injected 429s ----------------------------------------------------

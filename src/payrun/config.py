@@ -8,6 +8,7 @@ down explicitly. Raises ``ConfigError`` for a missing or unsafe setting.
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 import stat
@@ -32,6 +33,8 @@ __all__ = [
     "DEFAULT_MAX_AMOUNT",
     "DEFAULT_WAIT_TIMEOUT",
     "DEFAULT_MAX_ROWS",
+    "DEFAULT_SETTLE_WAIT",
+    "MAX_SETTLE_WAIT",
     "MAX_IN_FLIGHT_CAP",
     "PER_ACCOUNT_SUBMITS_CAP",
     "RunOptions",
@@ -42,6 +45,8 @@ __all__ = [
     "check_base_url",
     "completion_requested",
     "load_settings",
+    "parse_settle_wait",
+    "settle_wait_from_env",
     "without_userinfo",
 ]
 
@@ -55,9 +60,16 @@ DEFAULT_MAX_ROWS = 1_000_000
 DEFAULT_DUPLICATE_WINDOW_DAYS = 3
 DEFAULT_AUTH_SCHEME = "ServiceAPIKey"
 DEFAULT_WAIT_TIMEOUT = 600.0
+"""Seconds ``--wait`` follows submissions before giving up (exit 3: run again to keep waiting)."""
 REQUEST_TIMEOUT = 30.0
 """How long a request waits for the bank's answer."""
-"""Seconds ``--wait`` follows submissions before giving up (exit 3: run again to keep waiting)."""
+DEFAULT_SETTLE_WAIT = 60.0
+"""How long after a request whose answer was lost (a timeout, a crash of payrun) the bank
+may still carry it out: a row "in doubt" is checked with the bank, and sent again if the
+bank has nothing, only once that much time has passed since the request's last possible
+send (``--settle-wait``, ``PAYRUN_SETTLE_WAIT``)."""
+MAX_SETTLE_WAIT = 86_400.0
+"""A settle wait above a day is a mistake (a unit typed wrong), not a bank's bound."""
 
 
 class Secret:
@@ -136,8 +148,11 @@ class RunOptions:
     ledger_path: Path | None = None
     report_path: Path | None = None
     wait_timeout: float = DEFAULT_WAIT_TIMEOUT
+    settle_wait: float = DEFAULT_SETTLE_WAIT
 
     def __post_init__(self) -> None:
+        # Text and range: the same rule as the option and the variable
+        parse_settle_wait(str(self.settle_wait), source="settle_wait")
         if not 1 <= self.max_in_flight <= MAX_IN_FLIGHT_CAP:
             msg = f"--max-in-flight must be between 1 and {MAX_IN_FLIGHT_CAP} (the bank's limit)"
             raise ConfigError(msg)
@@ -150,6 +165,31 @@ class RunOptions:
         if self.duplicate_window_days < 0:
             msg = "--duplicate-window must be 0 or more days"
             raise ConfigError(msg)
+
+
+def parse_settle_wait(text: str, *, source: str = "--settle-wait") -> float:
+    """A settle wait in seconds, 0 to ``MAX_SETTLE_WAIT``; else ``ConfigError`` naming
+    ``source`` (the option or the variable the text came from)."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= MAX_SETTLE_WAIT:
+        msg = (
+            f"{source} must be a number of seconds from 0 to {MAX_SETTLE_WAIT:,.0f}, not"
+            f" {text.strip()!r}: how long after a request whose answer was lost the bank may"
+            f" still carry it out (default {DEFAULT_SETTLE_WAIT:.0f})"
+        )
+        raise ConfigError(msg)
+    return value
+
+
+def settle_wait_from_env(environ: Mapping[str, str] | None = None) -> float | None:
+    """``PAYRUN_SETTLE_WAIT`` checked (``ConfigError`` when it is not a settle wait), or None
+    when it is unset or blank."""
+    env = os.environ if environ is None else environ
+    text = env.get("PAYRUN_SETTLE_WAIT", "").strip()
+    return parse_settle_wait(text, source="PAYRUN_SETTLE_WAIT") if text else None
 
 
 # An API key file is a few dozen bytes: a bigger one is a mistake

@@ -144,8 +144,8 @@ class OutcomeUnknownError(BankError):
     """The request was sent but its answer was lost: it may or may not have taken effect.
 
     ``late``: the bank may still be working on it (the wait for its answer ran out, or a
-    gateway's did: HTTP 504), so what it did is looked up no sooner than
-    ``run._execute.LATE_ANSWER_SECONDS`` later.
+    gateway's did: HTTP 504), so what it did is looked up no sooner than the run's settle
+    wait (``RunOptions.settle_wait``) later.
     """
 
     late = False

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -24,7 +25,14 @@ if TYPE_CHECKING:
 
     from payrun.run import RunOutcome
 
-__all__ = ["BarObserver", "LineObserver", "QuietObserver", "finished_line", "make_observer"]
+__all__ = [
+    "BarObserver",
+    "LineObserver",
+    "QuietObserver",
+    "doubt_message",
+    "finished_line",
+    "make_observer",
+]
 
 _DONE = FINAL_STATUSES | {RowStatus.SUBMITTED}
 _BAD = {RowStatus.FAILED, RowStatus.HELD, RowStatus.RETURNED, RowStatus.REJECTED}
@@ -53,6 +61,7 @@ class BarObserver:
             TextColumn("{task.completed:>,.0f}/{task.total:,.0f}"),
             TextColumn("{task.fields[rate]:>7} rows/s"),
             TextColumn("not paid {task.fields[bad]}"),
+            TextColumn("{task.fields[doubt]}"),
             TextColumn("[dim]elapsed"),
             TimeElapsedColumn(),
             TextColumn("[dim]left"),
@@ -63,7 +72,14 @@ class BarObserver:
             redirect_stderr=False,
         )
         self._task = self._progress.add_task(
-            "paying", total=None, rate="", bad="0", label="paying", start=False, visible=False
+            "paying",
+            total=None,
+            rate="",
+            bad="0",
+            label="paying",
+            doubt="",
+            start=False,
+            visible=False,
         )
         self._bad = 0
         self._done = 0
@@ -150,6 +166,15 @@ class BarObserver:
     def note(self, message: str) -> None:
         """Print a line above the bar."""
         self._progress.console.print(message, style="dim", markup=False, highlight=False)
+
+    def in_doubt(self, *, count: int, until: datetime | None) -> None:
+        """Say above the bar how many rows are in doubt and until when; show it on the bar."""
+        text = doubt_message(count, until)
+        if text is not None:
+            self.note(text)
+        self._progress.update(
+            self._task, doubt=f"in doubt {count} until {_clock(until)}" if count else ""
+        )
 
     def close(self) -> None:
         """Remove the bar's live display."""
@@ -276,8 +301,35 @@ class LineObserver:
         """Log a phase."""
         self._emit("note", message)
 
+    def in_doubt(self, *, count: int, until: datetime | None) -> None:
+        """Log how many rows are in doubt and until when (and when none is left)."""
+        text = doubt_message(count, until)
+        if text is not None:
+            self._emit(
+                "in_doubt",
+                text,
+                count=count,
+                until=None if until is None else until.isoformat(),
+            )
+
     def close(self) -> None:
         """Nothing to release."""
+
+
+def doubt_message(count: int, until: datetime | None) -> str | None:
+    """The line saying how many rows are in doubt and until when (None: nothing to say)."""
+    if not count or until is None:
+        return "no row in doubt left: every row sent without its answer was checked"
+    rows = "1 row" if count == 1 else f"{count:,} rows"
+    return (
+        f"{rows} in doubt until {_clock(until)}: payrun checks them with the bank then (their"
+        " answers were lost, and the bank may still carry them out; nothing is paid twice)"
+    )
+
+
+def _clock(moment: datetime | None) -> str:
+    """A time of day on this machine's clock, as the log lines show it."""
+    return "" if moment is None else f"{moment.astimezone():%H:%M:%S}"
 
 
 def finished_line(outcome: RunOutcome, *, report: Path | None) -> None:
@@ -312,6 +364,9 @@ class QuietObserver:
         """Say nothing."""
 
     def note(self, message: str) -> None:
+        """Say nothing."""
+
+    def in_doubt(self, *, count: int, until: datetime | None) -> None:
         """Say nothing."""
 
     def close(self) -> None:

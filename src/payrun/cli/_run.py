@@ -28,6 +28,7 @@ from payrun.config import (
     DEFAULT_DUPLICATE_WINDOW_DAYS,
     DEFAULT_MAX_AMOUNT,
     DEFAULT_MAX_ROWS,
+    DEFAULT_SETTLE_WAIT,
     DEFAULT_WAIT_TIMEOUT,
     MAX_IN_FLIGHT_CAP,
     PER_ACCOUNT_SUBMITS_CAP,
@@ -35,6 +36,8 @@ from payrun.config import (
     Secret,
     Settings,
     ValidationOptions,
+    parse_settle_wait,
+    settle_wait_from_env,
 )
 from payrun.errors import ConfigError, RefusedMidRunError, UsageError
 from payrun.intake import extension_note, sheet_note
@@ -134,6 +137,15 @@ def _add_payment_options(parser: argparse.ArgumentParser) -> None:
         "--wait-timeout",
         type=_seconds,
         help="seconds --wait keeps following (default 600; only with --wait)",
+    )
+    parser.add_argument(
+        "--settle-wait",
+        type=_settle_wait,
+        metavar="SECONDS",
+        help="how long after a request whose answer was lost (a timeout, a crash) the bank"
+        " may still carry it out: such a row is checked with the bank, and paid if the bank"
+        " has nothing, only then (default PAYRUN_SETTLE_WAIT, else 60; --sandbox: the"
+        " sandbox's own bound)",
     )
     parser.add_argument("--expect-count", type=_count, help="control total: number of valid rows")
     parser.add_argument("--expect-total", type=_money, help="control total: sum of valid rows")
@@ -246,6 +258,14 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _settle_wait(text: str) -> float:
+    """--settle-wait: seconds from 0 to a day."""
+    try:
+        return parse_settle_wait(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--settle-wait ")) from None
+
+
 def execute(args: argparse.Namespace) -> int:
     """Run the batch and print what happened."""
     # Rich loads only for runs
@@ -263,8 +283,8 @@ def execute(args: argparse.Namespace) -> int:
         max_rows=args.max_rows,
         sheet=args.sheet,
     )
-    with _bank(args) as (settings, folder):
-        options = _run_options(args, folder)
+    with _bank(args) as (settings, folder, bound):
+        options = _run_options(args, folder, bound)
         if folder is not None and not args.quiet:
             _say_where(options, as_json=args.log_format == "json")
         observer = _observer(args)
@@ -367,7 +387,11 @@ def _loop_options() -> dict[str, bool]:
     return {"use_uvloop": True}
 
 
-def _run_options(args: argparse.Namespace, folder: Path | None) -> RunOptions:
+def _run_options(
+    args: argparse.Namespace, folder: Path | None, sandbox_bound: float | None
+) -> RunOptions:
+    """The run's options; the settle wait is --settle-wait, else the embedded sandbox's own
+    bound (``sandbox_bound``), else PAYRUN_SETTLE_WAIT, else the default."""
     from payrun.ledger import default_ledger_path
 
     ledger = args.ledger
@@ -392,7 +416,19 @@ def _run_options(args: argparse.Namespace, folder: Path | None) -> RunOptions:
         ledger_path=ledger,
         report_path=report,
         wait_timeout=DEFAULT_WAIT_TIMEOUT if args.wait_timeout is None else args.wait_timeout,
+        settle_wait=_settle_wait_of(args, sandbox_bound),
     )
+
+
+def _settle_wait_of(args: argparse.Namespace, sandbox_bound: float | None) -> float:
+    """--settle-wait, else the embedded sandbox's bound, else PAYRUN_SETTLE_WAIT (checked even
+    then: a wrong value is said, not ignored), else the default."""
+    from_env = settle_wait_from_env()
+    if args.settle_wait is not None:
+        return float(args.settle_wait)
+    if sandbox_bound is not None:
+        return sandbox_bound
+    return DEFAULT_SETTLE_WAIT if from_env is None else from_env
 
 
 def _say_where(options: RunOptions, *, as_json: bool) -> None:
@@ -410,12 +446,14 @@ def _say_where(options: RunOptions, *, as_json: bool) -> None:
 
 
 @contextlib.contextmanager
-def _bank(args: argparse.Namespace) -> Iterator[tuple[Settings, Path | None]]:
-    """The bank to pay through: the embedded sandbox, or the configured one."""
+def _bank(args: argparse.Namespace) -> Iterator[tuple[Settings, Path | None, float | None]]:
+    """The bank to pay through: the embedded sandbox, or the configured one; where a sandbox
+    run puts its ledger and report; and the embedded sandbox's settle bound (None: a bank
+    that states none)."""
     if not args.sandbox:
         stop = getattr(args, "stop", None)
         stopped = stop.is_set if stop is not None else lambda: False
-        yield bank_settings(args, stopped=stopped), None
+        yield bank_settings(args, stopped=stopped), None, None
         return
     if args.base_url:
         msg = "--sandbox and --base-url cannot be used together: pick one bank"
@@ -427,4 +465,5 @@ def _bank(args: argparse.Namespace) -> Iterator[tuple[Settings, Path | None]]:
     if not args.dry_run and (not args.ledger or not args.report):
         folder = Path(tempfile.mkdtemp(prefix="payrun-sandbox-"))
     with serve_in_thread() as sandbox:
-        yield Settings(base_url=sandbox.base_url, api_key=Secret(sandbox.api_key)), folder
+        settings = Settings(base_url=sandbox.base_url, api_key=Secret(sandbox.api_key))
+        yield settings, folder, sandbox.app.settle_wait_s

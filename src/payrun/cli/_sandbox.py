@@ -2,7 +2,9 @@
 
 Once the socket accepts connections, the first two lines on stdout are exactly
 ``PAYRUN_BASE_URL=http://127.0.0.1:PORT`` and ``PAYRUN_API_KEY=<secret>`` (flushed at once,
-so scripts can read them); everything else goes to stderr. A host that is not loopback
+so scripts can read them); the third is ``PAYRUN_SETTLE_WAIT=<seconds>``, the longest this bank
+may take to carry out a request after it arrived (a run given it need not wait the default
+60 s for rows in doubt); everything else goes to stderr. A host that is not loopback
 is refused unless ``--public`` is given. ``--require-signatures PUBLIC.pem --signing-key-id
 ID`` serves a live-mode organization that refuses unsigned requests.
 """
@@ -151,6 +153,8 @@ def execute(args: argparse.Namespace) -> int:
         with reader_may_leave():
             print(f"PAYRUN_BASE_URL={base_url}", flush=True)  # noqa: T201 - the contract's lines
             print(f"PAYRUN_API_KEY={app.api_key}", flush=True)  # noqa: T201
+            # Its own bound, for the settle wait of runs against it (after the contract's two)
+            print(f"PAYRUN_SETTLE_WAIT={app.settle_wait_s:g}", flush=True)  # noqa: T201
         with reader_may_leave(sys.stderr):
             message = f"payrun sandbox: serving {base_url}; Ctrl-C to stop"
             print(message, file=sys.stderr, flush=True)  # noqa: T201

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from payrun._models import LedgerRow, RowStatus, RowUpdate, utc_now
-from payrun.config import REQUEST_TIMEOUT
+from payrun.config import DEFAULT_SETTLE_WAIT
 from payrun.errors import (
     AuthError,
     BankError,
@@ -80,9 +80,6 @@ _NEXT_STEP = {
 """What to do next after the bank refused a create or submit, by the bank's code."""
 # Intents committed with each one for the next rows of its queue (RowBook.intent)
 _AHEAD = 32
-# A bank that did not answer in time may finish later: payrun looks once as long again as it
-# waited for the answer has passed
-LATE_ANSWER_SECONDS = REQUEST_TIMEOUT
 _OUTBOUND = "outbound-payment"
 # How often the engine looks at the stop flag
 _WATCH_SECONDS = 0.25
@@ -139,8 +136,10 @@ class _Engine:
         create_only: bool,
         stop: StopSignal,
         payee_details: Mapping[str, PayeeFacts],
+        settle_wait: float,
     ) -> None:
         self._client = client
+        self._settle_wait = settle_wait
         self._book = book
         self._check = PaymentCheck(payee_details)
         self._submits = per_account_submits
@@ -390,7 +389,7 @@ class _Engine:
             self.result.unknown += 1
             # The bank may still be working on it: look only once it had time
             if exc.late:
-                self.result.settle_at = anyio.current_time() + LATE_ANSWER_SECONDS
+                self.result.settle_at = anyio.current_time() + self._settle_wait
         elif isinstance(exc, BankRejectedError) and action == "submit" and exc.status == _GONE:
             self._book.record(
                 number,
@@ -460,12 +459,15 @@ async def execute_rows(
     create_only: bool,
     stop: StopSignal,
     payee_details: Mapping[str, PayeeFacts] | None = None,
+    settle_wait: float = DEFAULT_SETTLE_WAIT,
 ) -> ExecutionResult:
     """Create ``to_create`` rows (then submit them) and submit ``to_submit`` rows.
 
     Both lists are emptied once planned (the engine works from row numbers and the book).
     ``payee_details`` (payee URL -> its account and SRD) is what a create answer is checked
     against when the bank shows the creditor as an account or rewrote the reference.
+    ``settle_wait``: how long after a late answer (a timeout, a gateway's 504) the bank may
+    still carry the request out (``ExecutionResult.settle_at``).
     """
     engine = _Engine(
         client,
@@ -475,6 +477,7 @@ async def execute_rows(
         create_only=create_only,
         stop=stop,
         payee_details=payee_details or {},
+        settle_wait=settle_wait,
     )
     engine.plan(to_create, to_submit)
     # The engine keeps row numbers: let the rows' old versions be freed

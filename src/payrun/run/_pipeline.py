@@ -37,7 +37,13 @@ from payrun.run._execute import execute_rows
 from payrun.run._organization import find_organization
 from payrun.run._preflight import AccountPlan, Preflight
 from payrun.run._reconcile import reconcile_rows
-from payrun.run._settle import bank_may_still_finish, remember_late_answers, wait_for_late_answers
+from payrun.run._settle import (
+    IN_DOUBT,
+    InDoubt,
+    bank_may_still_finish,
+    doubt_until,
+    remember_late_answers,
+)
 from payrun.run._stop import StopSignal
 from payrun.run._track import follow_submissions
 
@@ -74,6 +80,10 @@ class RunObserver(Protocol):
     def note(self, message: str) -> None:
         """A line worth telling the user (a phase, a warning)."""
 
+    def in_doubt(self, *, count: int, until: datetime | None) -> None:
+        """``count`` rows are in doubt until ``until`` (their requests may still be carried
+        out: they are checked with the bank then); 0 and None once none waits."""
+
 
 @dataclass(slots=True)
 class RunOutcome:
@@ -99,6 +109,9 @@ class _Quiet:
         """Ignore."""
 
     def note(self, message: str) -> None:
+        """Ignore."""
+
+    def in_doubt(self, *, count: int, until: datetime | None) -> None:
         """Ignore."""
 
 
@@ -142,7 +155,7 @@ async def run_batch(
     if options.dry_run:
         book, info = run_start.dry_run_book(batch_path, ledger_path, validation, options)
         # Then a run would wait before it checks
-        late = bank_may_still_finish(ledger_path)
+        late = bank_may_still_finish(ledger_path, settle_wait=options.settle_wait)
         dry = functools.partial(
             _dry_run,
             book=book,
@@ -305,9 +318,11 @@ async def _check_before_paying(
     reconcile: bool,
     submit_approved: bool,
     options: RunOptions,
+    found_only: bool = False,
 ) -> list[int]:
     """The preflight a run and a dry run share once the batch lock allows it: the bank's
-    payees and payments, rows left mid-call, payments approved in the bank's app, repeats,
+    payees and payments, rows left mid-call (``found_only``: before their settle time, only
+    what the bank shows is recorded), payments approved in the bank's app, repeats,
     balances and payees. Returns the rows a person must look at."""
     await checks.load_payees_and_payments()
     attention = (
@@ -317,6 +332,7 @@ async def _check_before_paying(
             accounts=checks.accounts,
             payee_details=checks.payee_details,
             payments=checks.payments,
+            found_only=found_only,
         )
         if reconcile
         else []
@@ -385,20 +401,25 @@ async def _pay_locked(
     *,
     confirmer: Confirmer | None,
 ) -> RunOutcome:
-    settled = await wait_for_late_answers(ledger, book, stop, watcher.note, at_start=True)
+    # Kept in the ledger before anything is sent: a rerun waits out the same time
+    until = doubt_until(ledger, book.in_status(*IN_DOUBT), settle_wait=options.settle_wait)
+    doubt = InDoubt()
     attention: list[int] = []
     unreachable = False
-    # Ctrl-C during the checks or the wait: not even a read starts
+    # Ctrl-C during the checks: not even a read starts
     if not stop.is_set():
-        # Rows left mid-call are matched once a slow bank had time to finish
+        # Rows in doubt are matched at once: what the bank shows is recorded, the rest wait
         attention = await _check_before_paying(
             client,
             book,
             checks,
-            reconcile=settled,
+            reconcile=True,
             submit_approved=not options.create_only,
             options=options,
+            found_only=until is not None,
         )
+        if until is not None:
+            doubt.add(book.in_status(*IN_DOUBT), until)
         preview = preview_run(
             org,
             book.all(),
@@ -413,7 +434,7 @@ async def _pay_locked(
         not_paid = sum(1 for r in book.all() if r.status in _NOT_PAID)
         watcher.started(total=len(book), done=done, not_paid=not_paid)
         attention, unreachable = await _execute_rounds(
-            client, ledger, book, checks, options, stop, watcher, attention
+            client, ledger, book, checks, options, stop, watcher, attention, doubt
         )
     # Delivered rows too: a return can follow; an unreachable bank: a rerun
     followed = (
@@ -457,23 +478,49 @@ async def _execute_rounds(
     stop: StopSignal,
     watcher: RunObserver,
     attention: list[int],
+    doubt: InDoubt,
 ) -> tuple[list[int], bool]:
-    """Execute, reconcile what came back unknown, and go again while progress is possible;
-    the rows needing attention, and whether the bank was found unreachable."""
+    """Execute every row that may be sent, check with the bank the rows in doubt whose settle
+    time has come, and go again while progress is possible; wait for the next settle time
+    when only rows in doubt are left. Returns the rows needing attention, and whether the
+    bank was found unreachable."""
     unreachable = False
     answered_otherwise: set[int] = set()
-    for round_number in range(_MAX_ROUNDS):
-        pending = book.in_status(RowStatus.PENDING)
-        to_create = [r for r in pending if r.payee_url and r.account_url in checks.accounts]
-        to_submit = (
-            []
-            if options.create_only
-            else [r for r in book.in_status(RowStatus.CREATED) if r.account_url in checks.accounts]
-        )
-        if stop.is_set() or not (to_create or to_submit):
-            break
-        if round_number:
-            await anyio.sleep(min(2.0**round_number, 10.0) / 4)
+    retries = passes = 0
+    # Rows let go from doubt since the last pass: new work, not a retry
+    released = False
+    shown: tuple[int, datetime | None] = (0, None)
+    while not stop.is_set() and passes < 2 * _MAX_ROUNDS:
+        now = utc_now()
+        ready = doubt.ready(book.in_status(*IN_DOUBT), now)
+        if ready:
+            attention = await reconcile_rows(
+                client,
+                book,
+                accounts=checks.accounts,
+                payee_details=checks.payee_details,
+                answered_otherwise=answered_otherwise,
+                rows={r.row for r in ready},
+            )
+            sendable = (RowStatus.PENDING, RowStatus.CREATED)
+            released = released or any(book.get(r.row).status in sendable for r in ready)
+        shown = _show_doubt(watcher, doubt, now, shown)
+        to_create, to_submit = _sendable(book, checks, options, doubt, now)
+        if not (to_create or to_submit):
+            due = doubt.next_due(now)
+            if due is None or not await stop.wait_until(
+                anyio.current_time() + (due - now).total_seconds()
+            ):
+                break
+            continue
+        # Only rows left over from the last pass: a retry, after a pause
+        if not released:
+            if retries >= _MAX_ROUNDS:
+                break
+            await anyio.sleep(min(2.0**retries, 10.0) / 4 if retries else 0)
+            retries += 1
+        released = False
+        passes += 1
         result = await execute_rows(
             client,
             book,
@@ -484,27 +531,53 @@ async def _execute_rounds(
             create_only=options.create_only,
             stop=stop,
             payee_details=checks.payee_details,
+            settle_wait=options.settle_wait,
         )
         # For this run's check and, if stopped, the next
-        remember_late_answers(ledger, result)
+        late = remember_late_answers(ledger, result)
+        if late is not None:
+            doubt.add((r for r in book.in_status(*IN_DOUBT) if r.row not in doubt), late)
         answered_otherwise |= result.answered_otherwise
         if result.fatal is not None:
             raise result.fatal
         unreachable = result.unreachable
         # A rerun finishes: nothing is paid twice
-        if stop.is_set() or unreachable:
+        if unreachable:
             break
-        if book.in_status(RowStatus.CREATING, RowStatus.SUBMITTING):
-            if not await wait_for_late_answers(ledger, book, stop, watcher.note):
-                break
-            attention = await reconcile_rows(
-                client,
-                book,
-                accounts=checks.accounts,
-                payee_details=checks.payee_details,
-                answered_otherwise=answered_otherwise,
-            )
+    _show_doubt(watcher, doubt, utc_now(), shown)
     return attention, unreachable
+
+
+def _sendable(
+    book: RowBook, checks: Preflight, options: RunOptions, doubt: InDoubt, now: datetime
+) -> tuple[list[LedgerRow], list[LedgerRow]]:
+    """The rows a pass may create (pending, with a payee and an account the bank showed, and
+    none that could be taken for a row in doubt still waiting) and submit (created)."""
+    pending = book.in_status(RowStatus.PENDING)
+    to_create = doubt.may_create(
+        (r for r in pending if r.payee_url and r.account_url in checks.accounts), now
+    )
+    to_submit = (
+        []
+        if options.create_only
+        else [r for r in book.in_status(RowStatus.CREATED) if r.account_url in checks.accounts]
+    )
+    return to_create, to_submit
+
+
+def _show_doubt(
+    watcher: RunObserver,
+    doubt: InDoubt,
+    now: datetime,
+    shown: tuple[int, datetime | None],
+) -> tuple[int, datetime | None]:
+    """Tell the observer how many rows are in doubt and until when, if that changed; return
+    what it was told."""
+    waiting = doubt.waiting(now)
+    now_shown = (len(waiting), doubt.last_due(now))
+    if now_shown != shown:
+        watcher.in_doubt(count=now_shown[0], until=now_shown[1])
+    return now_shown
 
 
 def _raise_first(error: BaseException) -> None:

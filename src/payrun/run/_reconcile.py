@@ -72,12 +72,18 @@ async def reconcile_rows(
     payee_details: Mapping[str, PayeeFacts],
     payments: Mapping[str, list[Payment]] | None = None,
     answered_otherwise: Collection[int] = (),
+    rows: Collection[int] | None = None,
+    found_only: bool = False,
 ) -> list[int]:
-    """Settle every ``creating`` and ``submitting`` row; return rows needing a person.
+    """Settle every ``creating`` and ``submitting`` row (or those of them in ``rows``);
+    return rows needing a person.
 
     ``answered_otherwise``: rows whose create the bank answered with another payment than
     theirs in this run; one of them the bank shows no payment for stays ``creating`` and
     needs a person (the bank did something: it is not created again in this run).
+    ``found_only``: before the rows' settle time, while the bank may still carry out their
+    requests: a payment or submission the bank shows is recorded, and a row the bank shows
+    nothing for stays as it is (in doubt), never made ready to send again.
     """
     ambiguous = await _reconcile_creating(
         client,
@@ -86,8 +92,10 @@ async def reconcile_rows(
         payee_details=payee_details,
         payments=payments or {},
         answered_otherwise=answered_otherwise,
+        rows=rows,
+        found_only=found_only,
     )
-    await _reconcile_submitting(client, book)
+    await _reconcile_submitting(client, book, rows=rows, found_only=found_only)
     return ambiguous
 
 
@@ -99,16 +107,19 @@ async def _reconcile_creating(
     payee_details: Mapping[str, PayeeFacts],
     payments: Mapping[str, list[Payment]],
     answered_otherwise: Collection[int],
+    rows: Collection[int] | None,
+    found_only: bool,
 ) -> list[int]:
     by_account: dict[str, list[LedgerRow]] = defaultdict(list)
     for row in book.in_status(RowStatus.CREATING):
-        by_account[row.account_url or ""].append(row)
+        if rows is None or row.row in rows:
+            by_account[row.account_url or ""].append(row)
     ambiguous: list[int] = []
-    for account_url, rows in by_account.items():
+    for account_url, group in by_account.items():
         account = accounts.get(account_url)
         # The bank no longer shows it: its payments cannot be read
         if account is None:
-            for row in rows:
+            for row in group:
                 book.set(
                     row.row,
                     error=(
@@ -117,19 +128,19 @@ async def _reconcile_creating(
                         " run again"
                     ),
                 )
-            ambiguous.extend(r.row for r in rows)
+            ambiguous.extend(r.row for r in group)
             continue
         offset = client.clock.offset
         since = (
-            min(r.intent_at for r in rows if r.intent_at) + offset - CLOCK_SKEW
-            if any(r.intent_at for r in rows)
+            min(r.intent_at for r in group if r.intent_at) + offset - CLOCK_SKEW
+            if any(r.intent_at for r in group)
             else None
         )
         seen = payments.get(account_url)
         if seen is None or (since is not None and seen and seen[0].created_at > since):
             seen = await fetch_recent_payments(client, account, since=since or _epoch())
         result = match_half_created(
-            rows,
+            group,
             seen,
             known_payment_urls=book.known_payment_urls(),
             payee_details=payee_details,
@@ -137,6 +148,10 @@ async def _reconcile_creating(
         )
         for number, url in result.matched.items():
             book.set(number, status=RowStatus.CREATED, payment_url=url, error=None)
+        # The bank may still make them: they stay in doubt
+        if found_only:
+            ambiguous.extend(_flag_ambiguous(book, result.ambiguous))
+            continue
         puzzling = [n for n in result.not_made if n in answered_otherwise]
         book.set_many(
             [n for n in result.not_made if n not in answered_otherwise],
@@ -147,21 +162,32 @@ async def _reconcile_creating(
         for number in puzzling:
             book.set(number, error=_PUZZLING)
         ambiguous.extend(puzzling)
-        for number in result.ambiguous:
-            book.set(
-                number,
-                error=(
-                    "several bank payments match this row and the ledger cannot tell which one it"
-                    " made; check the account's payments in the bank's app, reject any extra"
-                    " (unsubmitted) one, then run again"
-                ),
-            )
-        ambiguous.extend(result.ambiguous)
+        ambiguous.extend(_flag_ambiguous(book, result.ambiguous))
     return ambiguous
 
 
-async def _reconcile_submitting(client: BankClient, book: RowBook) -> None:
-    await _settle_by_submissions(client, book, book.in_status(RowStatus.SUBMITTING))
+def _flag_ambiguous(book: RowBook, numbers: list[int]) -> list[int]:
+    """Say on each row that several payments match it (a person must look); return them."""
+    for number in numbers:
+        book.set(
+            number,
+            error=(
+                "several bank payments match this row and the ledger cannot tell which one it"
+                " made; check the account's payments in the bank's app, reject any extra"
+                " (unsubmitted) one, then run again"
+            ),
+        )
+    return numbers
+
+
+async def _reconcile_submitting(
+    client: BankClient, book: RowBook, *, rows: Collection[int] | None, found_only: bool
+) -> None:
+    submitting = [r for r in book.in_status(RowStatus.SUBMITTING) if rows is None or r.row in rows]
+    # Before the settle time, no submission found is no answer yet
+    await _settle_by_submissions(
+        client, book, submitting, none=None if found_only else RowStatus.CREATED
+    )
 
 
 async def adopt_outside_submissions(client: BankClient, book: RowBook) -> None:

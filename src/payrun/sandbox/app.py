@@ -53,6 +53,7 @@ __all__ = [
     "ACCOUNT_SUBMITS_CAP",
     "FAULT_KINDS",
     "ORG_IN_FLIGHT_CAP",
+    "SETTLE_MARGIN_S",
     "AppState",
     "InjectedDropError",
     "SandboxApp",
@@ -65,6 +66,8 @@ ACCOUNT_SUBMITS_CAP = 3
 """Concurrent submit-payment requests per bank account beyond which the bank answers 429."""
 FAULT_KINDS = ("500", "drop")
 """Injected fault kinds: a 500 error body, or the connection dropped mid-response."""
+SETTLE_MARGIN_S = 1.0
+"""What ``SandboxApp.settle_wait_s`` adds to the longest latency: a busy event loop."""
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -169,6 +172,18 @@ class SandboxApp:
     def sandbox(self) -> SandboxState:
         """The bank's state (also ``app.state.sandbox``)."""
         return self.state.sandbox
+
+    @property
+    def settle_wait_s(self) -> float:
+        """How long after a request reached it this bank may still carry it out: the
+        longest latency sleep (``latency_ms`` + ``jitter_ms``) and ``SETTLE_MARGIN_S``.
+
+        A request does its work right after that sleep, or never: the body is read only
+        then, and a client that went away meanwhile (a timeout, a kill) leaves no body, so
+        the request is refused. A faulted answer (500, a dropped connection) comes after
+        the work. This is the bound payrun's settle wait may use with this bank.
+        """
+        return self.latency_s + self.jitter_s + SETTLE_MARGIN_S
 
     @property
     def api_key(self) -> str:
