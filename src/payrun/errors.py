@@ -143,9 +143,9 @@ class BankUnavailableError(BankError):
 class OutcomeUnknownError(BankError):
     """The request was sent but its answer was lost: it may or may not have taken effect.
 
-    ``late``: the bank may still be working on it (the wait for its answer ran out, or a
-    gateway's did: HTTP 504), so what it did is looked up no sooner than the run's settle
-    wait (``RunOptions.settle_wait``) later.
+    ``late``: the bank may still be working on it (no answer came: the wait for it ran out or
+    the connection dropped; or a gateway's wait ran out: HTTP 504, 524), so what it did is
+    looked up no sooner than the run's settle wait (``RunOptions.settle_wait``) later.
     """
 
     late = False

@@ -584,7 +584,8 @@ class BankClient:
             " taken effect"
         )
         lost = OutcomeUnknownError(msg, detail=mask(str(exc))[:300] or None)
-        lost.late = exc.late
+        # A hang-up may come from a proxy or a bank process while another still works on it
+        lost.late = True
         return lost
 
 

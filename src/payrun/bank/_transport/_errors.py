@@ -36,8 +36,8 @@ class NotSent(BankError):
 class MaybeSent(BankError):
     """The request may have reached the bank, and no answer came: it may have taken effect.
 
-    ``late``: the wait for the answer ran out, so the bank may still be working on it;
-    otherwise the connection failed (a reset, a hang-up) and the bank is done with it.
+    ``late``: the wait for the answer ran out; otherwise the connection failed (a reset, a
+    hang-up). Either way the bank may still be working on it.
     """
 
     def __init__(self, message: str, *, kind: str, late: bool) -> None:
