@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import gc
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -32,7 +32,8 @@ from payrun.ledger import (
 from payrun.run import _start as run_start
 from payrun.run._approvals import refresh_created
 from payrun.run._book import RowBook
-from payrun.run._execute import execute_rows
+from payrun.run._execute import ExecutionResult, PayingEngine, execute_rows
+from payrun.run._gate import LIVE_MODE, WriteGate
 from payrun.run._organization import find_organization
 from payrun.run._preflight import AccountPlan, Preflight
 from payrun.run._reconcile import reconcile_rows
@@ -42,7 +43,10 @@ from payrun.run._track import follow_submissions
 
 # Imported at run time only when a bank is called (keeps `validate` fast)
 if TYPE_CHECKING:
-    from payrun.bank import BankClient, Organization
+    from anyio.abc import TaskGroup
+
+    from payrun.bank import BankAccount, BankClient, Organization
+    from payrun.run._preflight import PayeeKey
 
 __all__ = ["RunObserver", "RunOutcome", "run_batch", "run_exit_code"]
 
@@ -296,11 +300,13 @@ async def _check_before_paying(
     reconcile: bool,
     submit_approved: bool,
     options: RunOptions,
+    gate: WriteGate | None = None,
 ) -> list[int]:
-    """The preflight a run and a dry run share once the batch lock allows it: the bank's
-    payees and payments, rows left mid-call, payments approved in the bank's app, repeats,
-    balances and payees. Returns the rows a person must look at."""
-    await checks.load_payees_and_payments()
+    """The preflight a run and a dry run share once the batch lock allows it, for the whole
+    batch at once: the accounts' restrictions, the bank's payees and payments, rows left
+    mid-call, payments approved in the bank's app, repeats, balances and payees (created
+    once ``gate`` lets them). Returns the rows a person must look at."""
+    await checks.read_accounts()
     attention = (
         await reconcile_rows(
             client,
@@ -315,8 +321,176 @@ async def _check_before_paying(
     await refresh_created(client, book, create_only=not submit_approved)
     checks.guard_repeats()
     checks.check_balances(created=not options.create_only)
-    await checks.prepare_payees()
+    missing = checks.find_payees()
+    if gate is not None:
+        gate.checked_all()
+        if not await gate.wait():
+            return attention
+    await checks.create_payees(missing)
     return attention
+
+
+def _whole_batch_first(book: RowBook) -> bool:
+    """True when rows an earlier run left with the bank (mid-call, or with a payment) must be
+    settled for the whole batch before any account pays."""
+    mid_call = (RowStatus.CREATING, RowStatus.SUBMITTING)
+    return any(row.payment_url or row.status in mid_call for row in book.all())
+
+
+class _FirstPass:
+    """The run's checks and its first execution pass, together: each account is paid as
+    soon as its own checks are done, through ``WriteGate`` (a live-mode organization's run
+    creates nothing before every account is checked)."""
+
+    def __init__(
+        self,
+        client: BankClient,
+        book: RowBook,
+        checks: Preflight,
+        options: RunOptions,
+        stop: StopSignal,
+        watcher: RunObserver,
+        *,
+        live: bool,
+    ) -> None:
+        self._book = book
+        self._checks = checks
+        self._options = options
+        self._watcher = watcher
+        self.engine = PayingEngine(
+            client,
+            book,
+            per_account_submits=options.per_account_submits,
+            create_workers=options.max_in_flight,
+            create_only=options.create_only,
+            stop=stop,
+            payee_details=checks.payee_details,
+            srds=checks.payee_srds,
+            accounts=sum(1 for p in checks.plans.values() if p.account and not p.problem),
+        )
+        self.gate = WriteGate(checks.accounts, hold=live)
+        self._read_error: Exception | None = None
+        self._errors: list[Exception] = []
+
+    async def run(self, client: BankClient, *, reconcile: bool) -> list[int]:
+        """Check and pay; the rows a person must look at. Raises what the checks raised
+        (the first failed read in the checks' order), once the payments under way ended."""
+        attention: list[int] = []
+        async with anyio.create_task_group() as group:
+            group.start_soon(self.engine.run)
+            group.start_soon(self._when_all_checked)
+            try:
+                if _whole_batch_first(self._book):
+                    attention = await _check_before_paying(
+                        client,
+                        self._book,
+                        self._checks,
+                        reconcile=reconcile,
+                        submit_approved=not self._options.create_only,
+                        options=self._options,
+                        gate=self.gate,
+                    )
+                    if await self.gate.wait():
+                        self._pay(None)
+                else:
+                    await self._account_by_account()
+                    # Accounts there may be none of
+                    self.gate.checked_all()
+            except Exception as exc:
+                self._read_error = exc
+                self._fail()
+            self.engine.seal()
+        error = self._read_error or (self._errors[0] if self._errors else None)
+        if error is not None:
+            raise error
+        return attention
+
+    @property
+    def result(self) -> ExecutionResult:
+        """What the first execution pass did."""
+        return self.engine.result
+
+    async def _account_by_account(self) -> None:
+        async with anyio.create_task_group() as accounts:
+
+            def ready(account: BankAccount) -> None:
+                self._account(accounts, account)
+
+            try:
+                await self._checks.read_accounts(ready)
+            except Exception as exc:
+                # Raised once every account's waiter has ended
+                self._read_error = exc
+                self._fail()
+
+    def _account(self, group: TaskGroup, account: BankAccount) -> None:
+        """One account's read-only checks, then its payees and payments: at once when the
+        gate is open and it needs no new payee (the first payment goes out without a turn
+        of the event loop more), else in a task of ``group`` that waits for the gate."""
+        checks, url = self._checks, account.url
+        try:
+            checks.guard_repeats([url])
+            checks.check_balances(created=not self._options.create_only, accounts=[url])
+            missing = checks.find_payees([url])
+            self.gate.checked(url)
+            if missing or self.gate.holds:
+                group.start_soon(self._account_writes, url, missing)
+            elif not self.gate.failed:
+                self._pay(url)
+        except Exception as exc:  # noqa: BLE001 - raised by ``run`` once payments ended
+            self._errors.append(exc)
+            self._fail()
+
+    async def _account_writes(self, url: str, missing: Mapping[PayeeKey, list[LedgerRow]]) -> None:
+        """Once the gate allows: an account's new payees, then its payments."""
+        try:
+            if not await self.gate.wait():
+                return
+            await self._checks.create_payees(missing)
+            self._pay(url)
+        except Exception as exc:  # noqa: BLE001 - raised by ``run`` once payments ended
+            self._errors.append(exc)
+            self._fail()
+
+    def _pay(self, account_url: str | None) -> None:
+        """Give the engine an account's rows (every account's when None)."""
+        checks = self._checks
+        rows = (
+            self._book.in_status(RowStatus.PENDING, RowStatus.CREATED)
+            if account_url is None
+            else checks.rows_of(account_url, RowStatus.PENDING, RowStatus.CREATED)
+        )
+        to_create = [
+            r
+            for r in rows
+            if r.status is RowStatus.PENDING and r.payee_url and r.account_url in checks.accounts
+        ]
+        to_submit = (
+            []
+            if self._options.create_only
+            else [
+                r
+                for r in rows
+                if r.status is RowStatus.CREATED and r.account_url in checks.accounts
+            ]
+        )
+        self.engine.add(to_create, to_submit)
+
+    def _fail(self) -> None:
+        """Nothing more is created: payments under way finish."""
+        self.gate.fail()
+        self.engine.halt()
+
+    async def _when_all_checked(self) -> None:
+        """Once every account is checked: say what is paid, and open the gate."""
+        if not await self.gate.all_checked():
+            return
+        planned = self.engine.planned
+        settled = (*_UNPAID, RowStatus.CREATED)
+        done = sum(1 for r in self._book.all() if r.row not in planned and r.status not in settled)
+        self._watcher.started(total=len(self._book), done=done)
+        # A live run shows what it will pay here, before anything is created
+        self.gate.open()
 
 
 async def _pay(
@@ -363,19 +537,11 @@ async def _pay_locked(
     unreachable = False
     # Ctrl-C during the checks or the wait: not even a read starts
     if not stop.is_set():
+        first = _FirstPass(client, book, checks, options, stop, watcher, live=org.mode == LIVE_MODE)
         # Rows left mid-call are matched once a slow bank had time to finish
-        attention = await _check_before_paying(
-            client,
-            book,
-            checks,
-            reconcile=settled,
-            submit_approved=not options.create_only,
-            options=options,
-        )
-        done = sum(1 for r in book.all() if r.status not in (*_UNPAID, RowStatus.CREATED))
-        watcher.started(total=len(book), done=done)
+        attention = await first.run(client, reconcile=settled)
         attention, unreachable = await _execute_rounds(
-            client, ledger, book, checks, options, stop, watcher, attention
+            client, ledger, book, checks, options, stop, watcher, attention, first.result
         )
     # Delivered rows too: a return can follow; an unreachable bank: a rerun
     followed = (
@@ -419,33 +585,41 @@ async def _execute_rounds(
     stop: StopSignal,
     watcher: RunObserver,
     attention: list[int],
+    first: ExecutionResult,
 ) -> tuple[list[int], bool]:
-    """Execute, reconcile what came back unknown, and go again while progress is possible;
-    the rows needing attention, and whether the bank was found unreachable."""
+    """After the ``first`` execution pass: reconcile what came back unknown, and go again
+    while progress is possible; the rows needing attention, and whether the bank was found
+    unreachable."""
     unreachable = False
     answered_otherwise: set[int] = set()
     for round_number in range(_MAX_ROUNDS):
-        pending = book.in_status(RowStatus.PENDING)
-        to_create = [r for r in pending if r.payee_url and r.account_url in checks.accounts]
-        to_submit = (
-            []
-            if options.create_only
-            else [r for r in book.in_status(RowStatus.CREATED) if r.account_url in checks.accounts]
-        )
-        if stop.is_set() or not (to_create or to_submit):
-            break
         if round_number:
+            pending = book.in_status(RowStatus.PENDING)
+            to_create = [r for r in pending if r.payee_url and r.account_url in checks.accounts]
+            to_submit = (
+                []
+                if options.create_only
+                else [
+                    r for r in book.in_status(RowStatus.CREATED) if r.account_url in checks.accounts
+                ]
+            )
+            if stop.is_set() or not (to_create or to_submit):
+                break
             await anyio.sleep(min(2.0**round_number, 10.0) / 4)
-        result = await execute_rows(
-            client,
-            book,
-            to_create=to_create,
-            to_submit=to_submit,
-            per_account_submits=options.per_account_submits,
-            create_workers=options.max_in_flight,
-            create_only=options.create_only,
-            stop=stop,
-            payee_details=checks.payee_details,
+        result = (
+            first
+            if not round_number
+            else await execute_rows(
+                client,
+                book,
+                to_create=to_create,
+                to_submit=to_submit,
+                per_account_submits=options.per_account_submits,
+                create_workers=options.max_in_flight,
+                create_only=options.create_only,
+                stop=stop,
+                payee_details=checks.payee_details,
+            )
         )
         # For this run's check and, if stopped, the next
         remember_late_answers(ledger, result)
