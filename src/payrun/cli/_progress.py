@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, TextIO
 
 from payrun._models import FINAL_STATUSES, LedgerRow, RowStatus
 from payrun.cli._output import reader_may_leave
-from payrun.report import report_status
 
 if TYPE_CHECKING:
     from payrun.run import RunOutcome
@@ -173,6 +172,9 @@ def finished_line(outcome: RunOutcome, *, report: Path | None) -> None:
     counts: dict[str, int] = {}
     # The report's status words: an intent shows as its last sure state
     for row in outcome.rows:
+        # The report's words, loaded once the run is over
+        from payrun.report import report_status
+
         status = report_status(row.status)
         counts[status] = counts.get(status, 0) + 1
     record = {

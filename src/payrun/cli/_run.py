@@ -221,10 +221,8 @@ def _seconds(text: str) -> float:
 
 def execute(args: argparse.Namespace) -> int:
     """Run the batch and print what happened."""
-    # Rich loads only for runs
+    # Rich loads only for runs; the summary's modules once the run is over
     from payrun.cli._progress import finished_line
-    from payrun.cli._summary import print_document, print_dry_run, show_run
-    from payrun.report import dry_run_document
     from payrun.run import run_batch
 
     _check_flags(args)
@@ -263,6 +261,9 @@ def execute(args: argparse.Namespace) -> int:
             outcome, refusal = refused_outcome(refused, args.batch, options), str(refused)
         finally:
             observer.close()
+    from payrun.cli._summary import print_document, print_dry_run, show_run
+    from payrun.report import dry_run_document
+
     # Stdout: one JSON object instead of the text
     as_json = args.log_format == "json"
     if outcome.dry_run:
