@@ -593,6 +593,7 @@ def _time_phases(phases: dict[str, float]) -> None:
     timed(BankClient, "organization", "organization")
     for name in (
         "check_accounts",
+        "read_accounts",
         "load_payees",
         "load_payments",
         "check_balances",

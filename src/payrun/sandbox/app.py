@@ -19,7 +19,8 @@ In-flight counts go down immediately before the final response is written, with 
 ``await`` in between, so a client that sends its next request the moment it reads a
 response is never counted twice. At that moment the request also counts as answered for
 the round-trip chains of ``/__sandbox/stats``: a request arriving later is one link
-further down the longest chain than the deepest request answered before it arrived. ``/__sandbox/...`` (see ``_admin``) is outside all of this.
+further down the longest chain than the deepest request answered before it arrived.
+``/__sandbox/...`` (see ``_admin``) is outside all of this.
 
 Every answer carries a ``Date`` header, on the bank's clock as its timestamps are
 (``clock_offset_s`` sets that clock ahead of the true time, or behind when negative).
