@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, TextIO
 
 from payrun._models import FINAL_STATUSES, LedgerRow, RowStatus
 from payrun.cli._output import reader_may_leave, stream_console
-from payrun.report import group_causes, report_status, row_ranges
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -150,6 +149,9 @@ class BarObserver:
     def _tell_bad(self, row: LedgerRow) -> None:
         """Say a row not paid: once per cause before the bar shows, else row by row (up to
         a limit: the summary groups them all)."""
+        # The report's words, loaded on the first row not paid, not before the first request
+        from payrun.report import report_status
+
         status, error = report_status(row.status), row.error or ""
         if not self._shown:
             self._early.append(row)
@@ -193,6 +195,8 @@ def _look(*, paid: int, bad: int, left: int) -> tuple[str, str]:
 def _early_lines(early: list[LedgerRow]) -> list[str]:
     """One line per cause of the rows not paid before paying began, with its rows (and
     each row's own detail, such as the name the bank suggests)."""
+    from payrun.report import group_causes, row_ranges
+
     lines = []
     for cause in group_causes(early):
         rows = [row.row for row in cause.rows]
@@ -337,6 +341,9 @@ def finished_line(outcome: RunOutcome, *, report: Path | None) -> None:
     counts: dict[str, int] = {}
     # The report's status words: an intent shows as its last sure state
     for row in outcome.rows:
+        # The report's words, loaded once the run is over
+        from payrun.report import report_status
+
         status = report_status(row.status)
         counts[status] = counts.get(status, 0) + 1
     record = {

@@ -268,11 +268,9 @@ def _settle_wait(text: str) -> float:
 
 def execute(args: argparse.Namespace) -> int:
     """Run the batch and print what happened."""
-    # Rich loads only for runs
+    # Rich loads only for runs; the summary's modules once the run is over
     from payrun.cli._confirm import TerminalConfirmer, stdin_is_terminal
     from payrun.cli._progress import finished_line
-    from payrun.cli._summary import print_document, print_dry_run, show_run
-    from payrun.report import dry_run_document
     from payrun.run import run_batch
 
     _check_flags(args)
@@ -316,6 +314,9 @@ def execute(args: argparse.Namespace) -> int:
             outcome, refusal = refused_outcome(refused, args.batch, options), str(refused)
         finally:
             observer.close()
+    from payrun.cli._summary import print_document, print_dry_run, show_run
+    from payrun.report import dry_run_document
+
     # Stdout: one JSON object instead of the text
     as_json = args.log_format == "json"
     if outcome.dry_run:

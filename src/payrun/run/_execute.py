@@ -12,7 +12,10 @@ Scheduling (one task group, long-lived workers, no task per row):
 - a pool of create workers runs ahead in the remaining capacity, round-robin over the
   accounts, each account allowed a bounded lead of created-but-unsubmitted payments so
   creates never starve submits and memory stays bounded;
-- on a stop request nothing new starts; in-flight requests finish (the caller bounds that).
+- on a stop request nothing new starts; in-flight requests finish (the caller bounds that);
+- accounts may join while the engine runs (``PayingEngine.add``): the run pays an account
+  as soon as its checks are done; the engine ends once ``seal`` says no more will come
+  and every lane is drained.
 
 A create or submit whose outcome is unknown stays ``creating``/``submitting`` for
 ``reconciliation``; it is never resent blindly. So does one whose answer is not for what
@@ -45,15 +48,17 @@ from payrun.errors import (
     PayrunError,
 )
 from payrun.run._book import RowBook
-from payrun.run._matching import PayeeFacts, PaymentCheck
+from payrun.run._matching import PayeeFacts, PaymentCheck, Srds
 from payrun.run._refusal import refused_mid_run
 from payrun.run._stop import StopSignal
 
 # The bank client is imported only by runs that talk to a bank
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
     from payrun.bank import BankClient, Payment, Submission
 
-__all__ = ["ExecutionResult", "execute_rows"]
+__all__ = ["ExecutionResult", "PayingEngine", "execute_rows"]
 
 # The bank's answer to submitting a payment someone rejected (payment-rejected)
 _GONE = 410
@@ -125,7 +130,9 @@ class _Lane:
     closed: bool = False
 
 
-class _Engine:
+class PayingEngine:
+    """Creates and submits rows lane by lane; accounts may join while it runs."""
+
     def __init__(
         self,
         client: BankClient,
@@ -137,15 +144,25 @@ class _Engine:
         stop: StopSignal,
         payee_details: Mapping[str, PayeeFacts],
         settle_wait: float,
+        srds: Srds | None = None,
+        accounts: int = 1,
     ) -> None:
+        """``payee_details`` (and their ``srds`` when known) are what create answers are
+        checked against: they may grow while the engine runs."""
         self._client = client
         self._settle_wait = settle_wait
         self._book = book
-        self._check = PaymentCheck(payee_details)
+        self._check = PaymentCheck(payee_details, srds)
         self._submits = per_account_submits
         self._create_workers = create_workers
         self._create_only = create_only
         self._stop = stop
+        # Each lane's lead shares the create workers among the accounts expected
+        self._lead = (
+            math.inf
+            if create_only
+            else 2 * per_account_submits + math.ceil(create_workers / max(1, accounts))
+        )
         self._lanes: dict[str, _Lane] = {}
         self._eligible: deque[_Lane] = deque()
         self._creates_left = 0
@@ -153,31 +170,71 @@ class _Engine:
         self._idle: deque[anyio.Event] = deque()
         # A stop request or a fatal answer: start nothing new
         self._halted = False
+        # No account joins any more: idle workers end once the lanes are drained
+        self._sealed = False
+        self._sealed_event = anyio.Event()
+        self._group: TaskGroup | None = None
+        self._create_started = 0
+        self._planned: set[int] = set()
         self.result = ExecutionResult()
 
-    def plan(self, to_create: list[LedgerRow], to_submit: list[LedgerRow]) -> None:
-        """Sort rows into per-account lanes."""
+    @property
+    def planned(self) -> set[int]:
+        """The rows given to the engine so far."""
+        return self._planned
+
+    def add(self, to_create: list[LedgerRow], to_submit: list[LedgerRow]) -> None:
+        """Sort rows into per-account lanes (each account joins once); a running engine
+        starts on them at once."""
         accounts = {r.account_url for r in to_create} | {r.account_url for r in to_submit}
-        accounts.discard(None)
-        lead = (
-            math.inf
-            if self._create_only
-            else (2 * self._submits + math.ceil(self._create_workers / max(1, len(accounts))))
-        )
+        new: list[_Lane] = []
         for account in sorted(a for a in accounts if a):
-            self._lanes[account] = _Lane(account_url=account, credit=lead)
+            # A lane's submit workers end once it is drained: an account joins once
+            assert account not in self._lanes, f"{account} joined twice"
+            self._lanes[account] = lane = _Lane(account_url=account, credit=self._lead)
+            new.append(lane)
         for row in to_create:
             self._lanes[row.account_url or ""].to_create.append(row.row)
+            self._planned.add(row.row)
             self._creates_left += 1
         for row in to_submit:
+            self._planned.add(row.row)
             if not self._create_only:
                 self._lanes[row.account_url or ""].to_submit.append((row.row, False))
+        if self._halted:
+            self._stop_all()
+            return
         for lane in self._lanes.values():
             self._enqueue(lane)
             self._close_if_done(lane)
+        if self._group is not None:
+            self._start_workers(self._group, new)
+
+    def seal(self) -> None:
+        """No account joins any more: the engine ends once its lanes are drained."""
+        self._sealed = True
+        self._sealed_event.set()
+        if self._creates_left == 0:
+            self._wake_all()
+
+    def halt(self) -> None:
+        """Start nothing new (the preflight failed): in-flight requests finish."""
+        self._stop_all()
+
+    def _start_workers(self, group: TaskGroup, lanes: Iterable[_Lane]) -> None:
+        if not self._create_only:
+            for lane in lanes:
+                for _ in range(self._submits):
+                    group.start_soon(self._submit_worker, lane)
+        # Create workers stay while accounts may still join
+        wanted = self._create_workers if not self._sealed else self._creates_left
+        for _ in range(min(self._create_workers - self._create_started, wanted)):
+            self._create_started += 1
+            group.start_soon(self._create_worker)
 
     async def run(self) -> ExecutionResult:
-        """Run every worker until all lanes are drained or a stop is requested."""
+        """Run every worker until all lanes are drained (and the engine is sealed) or a stop
+        is requested."""
         try:
             # Alive: a rerun after a kill knows when requests may have left
             self._book.tick()
@@ -185,12 +242,11 @@ class _Engine:
                 # Until every worker has ended
                 watching.start_soon(self._watch_stop)
                 async with anyio.create_task_group() as group:
-                    if not self._create_only:
-                        for lane in self._lanes.values():
-                            for _ in range(self._submits):
-                                group.start_soon(self._submit_worker, lane)
-                    for _ in range(min(self._create_workers, self._creates_left)):
-                        group.start_soon(self._create_worker)
+                    self._group = group
+                    self._start_workers(group, self._lanes.values())
+                    # Holds the group open until sealed, when no worker may be running yet
+                    group.start_soon(self._until_sealed)
+                self._group = None
                 watching.cancel_scope.cancel()
         finally:
             # Intents committed ahead but never used are put back; held outcomes go now
@@ -231,6 +287,10 @@ class _Engine:
             if self._idle:
                 self._idle.popleft().set()
 
+    async def _until_sealed(self) -> None:
+        """Keep the workers' group open until no account can join any more."""
+        await self._sealed_event.wait()
+
     async def _pick(self) -> tuple[_Lane, int] | None:
         while not self._halted and not self._stop.is_set():
             if self._eligible:
@@ -241,10 +301,10 @@ class _Engine:
                 lane.creating += 1
                 self._creates_left -= 1
                 self._enqueue(lane)
-                if self._creates_left == 0:
+                if self._creates_left == 0 and self._sealed:
                     self._wake_all()
                 return lane, row
-            if self._creates_left == 0:
+            if self._creates_left == 0 and self._sealed:
                 return None
             idle = anyio.Event()
             self._idle.append(idle)
@@ -439,6 +499,8 @@ class _Engine:
     def _stop_all(self) -> None:
         """Start nothing new: drop queued creates, end the submit queues, wake idle workers."""
         self._halted = True
+        self._sealed = True
+        self._sealed_event.set()
         self._creates_left = 0
         self._eligible.clear()
         for lane in self._lanes.values():
@@ -466,10 +528,11 @@ async def execute_rows(
     Both lists are emptied once planned (the engine works from row numbers and the book).
     ``payee_details`` (payee URL -> its account and SRD) is what a create answer is checked
     against when the bank shows the creditor as an account or rewrote the reference.
-    ``settle_wait``: how long after a late answer (a timeout, a gateway's 504) the bank may
-    still carry the request out (``ExecutionResult.settle_at``).
+    ``settle_wait``: how long after a lost answer (a timeout, a dropped connection, a
+    gateway's 504) the bank may still carry the request out (``ExecutionResult.settle_at``).
     """
-    engine = _Engine(
+    accounts = {r.account_url for r in to_create} | {r.account_url for r in to_submit}
+    engine = PayingEngine(
         client,
         book,
         per_account_submits=per_account_submits,
@@ -478,8 +541,10 @@ async def execute_rows(
         stop=stop,
         payee_details=payee_details or {},
         settle_wait=settle_wait,
+        accounts=len(accounts - {None}),
     )
-    engine.plan(to_create, to_submit)
+    engine.add(to_create, to_submit)
+    engine.seal()
     # The engine keeps row numbers: let the rows' old versions be freed
     to_create.clear()
     to_submit.clear()

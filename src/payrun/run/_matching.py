@@ -145,9 +145,10 @@ class PaymentCheck:
 
     __slots__ = ("_payees", "_srds")
 
-    def __init__(self, payee_details: Mapping[str, PayeeFacts]) -> None:
+    def __init__(self, payee_details: Mapping[str, PayeeFacts], srds: Srds | None = None) -> None:
+        """``srds``: the details' SRDs when already known (they may grow with them)."""
         self._payees = payee_details
-        self._srds = srds_by_account(payee_details)
+        self._srds = srds_by_account(payee_details) if srds is None else srds
 
     def matches(self, row: LedgerRow, payment: PaymentLike) -> bool:
         """True when the payment is not rejected and has the row's amount, creditor (payee

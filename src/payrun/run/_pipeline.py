@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import gc
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -33,7 +33,8 @@ from payrun.run import _start as run_start
 from payrun.run._approvals import refresh_created
 from payrun.run._book import RowBook
 from payrun.run._confirm import Confirmer, confirm_live_run, preview_run, refuse_unconfirmable
-from payrun.run._execute import execute_rows
+from payrun.run._execute import ExecutionResult, PayingEngine, execute_rows
+from payrun.run._gate import LIVE_MODE, WriteGate
 from payrun.run._organization import find_organization
 from payrun.run._preflight import AccountPlan, Preflight
 from payrun.run._reconcile import reconcile_rows
@@ -49,7 +50,10 @@ from payrun.run._track import follow_submissions
 
 # Imported at run time only when a bank is called (keeps `validate` fast)
 if TYPE_CHECKING:
-    from payrun.bank import BankClient, Organization
+    from anyio.abc import TaskGroup
+
+    from payrun.bank import BankAccount, BankClient, Organization
+    from payrun.run._preflight import PayeeKey
 
 __all__ = ["RunObserver", "RunOutcome", "run_batch", "run_exit_code"]
 
@@ -319,12 +323,14 @@ async def _check_before_paying(
     submit_approved: bool,
     options: RunOptions,
     found_only: bool = False,
+    gate: WriteGate | None = None,
 ) -> list[int]:
-    """The preflight a run and a dry run share once the batch lock allows it: the bank's
-    payees and payments, rows left mid-call (``found_only``: before their settle time, only
-    what the bank shows is recorded), payments approved in the bank's app, repeats,
-    balances and payees. Returns the rows a person must look at."""
-    await checks.load_payees_and_payments()
+    """The preflight a run and a dry run share once the batch lock allows it, for the whole
+    batch at once: the accounts' restrictions, the bank's payees and payments, rows left
+    mid-call (``found_only``: before their settle time, only what the bank shows is
+    recorded), payments approved in the bank's app, repeats, changed bank details, balances
+    and payees (created once ``gate`` lets them). Returns the rows a person must look at."""
+    await checks.read_accounts()
     attention = (
         await reconcile_rows(
             client,
@@ -341,8 +347,201 @@ async def _check_before_paying(
     checks.guard_repeats()
     checks.guard_changed_details()
     checks.check_balances(created=not options.create_only)
-    checks.plan_payees()
+    missing = checks.find_payees()
+    if gate is not None:
+        gate.checked_all()
+        if not await gate.wait():
+            return attention
+    await checks.create_payees(missing)
     return attention
+
+
+def _whole_batch_first(book: RowBook) -> bool:
+    """True when rows an earlier run left with the bank (mid-call, or with a payment) must be
+    settled for the whole batch before any account pays."""
+    mid_call = (RowStatus.CREATING, RowStatus.SUBMITTING)
+    return any(row.payment_url or row.status in mid_call for row in book.all())
+
+
+class _FirstPass:
+    """The run's checks and its first execution pass, together: each account is paid as
+    soon as its own checks are done, through ``WriteGate`` (a live-mode organization's run
+    creates nothing before every account is checked)."""
+
+    def __init__(
+        self,
+        client: BankClient,
+        book: RowBook,
+        checks: Preflight,
+        options: RunOptions,
+        stop: StopSignal,
+        watcher: RunObserver,
+        *,
+        live: bool,
+        confirm: Callable[[], Awaitable[None]],
+        doubt: InDoubt,
+        until: datetime | None,
+    ) -> None:
+        self._book = book
+        self._checks = checks
+        self._options = options
+        self._watcher = watcher
+        self._confirm = confirm
+        self._doubt = doubt
+        self._until = until
+        self.engine = PayingEngine(
+            client,
+            book,
+            per_account_submits=options.per_account_submits,
+            create_workers=options.max_in_flight,
+            create_only=options.create_only,
+            stop=stop,
+            payee_details=checks.payee_details,
+            settle_wait=options.settle_wait,
+            srds=checks.payee_srds,
+            accounts=sum(1 for p in checks.plans.values() if p.account and not p.problem),
+        )
+        self.gate = WriteGate(checks.accounts, hold=live)
+        self._read_error: Exception | None = None
+        self._errors: list[Exception] = []
+
+    async def run(self, client: BankClient, *, found_only: bool) -> list[int]:
+        """Check and pay; the rows a person must look at. Raises what the checks raised
+        (the first failed read in the checks' order), once the payments under way ended."""
+        attention: list[int] = []
+        async with anyio.create_task_group() as group:
+            group.start_soon(self.engine.run)
+            group.start_soon(self._when_all_checked)
+            try:
+                if _whole_batch_first(self._book):
+                    attention = await _check_before_paying(
+                        client,
+                        self._book,
+                        self._checks,
+                        reconcile=True,
+                        submit_approved=not self._options.create_only,
+                        options=self._options,
+                        found_only=found_only,
+                        gate=self.gate,
+                    )
+                    if self._until is not None:
+                        self._doubt.add(self._book.in_status(*IN_DOUBT), self._until)
+                    if await self.gate.wait():
+                        self._pay(None)
+                else:
+                    await self._account_by_account()
+                    # Accounts there may be none of
+                    self.gate.checked_all()
+            except Exception as exc:
+                self._read_error = exc
+                self._fail()
+            self.engine.seal()
+        error = self._read_error or (self._errors[0] if self._errors else None)
+        if error is not None:
+            raise error
+        return attention
+
+    @property
+    def result(self) -> ExecutionResult:
+        """What the first execution pass did."""
+        return self.engine.result
+
+    async def _account_by_account(self) -> None:
+        async with anyio.create_task_group() as accounts:
+
+            def ready(account: BankAccount) -> None:
+                self._account(accounts, account)
+
+            try:
+                await self._checks.read_accounts(ready)
+            except Exception as exc:
+                # Raised once every account's waiter has ended
+                self._read_error = exc
+                self._fail()
+
+    def _account(self, group: TaskGroup, account: BankAccount) -> None:
+        """One account's read-only checks, then its payees and payments: at once when the
+        gate is open and it needs no new payee (the first payment goes out without a turn
+        of the event loop more), else in a task of ``group`` that waits for the gate."""
+        checks, url = self._checks, account.url
+        try:
+            checks.guard_repeats([url])
+            checks.guard_changed_details([url])
+            checks.check_balances(created=not self._options.create_only, accounts=[url])
+            missing = checks.find_payees([url])
+            self.gate.checked(url)
+            if missing or self.gate.holds:
+                group.start_soon(self._account_writes, url, missing)
+            elif not self.gate.failed:
+                self._pay(url)
+        except Exception as exc:  # noqa: BLE001 - raised by ``run`` once payments ended
+            self._errors.append(exc)
+            self._fail()
+
+    async def _account_writes(self, url: str, missing: Mapping[PayeeKey, list[LedgerRow]]) -> None:
+        """Once the gate allows: an account's new payees, then its payments."""
+        try:
+            if not await self.gate.wait():
+                return
+            await self._checks.create_payees(missing)
+            self._pay(url)
+        except Exception as exc:  # noqa: BLE001 - raised by ``run`` once payments ended
+            self._errors.append(exc)
+            self._fail()
+
+    def _pay(self, account_url: str | None) -> None:
+        """Give the engine an account's rows (every account's when None)."""
+        checks = self._checks
+        rows = (
+            self._book.in_status(RowStatus.PENDING, RowStatus.CREATED)
+            if account_url is None
+            else checks.rows_of(account_url, RowStatus.PENDING, RowStatus.CREATED)
+        )
+        # None that could be taken for a row in doubt still waiting for its settle time
+        to_create = self._doubt.may_create(
+            (
+                r
+                for r in rows
+                if r.status is RowStatus.PENDING
+                and r.payee_url
+                and r.account_url in checks.accounts
+            ),
+            utc_now(),
+        )
+        to_submit = (
+            []
+            if self._options.create_only
+            else [
+                r
+                for r in rows
+                if r.status is RowStatus.CREATED and r.account_url in checks.accounts
+            ]
+        )
+        self.engine.add(to_create, to_submit)
+
+    def _fail(self) -> None:
+        """Nothing more is created: payments under way finish."""
+        self.gate.fail()
+        self.engine.halt()
+
+    async def _when_all_checked(self) -> None:
+        """Once every account is checked: say what is paid, and open the gate."""
+        if not await self.gate.all_checked():
+            return
+        # A live run shows what it will pay and asks, before anything is created
+        try:
+            await self._confirm()
+        except Exception as exc:  # noqa: BLE001 - raised by ``run`` once payments ended
+            self._errors.append(exc)
+            self._fail()
+            return
+        planned = self.engine.planned
+        settled = (*_UNPAID, RowStatus.CREATED)
+        rows = [r for r in self._book.all() if r.row not in planned]
+        done = sum(1 for r in rows if r.status not in settled)
+        not_paid = sum(1 for r in rows if r.status in _NOT_PAID)
+        self._watcher.started(total=len(self._book), done=done, not_paid=not_paid)
+        self.gate.open()
 
 
 async def _pay(
@@ -388,6 +587,26 @@ async def _pay(
         )
 
 
+async def _confirm(
+    org: Organization,
+    book: RowBook,
+    checks: Preflight,
+    options: RunOptions,
+    confirmer: Confirmer | None,
+) -> None:
+    """A live-mode organization's run: show what is about to be paid and ask a person (or
+    take ``--yes``); a test-mode one goes on."""
+    preview = preview_run(
+        org,
+        book.all(),
+        checks.accounts,
+        [name for _, name, _, _ in checks.new_payees],
+        create_only=options.create_only,
+        confirm_payees=options.confirm_payees,
+    )
+    await confirm_live_run(org, preview, options, confirmer)
+
+
 async def _pay_locked(
     client: BankClient,
     ledger: LedgerStore,
@@ -408,33 +627,22 @@ async def _pay_locked(
     unreachable = False
     # Ctrl-C during the checks: not even a read starts
     if not stop.is_set():
-        # Rows in doubt are matched at once: what the bank shows is recorded, the rest wait
-        attention = await _check_before_paying(
+        first = _FirstPass(
             client,
             book,
             checks,
-            reconcile=True,
-            submit_approved=not options.create_only,
-            options=options,
-            found_only=until is not None,
+            options,
+            stop,
+            watcher,
+            live=org.mode == LIVE_MODE,
+            confirm=lambda: _confirm(org, book, checks, options, confirmer),
+            doubt=doubt,
+            until=until,
         )
-        if until is not None:
-            doubt.add(book.in_status(*IN_DOUBT), until)
-        preview = preview_run(
-            org,
-            book.all(),
-            checks.accounts,
-            [name for _, name, _, _ in checks.new_payees],
-            create_only=options.create_only,
-            confirm_payees=options.confirm_payees,
-        )
-        await confirm_live_run(org, preview, options, confirmer)
-        await checks.create_payees()
-        done = sum(1 for r in book.all() if r.status not in (*_UNPAID, RowStatus.CREATED))
-        not_paid = sum(1 for r in book.all() if r.status in _NOT_PAID)
-        watcher.started(total=len(book), done=done, not_paid=not_paid)
+        # Rows in doubt are matched at once: what the bank shows is recorded, the rest wait
+        attention = await first.run(client, found_only=until is not None)
         attention, unreachable = await _execute_rounds(
-            client, ledger, book, checks, options, stop, watcher, attention, doubt
+            client, ledger, book, checks, options, stop, watcher, attention, doubt, first.result
         )
     # Delivered rows too: a return can follow; an unreachable bank: a rerun
     followed = (
@@ -479,73 +687,105 @@ async def _execute_rounds(
     watcher: RunObserver,
     attention: list[int],
     doubt: InDoubt,
+    first: ExecutionResult,
 ) -> tuple[list[int], bool]:
-    """Execute every row that may be sent, check with the bank the rows in doubt whose settle
-    time has come, and go again while progress is possible; wait for the next settle time
-    when only rows in doubt are left. Returns the rows needing attention, and whether the
-    bank was found unreachable."""
+    """After the ``first`` execution pass (run with the checks): check with the bank the rows
+    in doubt whose settle time has come, execute every row that may be sent, and go again
+    while progress is possible; wait for the next settle time when only rows in doubt are
+    left. Returns the rows needing attention, and whether the bank was found unreachable."""
     unreachable = False
     answered_otherwise: set[int] = set()
     retries = passes = 0
     # Rows let go from doubt since the last pass: new work, not a retry
     released = False
     shown: tuple[int, datetime | None] = (0, None)
-    while not stop.is_set() and passes < 2 * _MAX_ROUNDS:
-        now = utc_now()
-        ready = doubt.ready(book.in_status(*IN_DOUBT), now)
-        if ready:
-            attention = await reconcile_rows(
+    result: ExecutionResult | None = first
+    while True:
+        if result is None:
+            if stop.is_set() or passes >= 2 * _MAX_ROUNDS:
+                break
+            now = utc_now()
+            ready = doubt.ready(book.in_status(*IN_DOUBT), now)
+            if ready:
+                attention = await _check_ready(client, book, checks, ready, answered_otherwise)
+                sendable = (RowStatus.PENDING, RowStatus.CREATED)
+                released = released or any(book.get(r.row).status in sendable for r in ready)
+            shown = _show_doubt(watcher, doubt, now, shown)
+            to_create, to_submit = _sendable(book, checks, options, doubt, now)
+            if not (to_create or to_submit):
+                if not await _wait_for_settle_time(doubt, now, stop):
+                    break
+                continue
+            # Only rows left over from the last pass: a retry, after a pause
+            if not released:
+                if retries >= _MAX_ROUNDS:
+                    break
+                await anyio.sleep(min(2.0**retries, 10.0) / 4 if retries else 0)
+                retries += 1
+            released = False
+            passes += 1
+            result = await execute_rows(
                 client,
                 book,
-                accounts=checks.accounts,
+                to_create=to_create,
+                to_submit=to_submit,
+                per_account_submits=options.per_account_submits,
+                create_workers=options.max_in_flight,
+                create_only=options.create_only,
+                stop=stop,
                 payee_details=checks.payee_details,
-                answered_otherwise=answered_otherwise,
-                rows={r.row for r in ready},
+                settle_wait=options.settle_wait,
             )
-            sendable = (RowStatus.PENDING, RowStatus.CREATED)
-            released = released or any(book.get(r.row).status in sendable for r in ready)
-        shown = _show_doubt(watcher, doubt, now, shown)
-        to_create, to_submit = _sendable(book, checks, options, doubt, now)
-        if not (to_create or to_submit):
-            due = doubt.next_due(now)
-            if due is None or not await stop.wait_until(
-                anyio.current_time() + (due - now).total_seconds()
-            ):
-                break
-            continue
-        # Only rows left over from the last pass: a retry, after a pause
-        if not released:
-            if retries >= _MAX_ROUNDS:
-                break
-            await anyio.sleep(min(2.0**retries, 10.0) / 4 if retries else 0)
-            retries += 1
-        released = False
-        passes += 1
-        result = await execute_rows(
-            client,
-            book,
-            to_create=to_create,
-            to_submit=to_submit,
-            per_account_submits=options.per_account_submits,
-            create_workers=options.max_in_flight,
-            create_only=options.create_only,
-            stop=stop,
-            payee_details=checks.payee_details,
-            settle_wait=options.settle_wait,
-        )
-        # For this run's check and, if stopped, the next
-        late = remember_late_answers(ledger, result)
-        if late is not None:
-            doubt.add((r for r in book.in_status(*IN_DOUBT) if r.row not in doubt), late)
+        _after_pass(ledger, book, doubt, result)
         answered_otherwise |= result.answered_otherwise
-        if result.fatal is not None:
-            raise result.fatal
         unreachable = result.unreachable
+        result = None
         # A rerun finishes: nothing is paid twice
         if unreachable:
             break
     _show_doubt(watcher, doubt, utc_now(), shown)
     return attention, unreachable
+
+
+def _after_pass(
+    ledger: LedgerStore, book: RowBook, doubt: InDoubt, result: ExecutionResult
+) -> None:
+    """Keep until when the bank may still carry out the pass's requests whose answer was
+    lost (for this run's check and, if stopped, the next), and put their rows in doubt;
+    raise what stopped the pass for good."""
+    late = remember_late_answers(ledger, result)
+    if late is not None:
+        doubt.add((r for r in book.in_status(*IN_DOUBT) if r.row not in doubt), late)
+    if result.fatal is not None:
+        raise result.fatal
+
+
+async def _check_ready(
+    client: BankClient,
+    book: RowBook,
+    checks: Preflight,
+    ready: list[LedgerRow],
+    answered_otherwise: set[int],
+) -> list[int]:
+    """Check with the bank the rows in doubt whose settle time has come: what it shows is
+    recorded, the others are let go to be sent. The rows a person must look at."""
+    return await reconcile_rows(
+        client,
+        book,
+        accounts=checks.accounts,
+        payee_details=checks.payee_details,
+        answered_otherwise=answered_otherwise,
+        rows={r.row for r in ready},
+    )
+
+
+async def _wait_for_settle_time(doubt: InDoubt, now: datetime, stop: StopSignal) -> bool:
+    """Wait for the next row in doubt's settle time; False when none is left or the run was
+    asked to stop."""
+    due = doubt.next_due(now)
+    return due is not None and await stop.wait_until(
+        anyio.current_time() + (due - now).total_seconds()
+    )
 
 
 def _sendable(

@@ -5,15 +5,23 @@ their bank account and payee, and rows that must not be paid moved to ``failed``
 account, balance short, deactivated payee) or ``held`` (Confirmation of Payee said no,
 or a possible repeat of a payment made outside this ledger). In a dry run nothing is
 created at the bank: payees that would be created are only counted.
+
+The reads go out together: every account lookup at once (``check_accounts``), then every
+account's restrictions, its owner's payees and its recent payments at once
+(``read_accounts``; the pages of one list in sequence), so that the chain of requests
+before the first payment is as short as the bank allows. When reads fail, the error
+raised is the first in a fixed order (the accounts in the order of ``plans``; for each,
+its lookup, then restrictions, payees and payments), whichever answer came first.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import partial
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import anyio
@@ -47,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AccountPlan",
     "PayeeIndex",
+    "PayeeKey",
     "PayeeLike",
     "Preflight",
     "find_repeats",
@@ -54,9 +63,13 @@ __all__ = [
 ]
 
 _PAYEE_WORKERS = 20
+# Of the organization's in-flight slots, the reads leave this share to payments already
+# allowed to start
+_READ_SHARE = 0.8
 _OPEN = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING)
+_MID_CALL = (RowStatus.CREATING, RowStatus.SUBMITTING)
 _T = TypeVar("_T")
-_PayeeKey = tuple[str, str, str, str]
+PayeeKey = tuple[str, str, str, str]
 """A payee to create: owner legal person, name, sort code, account number."""
 
 
@@ -70,6 +83,25 @@ class AccountPlan:
     payees_existing: int = 0
     payees_to_create: int = 0
     rows_by_payee: set[int] = field(default_factory=set)
+
+
+@dataclass(slots=True, eq=False)
+class _Read:
+    """One list read by ``read_accounts``: where it stands in the error order, its outcome."""
+
+    order: tuple[int, int]
+    work: Callable[[], Awaitable[None]]
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: Exception | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _PayeeJob:
+    """One payee being checked and created, and the rows (of any account) waiting for it."""
+
+    rows: list[int]
+    done: anyio.Event = field(default_factory=anyio.Event)
+    update: RowUpdate | None = None
 
 
 class Preflight:
@@ -108,35 +140,60 @@ class Preflight:
         self.last_errors: dict[int, str] = {}
         # A payee create found the bank gone: create no more
         self.unreachable = False
-        # Payees ``plan_payees`` found to check and create, with their rows
-        self.new_payees: dict[_PayeeKey, list[LedgerRow]] = {}
+        # Payees ``find_payees`` found to check and create, with their rows
+        self.new_payees: dict[PayeeKey, list[LedgerRow]] = {}
+        self._restrictions: dict[str, list[str]] = {}
+        self._payee_jobs: dict[PayeeKey, _PayeeJob] = {}
+        self._counted: set[PayeeKey] = set()
+        self._payee_slots: anyio.CapacityLimiter | None = None
+        # Each account's rows (numbers), once bound to it
+        self._numbers: dict[str, list[int]] = {}
+        self._details: dict[str, PayeeFacts] = {}
+        self._srds: dict[tuple[str, str], set[str]] = {}
 
     @property
     def payee_details(self) -> dict[str, PayeeFacts]:
-        """Payee URL -> its account (and SRD), over every loaded index."""
-        details: dict[str, PayeeFacts] = {}
-        for index in self.indexes.values():
-            details.update(index.details)
-        return details
+        """Payee URL -> its account (and SRD), over every loaded index (growing with them)."""
+        return self._details
+
+    @property
+    def payee_srds(self) -> dict[tuple[str, str], set[str]]:
+        """The SRDs of ``payee_details``, by payee account (growing with them)."""
+        return self._srds
+
+    def _learn(self, details: Mapping[str, PayeeFacts]) -> None:
+        """Add payees' details to ``payee_details`` and ``payee_srds``."""
+        self._details.update(details)
+        for facts in details.values():
+            if facts.srd:
+                self._srds.setdefault((facts.sort_code, facts.account_number), set()).add(facts.srd)
 
     def recall_holds(self, last_errors: Mapping[int, str | None]) -> None:
         """A dry run: keep why the reopened rows were held, to tell which would be again."""
         self.last_errors = {row: error for row, error in last_errors.items() if error}
 
     async def check_accounts(self) -> None:
-        """Resolve each source account; fail the unpaid rows of accounts that cannot pay."""
+        """Look every source account up at once; fail the unpaid rows of accounts not found
+        or not open (``read_accounts`` reads the restrictions of the others)."""
         rows = self.book.in_status(*_OPEN)
         self.plans = {
             source: AccountPlan(source=source)
             for source in sorted({r.source_account for r in rows})
         }
-        await _run_pool(list(self.plans.values()), self._check_plan)
+        lookups = [
+            _Read((index, 0), partial(self._check_plan, plan))
+            for index, plan in enumerate(self.plans.values())
+        ]
+        await _all_at_once(lookups, workers=len(lookups))
+        _raise_first_error(lookups)
         bind: dict[int, RowUpdate] = {}
         for row in rows:
             plan = self.plans[row.source_account]
             if plan.account is not None and row.account_url != plan.account.url:
                 bind[row.row] = {"account_url": plan.account.url}
         self.book.set_each(bind)
+        for account_url, bound in self.book.by_account(*_OPEN).items():
+            self._numbers[account_url] = [row.row for row in bound]
         for row in self.book.in_status(RowStatus.PENDING, RowStatus.CREATED):
             problem = self.plans[row.source_account].problem
             if problem:
@@ -164,14 +221,16 @@ class Preflight:
             raise
         if account is None:
             return None, f"no bank account {source} in this organization; check source_account"
-        return account, await self._account_problem(account)
-
-    async def _account_problem(self, account: BankAccount) -> str | None:
-        name = f"the account {account.display_name}"
         if account.status != "open":
-            return f"{name} is {account.status}: only an open account can pay; ask the bank"
-        restrictions = await self.client.active_restrictions(account)
-        kinds = sorted({r.type or "restricted" for r in restrictions})
+            name = f"the account {account.display_name}"
+            problem = f"{name} is {account.status}: only an open account can pay; ask the bank"
+            return account, problem
+        return account, None
+
+    def _restriction_problem(self, account: BankAccount) -> str | None:
+        """Why the restrictions read for an open account stop it paying, if they do."""
+        name = f"the account {account.display_name}"
+        kinds = sorted(set(self._restrictions.get(account.url, [])))
         if kinds or account.restricted:
             words = {"freeze": "frozen", "block": "blocked"}
             state = " and ".join(words.get(kind, kind) for kind in kinds) or "restricted"
@@ -182,56 +241,128 @@ class Preflight:
         prefix = "payment created but not submitted: " if row.payment_url else ""
         self.book.set(row.row, status=RowStatus.FAILED, error=prefix + reason)
 
-    async def load_payees_and_payments(self) -> None:
-        """Load payees and recent payments at the same time (they do not depend on each other)."""
-        async with anyio.create_task_group() as group:
-            group.start_soon(self.load_payees)
-            group.start_soon(self.load_payments)
+    async def read_accounts(self, ready: Callable[[BankAccount], object] | None = None) -> None:
+        """Read every account's restrictions, its owner's payees and its recent payments at
+        once, and record what they say; ``ready(account)`` is called as each account's reads
+        are done and recorded (its rows failed if it cannot pay), before the others' are.
 
-    async def load_payees(self) -> None:
-        """Page once through the payees of every source account's owner (owners in parallel)."""
+        Lists are read in the order of ``plans`` (the pages of one list in sequence),
+        holding at most ``_READ_SHARE`` of the organization's slots, so that the payments
+        of an account already checked find slots free. Raises, once every read is over,
+        the error of the first read that failed in that order.
 
-        async def load(owner: str) -> None:
-            self.indexes[owner] = PayeeIndex.build([p async for p in self.client.payees(owner)])
-
-        await _run_pool(sorted({a.owner_url for a in self.accounts.values()}), load)
-
-    async def load_payments(self) -> None:
-        """Read each account's recent outbound payments (repeat guard and reconciliation),
-        on the bank's clock: the window back from its now, and since rows' intents as it
-        stamps them."""
+        Recent payments (repeat guard and reconciliation) are read on the bank's clock: the
+        window back from its now, and since rows' intents as it stamps them; an account
+        that cannot pay has them read only for rows left mid-call.
+        """
         clock = self.client.clock
         now = clock.now()
-        wanted: list[tuple[BankAccount, datetime]] = []
         groups = self.book.by_account(*_OPEN)
-        for account in self.accounts.values():
+        reads: list[_Read] = []
+        owners: dict[str, _Read] = {}
+        waits: list[tuple[AccountPlan, list[_Read]]] = []
+        for index, plan in enumerate(self.plans.values()):
+            account = plan.account
+            if account is None:
+                continue
+            mine: list[_Read] = []
+            if plan.problem is None:
+                mine.append(_Read((index, 1), partial(self._read_restrictions, account)))
+            owner = owners.get(account.owner_url)
+            if owner is None:
+                owner = owners[account.owner_url] = _Read(
+                    (index, 2), partial(self._read_payees, account.owner_url)
+                )
+            mine.append(owner)
             rows = groups.get(account.url, [])
             intents = [r.intent_at for r in rows if r.intent_at and r.status == RowStatus.CREATING]
             since = min(
                 [now - self.duplicate_window, *(clock.to_bank(t) - CLOCK_SKEW for t in intents)]
             )
             if rows and (self.duplicate_window or intents):
-                wanted.append((account, since))
+                mine.append(_Read((index, 3), partial(self._read_payments, account, since)))
+            reads.extend(r for r in mine if r is not owner or r.order[0] == index)
+            waits.append((plan, mine))
+        cap = self.client.limiter.cap
+        async with anyio.create_task_group() as group:
+            group.start_soon(partial(_all_at_once, reads, workers=max(1, int(cap * _READ_SHARE))))
+            for plan, mine in waits:
+                group.start_soon(self._account_read, plan, mine, ready)
+        _raise_first_error(reads)
 
-        async def load(item: tuple[BankAccount, datetime]) -> None:
-            account, since = item
-            self.payments[account.url] = await fetch_recent_payments(
-                self.client, account, since=since
-            )
+    async def _read_restrictions(self, account: BankAccount) -> None:
+        found = await self.client.active_restrictions(account)
+        self._restrictions[account.url] = [r.type or "restricted" for r in found]
 
-        await _run_pool(wanted, load)
+    async def _read_payees(self, owner: str) -> None:
+        index = PayeeIndex.build([p async for p in self.client.payees(owner)])
+        self.indexes[owner] = index
+        self._learn(index.details)
 
-    def guard_repeats(self) -> None:
-        """Hold pending rows that match a recent payment this ledger did not make."""
+    async def _read_payments(self, account: BankAccount, since: datetime) -> None:
+        payments = await fetch_recent_payments(self.client, account, since=since)
+        self.payments[account.url] = payments
+
+    async def _account_read(
+        self,
+        plan: AccountPlan,
+        reads: list[_Read],
+        ready: Callable[[BankAccount], object] | None,
+    ) -> None:
+        """Once an account's reads are done: its restrictions' verdict, then ``ready``."""
+        for read in reads:
+            await read.done.wait()
+        account = plan.account
+        assert account is not None
+        if plan.problem is None and account.url in self._restrictions:
+            plan.problem = self._restriction_problem(account)
+            if plan.problem is not None:
+                # As if read after the rows were failed: only rows left mid-call need them
+                kept = self.rows_of(account.url, *_MID_CALL)
+                if not kept:
+                    self.payments.pop(account.url, None)
+                    for read in reads:
+                        if read.order[1] == 3:  # noqa: PLR2004 - the payments read
+                            read.error = None
+                for row in self.rows_of(account.url, RowStatus.PENDING, RowStatus.CREATED):
+                    self._fail(row, plan.problem)
+        if ready is not None and not any(read.error for read in reads):
+            ready(account)
+
+    def rows_of(self, account_url: str, *statuses: RowStatus) -> list[LedgerRow]:
+        """The account's rows now in any of ``statuses``, in row order."""
+        wanted = set(statuses)
+        rows = (self.book.get(number) for number in self._numbers.get(account_url, ()))
+        return [row for row in rows if row.status in wanted]
+
+    def _by_account(
+        self, accounts: Collection[str] | None, *statuses: RowStatus
+    ) -> dict[str, list[LedgerRow]]:
+        """``RowBook.by_account``, of ``accounts`` only when given."""
+        if accounts is None:
+            return self.book.by_account(*statuses)
+        return {url: self.rows_of(url, *statuses) for url in accounts}
+
+    def guard_repeats(self, accounts: Collection[str] | None = None) -> None:
+        """Hold pending rows that match a recent payment this ledger did not make (of
+        ``accounts``, URLs, or every account)."""
         if self.allow_repeat or not self.duplicate_window:
             return
         known = self.book.known_payment_urls()
         details = self.payee_details
-        groups = self.book.by_account(RowStatus.PENDING)
+        groups = self._by_account(accounts, RowStatus.PENDING)
         for account_url, payments in self.payments.items():
+            if accounts is not None and account_url not in accounts:
+                continue
             rows = groups.get(account_url, [])
+            if not rows or not payments:
+                continue
             for number, payment in find_repeats(
-                rows, payments, known_payment_urls=known, payee_details=details
+                rows,
+                payments,
+                known_payment_urls=known,
+                payee_details=details,
+                srds=self._srds,
             ).items():
                 when = payment.created_at.strftime("%Y-%m-%d %H:%M")
                 state = (
@@ -253,10 +384,10 @@ class Preflight:
                     ),
                 )
 
-    def guard_changed_details(self) -> None:
-        """Hold pending rows whose payee name is known with other bank details (an active
-        payee of the owner, or another row of the batch when no payee has the name yet),
-        unless ``accept_changed_details``."""
+    def guard_changed_details(self, accounts: Collection[str] | None = None) -> None:
+        """Hold pending rows (of ``accounts``, URLs, or every account) whose payee name is
+        known with other bank details (an active payee of the owner, or another row of the
+        batch when no payee has the name yet), unless ``accept_changed_details``."""
         if self.accept_changed_details:
             return
         by_owner: dict[str, list[LedgerRow]] = defaultdict(list)
@@ -264,23 +395,31 @@ class Preflight:
             if row.account_url not in self.accounts:
                 continue
             owner = self.accounts[row.account_url].owner_url
-            index = self.indexes[owner]
-            if index.needs_new_payee(row):
+            # Rows of an owner whose payees are not read yet are judged with its account
+            index = self.indexes.get(owner)
+            if index is not None and index.needs_new_payee(row):
                 by_owner[owner].append(row)
         holds: dict[int, RowUpdate] = {}
         for owner, rows in by_owner.items():
             for number, reason in changed_details_holds(rows, self.indexes[owner].named).items():
                 holds[number] = {"status": RowStatus.HELD, "error": reason}
+        if accounts is not None:
+            holds = {n: u for n, u in holds.items() if self.book.get(n).account_url in accounts}
         self.book.set_each(holds)
 
-    def check_balances(self, *, created: bool = True) -> None:
-        """Fail an account's unpaid rows when its available balance cannot cover them.
+    def check_balances(
+        self, *, created: bool = True, accounts: Collection[str] | None = None
+    ) -> None:
+        """Fail an account's unpaid rows when its available balance cannot cover them (of
+        ``accounts``, URLs, or every account).
 
         ``created``: count rows whose payment exists too (False for ``--create-only``, which
         leaves them to the approver and spends nothing on them)."""
         statuses = (RowStatus.PENDING, RowStatus.CREATED) if created else (RowStatus.PENDING,)
-        groups = self.book.by_account(*statuses)
+        groups = self._by_account(accounts, *statuses)
         for account in self.accounts.values():
+            if accounts is not None and account.url not in accounts:
+                continue
             rows = groups.get(account.url, [])
             need = sum((r.amount for r in rows), Decimal(0))
             if rows and need > account.available_balance:
@@ -311,12 +450,24 @@ class Preflight:
         if plan is not None:
             plan.payees_existing += 1
 
-    def plan_payees(self) -> None:
-        """Give every pending row an active payee it can reuse, fail rows whose payee is
-        deactivated, and list the payees to check and create (``new_payees``)."""
-        groups: dict[_PayeeKey, list[LedgerRow]] = defaultdict(list)
+    async def prepare_payees(self) -> None:
+        """Give every pending row an active payee: reuse, or check and create one."""
+        await self.create_payees(self.find_payees())
+
+    def find_payees(
+        self, accounts: Collection[str] | None = None
+    ) -> dict[PayeeKey, list[LedgerRow]]:
+        """Give the pending rows (of ``accounts``, URLs, or every account) the active payee
+        they reuse, fail those whose payee is deactivated; return the payees to create,
+        with their rows (in a dry run, those a run would check and create)."""
+        groups: dict[PayeeKey, list[LedgerRow]] = defaultdict(list)
         reuse: dict[int, RowUpdate] = {}
-        for row in self.book.in_status(RowStatus.PENDING):
+        pending = (
+            self.book.in_status(RowStatus.PENDING)
+            if accounts is None
+            else [row for url in accounts for row in self.rows_of(url, RowStatus.PENDING)]
+        )
+        for row in pending:
             if row.account_url not in self.accounts:
                 continue
             index = self.indexes[self.accounts[row.account_url].owner_url]
@@ -343,24 +494,56 @@ class Preflight:
         self.book.set_each(reuse)
         if self.dry_run and self.confirm_payees:
             groups = self._hold_again(groups)
-        for rows in groups.values():
+        for key, rows in groups.items():
             plan = self._plan_for(rows[0].account_url or "")
-            if plan is not None:
+            # Counted once, for the first account found to need it
+            if plan is not None and key not in self._counted:
+                self._counted.add(key)
                 plan.payees_to_create += 1
-        self.new_payees = dict(groups)
+        self.new_payees.update(groups)
+        return groups
 
-    async def create_payees(self) -> None:
-        """Check (Confirmation of Payee) and create the payees ``plan_payees`` listed; a dry
-        run creates none."""
-        if not self.dry_run:
-            await _run_pool(list(self.new_payees.items()), self._new_payee)
+    async def create_payees(self, groups: Mapping[PayeeKey, list[LedgerRow]]) -> None:
+        """Check and create the payees ``find_payees`` found missing (nothing in a dry run);
+        rows of another account waiting for the same payee take its outcome too."""
+        if self.dry_run:
+            return
+        if self._payee_slots is None:
+            self._payee_slots = anyio.CapacityLimiter(_PAYEE_WORKERS)
+        await _run_pool(list(groups.items()), self._payee_job)
+
+    async def _payee_job(self, item: tuple[PayeeKey, list[LedgerRow]]) -> None:
+        key, rows = item
+        numbers = [r.row for r in rows]
+        job = self._payee_jobs.get(key)
+        if job is not None and job.done.is_set():
+            assert job.update is not None
+            self.book.set_many(numbers, **job.update)
+            return
+        if job is not None:
+            # Another account's rows asked for this payee first: they share its outcome
+            job.rows.extend(numbers)
+            await job.done.wait()
+            return
+        job = self._payee_jobs[key] = _PayeeJob(numbers)
+        try:
+            assert self._payee_slots is not None
+            async with self._payee_slots:
+                job.update = await self._new_payee(key)
+        finally:
+            if job.update is not None:
+                self.book.set_many(job.rows, **job.update)
+            else:
+                # Nothing was decided: a later account's rows try again
+                del self._payee_jobs[key]
+            job.done.set()
 
     def _hold_again(
-        self, groups: dict[_PayeeKey, list[LedgerRow]]
-    ) -> dict[_PayeeKey, list[LedgerRow]]:
+        self, groups: dict[PayeeKey, list[LedgerRow]]
+    ) -> dict[PayeeKey, list[LedgerRow]]:
         """Dry run: hold the rows the bank's last Confirmation of Payee answer would hold
         again (a run asks about the same name), as the run would; return the other groups."""
-        left: dict[_PayeeKey, list[LedgerRow]] = {}
+        left: dict[PayeeKey, list[LedgerRow]] = {}
         for key, rows in groups.items():
             reasons = (
                 held_again_reason(
@@ -375,12 +558,12 @@ class Preflight:
                 self.book.set_many([r.row for r in rows], status=RowStatus.HELD, error=held)
         return left
 
-    async def _new_payee(self, item: tuple[_PayeeKey, list[LedgerRow]]) -> None:
-        (owner, name, sort_code, number), rows = item
-        numbers = [r.row for r in rows]
+    async def _new_payee(self, key: PayeeKey) -> RowUpdate | None:
+        """Check and create one payee; what its rows become (None: nothing was tried)."""
+        owner, name, sort_code, number = key
         # Start nothing
         if self.unreachable or (self.stop is not None and self.stop.is_set()):
-            return
+            return None
         try:
             cop_url = None
             if self.confirm_payees:
@@ -394,8 +577,7 @@ class Preflight:
                 )
                 held = cop_verdict(cop, accept_close_match=self.accept_close_match)
                 if held:
-                    self.book.set_many(numbers, status=RowStatus.HELD, error=held)
-                    return
+                    return {"status": RowStatus.HELD, "error": held}
                 cop_url = cop.url
             payee = await self.client.create_payee(
                 owner,
@@ -407,30 +589,55 @@ class Preflight:
         except AuthError:
             raise
         except OutcomeUnknownError as exc:
-            self.book.set_many(
-                numbers,
-                error=(
+            return {
+                "error": (
                     f"the bank's answer to creating the payee was lost ({exc});"
                     " run the same command again (the payee is looked up first)"
-                ),
-            )
-            return
+                )
+            }
         except (RateLimitedError, BankUnavailableError) as exc:
             # Nothing happened: later
             self.unreachable = self.unreachable or isinstance(exc, BankUnavailableError)
-            self.book.set_many(
-                numbers,
-                error=(
+            return {
+                "error": (
                     f"payee not created yet: the bank was busy or unreachable ({exc});"
                     " run the same command again to finish"
-                ),
-            )
-            return
+                )
+            }
         except BankError as exc:
-            self.book.set_many(numbers, status=RowStatus.FAILED, error=f"payee not created: {exc}")
-            return
+            return {"status": RowStatus.FAILED, "error": f"payee not created: {exc}"}
         self.indexes[owner].add(payee)
-        self.book.set_many(numbers, payee_url=payee.url)
+        self._learn({payee.url: self.indexes[owner].details[payee.url]})
+        return {"payee_url": payee.url}
+
+
+async def _all_at_once(reads: Sequence[_Read], *, workers: int) -> None:
+    """Run the reads in their order, ``workers`` at a time; each keeps its error."""
+    queue = list(reads)
+    queue.reverse()
+
+    async def worker() -> None:
+        while queue:
+            read = queue.pop()
+            try:
+                await read.work()
+            except Exception as exc:  # noqa: BLE001 - raised in order by _raise_first_error
+                read.error = exc
+            finally:
+                read.done.set()
+
+    async with anyio.create_task_group() as group:
+        for _ in range(min(workers, len(queue))):
+            group.start_soon(worker)
+
+
+def _raise_first_error(reads: Iterable[_Read]) -> None:
+    """Raise the error of the first read, in their fixed order, that failed."""
+    failed = [read for read in reads if read.error is not None]
+    if failed:
+        first = min(failed, key=lambda read: read.order)
+        assert first.error is not None
+        raise first.error
 
 
 async def _run_pool(items: Iterable[_T], work: Callable[[_T], Awaitable[None]]) -> None:
@@ -523,6 +730,7 @@ def find_repeats(
     *,
     known_payment_urls: set[str],
     payee_details: Mapping[str, PayeeFacts],
+    srds: Mapping[tuple[str, str], set[str]] | None = None,
 ) -> dict[int, PaymentLike]:
     """Rows matching a recent payment this ledger did not make: row -> that payment.
 
@@ -541,7 +749,7 @@ def find_repeats(
         if details is not None:
             by_key[(*details, format_money(payment.amount))].append(payment)
     repeats: dict[int, PaymentLike] = {}
-    srds = srds_by_account(payee_details)
+    srds = srds_by_account(payee_details) if srds is None else srds
     for row in rows:
         for payment in by_key.get(
             (row.sort_code, row.account_number, format_money(row.amount)), []

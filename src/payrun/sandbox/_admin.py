@@ -7,8 +7,14 @@ these requests are not counted against the limits. Endpoints:
   "max_concurrent_submits": {account-url: n}, "rate_limited": {"org_in_flight",
   "account_submits", "injected"}, "faults_injected": n, "faults": {"500": n, "drop": n},
   "payments": [{"account_url", "sort_code", "account_number", "amount", "reference",
-  "payments", "submissions", "delivered"}]}`` (payments grouped per account, creditor,
-  amount and reference: ``payments > 1`` in a group is a double payment);
+  "payments", "submissions", "delivered"}], "round_trips": {"longest_chain",
+  "before_first_payment"}, "timeline": {"first_request", "first_payment",
+  "last_answer"}}`` (payments grouped per account, creditor, amount and reference:
+  ``payments > 1`` in a group is a double payment; ``round_trips``: the longest chain of
+  requests each sent after the previous one's answer, over all requests and over the
+  requests before the first create-payment, 0 before any; ``timeline``: when the first
+  request and the first create-payment arrived and the last answer went, in seconds
+  since the epoch, 0 before any);
 - ``POST /__sandbox/stats/reset``: forget peaks and counts (204);
 - ``POST /__sandbox/accounts/{ba}/balance`` with ``{"value": "123.45"}``: set the account
   balance (the available balance follows, less money reserved by processing submissions);
@@ -49,6 +55,15 @@ def stats_body(ctx: Context) -> dict[str, Any]:
         "faults_injected": sum(stats.faults_injected.values()),
         "faults": dict(stats.faults_injected),
         "payments": ctx.state.payment_groups(),
+        "round_trips": {
+            "longest_chain": stats.longest_chain,
+            "before_first_payment": max(0, stats.first_payment_depth - 1),
+        },
+        "timeline": {
+            "first_request": stats.first_request_at,
+            "first_payment": stats.first_payment_at,
+            "last_answer": stats.last_answer_at,
+        },
     }
 
 

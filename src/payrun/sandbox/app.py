@@ -20,7 +20,10 @@ A request to ``/v0/...`` goes through, in order:
 
 In-flight counts go down immediately before the final response is written, with no
 ``await`` in between, so a client that sends its next request the moment it reads a
-response is never counted twice. ``/__sandbox/...`` (see ``_admin``) is outside all of this.
+response is never counted twice. At that moment the request also counts as answered for
+the round-trip chains of ``/__sandbox/stats``: a request arriving later is one link
+further down the longest chain than the deepest request answered before it arrived.
+``/__sandbox/...`` (see ``_admin``) is outside all of this.
 
 Every answer carries a ``Date`` header, on the bank's clock as its timestamps are
 (``clock_offset_s`` sets that clock ahead of the true time, or behind when negative).
@@ -219,10 +222,13 @@ class SandboxApp:
     async def _serve_api(self, scope: Scope, receive: Receive, send: Send) -> None:
         stats = self.state.sandbox.stats
         stats.requests += 1
+        depth = stats.arrive()
         if stats.in_flight >= ORG_IN_FLIGHT_CAP:
+            stats.answer(depth)
             await _send(send, self._refuse("org_in_flight"), self._date_header())
             return
         if self.extra_429_rate and self.rng.random() < self.extra_429_rate:
+            stats.answer(depth)
             await _send(send, self._refuse("injected"), self._date_header())
             return
         stats.in_flight += 1
@@ -230,10 +236,11 @@ class SandboxApp:
         held: list[str] = []
         released = False
         try:
-            outcome = await self._process(scope, receive, held)
+            outcome = await self._process(scope, receive, held, depth)
             # No await between this and writing the response
             self._release(held)
             released = True
+            stats.answer(depth)
             if outcome.drop:
                 # Promise a body, send none, and fail: the server closes the connection.
                 headers = [*outcome.headers, self._date_header(), (b"content-length", b"2")]
@@ -243,6 +250,7 @@ class SandboxApp:
         finally:
             if not released:
                 self._release(held)
+                stats.answer(depth)
 
     def _release(self, held: list[str]) -> None:
         stats = self.state.sandbox.stats
@@ -285,9 +293,13 @@ class SandboxApp:
             raise ApiError(404, "not-found", "no such organization")
         return route, args
 
-    async def _process(self, scope: Scope, receive: Receive, held: list[str]) -> _Outcome:
+    async def _process(
+        self, scope: Scope, receive: Receive, held: list[str], depth: int
+    ) -> _Outcome:
         try:
             route, args = self._route(scope)
+            if route.kind == "create-payment":
+                self.state.sandbox.stats.payment_arrives(depth)
             refused = self._hold_submit(route, args, held)
             if refused is not None:
                 return refused

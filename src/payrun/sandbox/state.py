@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import secrets
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -64,9 +65,43 @@ class SandboxStats:
         default_factory=lambda: dict.fromkeys(RATE_LIMIT_REASONS, 0)
     )
     faults_injected: dict[str, int] = field(default_factory=lambda: {"500": 0, "drop": 0})
+    answered_depth: int = 0
+    """The longest chain of requests, each sent after the previous one's answer, among the
+    requests answered so far (a request's depth is one more than this when it arrives)."""
+    longest_chain: int = 0
+    first_payment_depth: int = 0
+    """The depth of the first create-payment request (0: none yet)."""
+
+    first_request_at: float = 0.0
+    """When the first request arrived (``time.time()``; 0: none yet)."""
+    first_payment_at: float = 0.0
+    last_answer_at: float = 0.0
+
+    def arrive(self) -> int:
+        """A request arrived: its depth in the longest chain of request -> answer -> request."""
+        if not self.first_request_at:
+            self.first_request_at = time.time()
+        depth = self.answered_depth + 1
+        self.longest_chain = max(self.longest_chain, depth)
+        return depth
+
+    def payment_arrives(self, depth: int) -> None:
+        """A create-payment request of ``depth`` arrived (the first one is remembered)."""
+        if not self.first_payment_depth:
+            self.first_payment_depth = depth
+            self.first_payment_at = time.time()
+
+    def answer(self, depth: int) -> None:
+        """The request of ``depth`` is answered: requests arriving from now on follow it."""
+        self.answered_depth = max(self.answered_depth, depth)
+        self.last_answer_at = time.time()
 
     def reset(self) -> None:
         """Forget the peaks and counts (requests in flight right now stay counted)."""
+        self.answered_depth = 0
+        self.longest_chain = 0
+        self.first_payment_depth = 0
+        self.first_request_at = self.first_payment_at = self.last_answer_at = 0.0
         self.max_in_flight = self.in_flight
         self.requests = 0
         self.max_concurrent_submits = {k: v for k, v in self.submits_in_flight.items() if v}
