@@ -15,6 +15,8 @@ from typing import Any
 
 import anyio
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from _run_helpers import BatchRow, error_answer, run, stats, write_batch
 from payrun.sandbox import RunningSandbox, serve_in_thread
@@ -23,9 +25,34 @@ from payrun.sandbox import RunningSandbox, serve_in_thread
 _LATENCY_MS = 150
 
 
+_KEY = Ed25519PrivateKey.generate()
+_KEY_ID = "parallel-1"
+
+
+def _signing_env(directory: Path) -> dict[str, str]:
+    """The settings that sign a run's requests with ``_KEY`` (a live organization needs them)."""
+    path = directory / "signing.pem"
+    path.write_bytes(
+        _KEY.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return {"PAYRUN_SIGNING_KEY_FILE": str(path), "PAYRUN_SIGNING_KEY_ID": _KEY_ID}
+
+
 def _seed(accounts: int, *, mode: str = "test-mode") -> dict[str, Any]:
-    """``accounts`` accounts, each owned by its own legal person with one payee."""
+    """``accounts`` accounts, each owned by its own legal person with one payee; a live-mode
+    organization takes requests signed with ``_KEY``."""
+    keys = []
+    if mode == "live-mode":
+        public = _KEY.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        keys = [{"key-id": _KEY_ID, "public-key": public.decode()}]
     return {
+        "message-signature-keys": keys,
         "organization": {"display-name": "Parallel Ltd", "organization-mode": mode},
         "legal-persons": [
             {"key": f"o{a}", "display-name": f"Owner {a} Ltd"} for a in range(accounts)
@@ -178,7 +205,8 @@ def test_a_live_run_creates_nothing_before_every_account_is_checked(
     slow = _payees_of(bank, 1)
     log = _slow_then_refuse(bank, monkeypatch, [(lambda m, p: m == "GET" and p == slow, 1.0, None)])
     batch = write_batch(tmp_path / "pay.csv", _rows(2, new_payee=True))
-    done = run(bank, batch, tmp_path / "pay.csv.ledger.sqlite")
+    env = _signing_env(tmp_path) if mode == "live-mode" else {}
+    done = run(bank, batch, tmp_path / "pay.csv.ledger.sqlite", "--yes", env=env)
     assert done.returncode == 0, done.describe()
     slow_answered = next(t for t, method, path in log if method == "GET" and path == slow)
     creates = [

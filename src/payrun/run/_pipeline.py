@@ -466,7 +466,7 @@ class _FirstPass:
         checks, url = self._checks, account.url
         try:
             checks.guard_repeats([url])
-            checks.guard_changed_details([url])
+            checks.guard_changed_details()
             checks.check_balances(created=not self._options.create_only, accounts=[url])
             missing = checks.find_payees([url])
             self.gate.checked(url)

@@ -384,10 +384,11 @@ class Preflight:
                     ),
                 )
 
-    def guard_changed_details(self, accounts: Collection[str] | None = None) -> None:
-        """Hold pending rows (of ``accounts``, URLs, or every account) whose payee name is
-        known with other bank details (an active payee of the owner, or another row of the
-        batch when no payee has the name yet), unless ``accept_changed_details``."""
+    def guard_changed_details(self) -> None:
+        """Hold pending rows whose payee name is known with other bank details (an active
+        payee of the owner, or another row of the batch when no payee has the name yet),
+        unless ``accept_changed_details``. Rows are judged once their owner's payees are
+        read, all of that owner's rows together (whichever account they pay from)."""
         if self.accept_changed_details:
             return
         by_owner: dict[str, list[LedgerRow]] = defaultdict(list)
@@ -403,8 +404,6 @@ class Preflight:
         for owner, rows in by_owner.items():
             for number, reason in changed_details_holds(rows, self.indexes[owner].named).items():
                 holds[number] = {"status": RowStatus.HELD, "error": reason}
-        if accounts is not None:
-            holds = {n: u for n, u in holds.items() if self.book.get(n).account_url in accounts}
         self.book.set_each(holds)
 
     def check_balances(
