@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from payrun.config import DatabaseURL, database_url
+
 __all__ = ["error_line", "file_path", "json_text", "reader_may_leave", "silence"]
 
 
@@ -94,3 +96,10 @@ def file_path(text: str) -> Path:
         msg = "an empty path: give a file's name"
         raise argparse.ArgumentTypeError(msg)
     return Path(text)
+
+
+def ledger_arg(text: str) -> Path | DatabaseURL:
+    """An argparse type for ``--ledger``: a ``postgresql://`` URL (kept as a secret: it may
+    hold a password), else a ledger file's path."""
+    url = database_url(text)
+    return url if url is not None else file_path(text)

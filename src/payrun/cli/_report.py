@@ -1,4 +1,10 @@
-"""`payrun report`: one line per batch row from a ledger, at any time (even mid-run)."""
+"""`payrun report`: one line per batch row from a ledger, at any time (even mid-run).
+
+The ledger is a file (``payrun report LEDGER``, or ``payrun report BATCH`` for the
+``BATCH.ledger.sqlite`` beside a batch file), or a batch in a PostgreSQL database
+(``--ledger postgresql://...`` or ``PAYRUN_LEDGER_URL``), named by the batch file a run paid
+or by the name it is stored under (the only batch there when none is named).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +15,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from payrun.cli._output import file_path, reader_may_leave
+from payrun.cli._output import file_path, ledger_arg, reader_may_leave
+from payrun.config import DatabaseURL, ledger_url_from_env
 from payrun.errors import ConfigError, UsageError
-from payrun.ledger import batch_beside, ledger_files
+from payrun.ledger import (
+    LedgerLocation,
+    batch_beside,
+    database_ledger,
+    default_ledger_path,
+    ledger_files,
+)
 from payrun.report import (
     REPORT_COLUMNS,
     check_report_path,
@@ -37,7 +50,20 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         description="Read a run's ledger (it works mid-run too) and write one line per row:"
         " " + ", ".join(REPORT_COLUMNS) + ".",
     )
-    parser.add_argument("ledger", type=file_path, metavar="LEDGER", help="the .ledger.sqlite file")
+    parser.add_argument(
+        "ledger",
+        nargs="?",
+        metavar="LEDGER|BATCH",
+        help="the .ledger.sqlite file, or the batch file it sits beside; with a PostgreSQL"
+        " --ledger: the batch file a run paid, or the batch's name in the database",
+    )
+    parser.add_argument(
+        "--ledger",
+        dest="location",
+        type=ledger_arg,
+        help="the ledger: a file, or a PostgreSQL database's postgresql:// URL (default"
+        " PAYRUN_LEDGER_URL, if set)",
+    )
     parser.add_argument(
         "--format",
         choices=_FORMATS,
@@ -49,7 +75,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Write the report to a file or stdout."""
-    rows = read_ledger_rows(args.ledger)
+    ledger = _location(args.ledger, args.location or ledger_url_from_env())
+    rows = read_ledger_rows(ledger)
     output: Path | None = args.output
     fmt: str | None = args.format
     if output is not None:
@@ -59,7 +86,6 @@ def execute(args: argparse.Namespace) -> int:
         if output.suffix.lower() not in {f".{f}" for f in _FORMATS}:
             msg = f"cannot tell the format of {output}: end it in .csv, .xlsx or .json"
             raise UsageError(msg)
-        ledger: Path = args.ledger
         # Where it was, and beside a default-named one (a folder moved or copied since)
         batches = [ledger_batch_file(ledger), batch_beside(ledger)]
         kept = [*ledger_files(ledger, lock=False), *(("the batch file", b) for b in batches if b)]
@@ -87,3 +113,26 @@ def execute(args: argparse.Namespace) -> int:
         )
         raise ConfigError(msg) from None
     return 0
+
+
+def _location(named: str | None, given: Path | DatabaseURL | None) -> LedgerLocation:
+    """The ledger the command names: ``--ledger``'s (a database's batch by ``named``), else
+    the file ``named``, or the ledger beside the batch file ``named``."""
+    if isinstance(given, DatabaseURL):
+        return database_ledger(given, named)
+    if given is not None:
+        return given
+    if named is None:
+        msg = "name the ledger: payrun report BATCH.ledger.sqlite (or the batch file)"
+        raise UsageError(msg)
+    path = _file_path(named)
+    beside = default_ledger_path(path)
+    return beside if beside.is_file() else path
+
+
+def _file_path(text: str) -> Path:
+    """``text`` as a file's path; ``UsageError`` for an empty one."""
+    try:
+        return file_path(text)
+    except argparse.ArgumentTypeError as exc:
+        raise UsageError(str(exc)) from None

@@ -111,7 +111,9 @@ class BatchLock:
         self.release()
 
 
-def take_batch_lock(rows: Sequence[LedgerRow], bank: str, ledger_path: Path) -> BatchLock | None:
+def take_batch_lock(
+    rows: Sequence[LedgerRow], bank: str, ledger_path: str | Path
+) -> BatchLock | None:
     """Publish this run's rows in the register and hold them until ``release``.
 
     Raises ``LedgerLockedError`` when a live run at the same bank pays the same batch (the
@@ -394,7 +396,7 @@ def _unreadable(name: str, why: str | None) -> LedgerError:
     return LedgerLockedError(msg)
 
 
-def _publish(folder: int, batch: _Batch, ledger_path: Path) -> tuple[str, int]:
+def _publish(folder: int, batch: _Batch, ledger_path: str | Path) -> tuple[str, int]:
     """Create this run's entry, locked before anything is written (under the guard)."""
     import fcntl
 

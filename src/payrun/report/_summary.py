@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from payrun._models import LedgerRow, RowStatus, format_money
+from payrun.ledger import report_words
 from payrun.report._ledger import Totals, report_status
 
 if TYPE_CHECKING:
@@ -117,7 +118,8 @@ def summary_lines(
         lines.append(f"  row {row.row} ({name}): {status}: {_visible(row.error)}")
     if len(named) > _MAX_NAMED:
         lines.append(
-            f"  ... and {len(named) - _MAX_NAMED} more: payrun report {outcome.ledger_path}"
+            f"  ... and {len(named) - _MAX_NAMED} more: payrun report"
+            f" {'LEDGER' if outcome.ledger_path is None else report_words(outcome.ledger_path)}"
         )
     if outcome.attention:
         rows = ", ".join(str(n) for n in outcome.attention)

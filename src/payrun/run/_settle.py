@@ -22,12 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import anyio
 
 from payrun._models import BatchInfo, LedgerRow, RowStatus, utc_now
-from payrun.ledger import LedgerStore, ledger_exists, open_ledger
+from payrun.ledger import LedgerLocation, LedgerStore, ledger_exists, open_ledger
 from payrun.run import _book as records
 from payrun.run._book import RowBook
 from payrun.run._execute import ExecutionResult
@@ -111,7 +110,7 @@ def _killed_run_settles(
     return until if until > now else None
 
 
-def bank_may_still_finish(ledger_path: str | Path) -> bool:
+def bank_may_still_finish(ledger_path: LedgerLocation) -> bool:
     """True while the bank may still finish a late request of this ledger, or one a killed
     run sent (read only): a dry run then leaves the rows mid-call as they are, as a run
     would first wait."""
