@@ -38,6 +38,7 @@ __all__ = [
     "database_url",
     "ledger_url_from_env",
     "load_settings",
+    "mask_database_url",
     "without_userinfo",
 ]
 

@@ -20,7 +20,7 @@ from typing import TextIO
 
 from payrun.config import DatabaseURL, database_url
 
-__all__ = ["error_line", "file_path", "json_text", "reader_may_leave", "silence"]
+__all__ = ["error_line", "file_path", "json_text", "ledger_arg", "reader_may_leave", "silence"]
 
 
 def silence(stream: TextIO) -> None:

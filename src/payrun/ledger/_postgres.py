@@ -56,7 +56,15 @@ from payrun.ledger._running import take_batch_lock
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["KEEPALIVES", "LOCK_SPACE", "PostgresLedger", "batch_names"]
+__all__ = [
+    "KEEPALIVES",
+    "LOCK_SPACE",
+    "PostgresLedger",
+    "batch_names",
+    "batch_recorded",
+    "connect",
+    "refuse_if_running_at",
+]
 
 LOCK_SPACE = 0x70617972
 """The first key of payrun's advisory locks ("payr"); the second is the batch's id (0: the
