@@ -301,3 +301,35 @@ def test_report_reads_a_batch_by_its_file_or_its_name_and_lists_them_when_unname
     assert len(json.loads(by_name.partition("\n")[2])) == 2, by_name
     missing = _payrun(sandbox_server, "report", "nobody", env=env)
     assert missing.startswith("exit 2\n") and "no batch" in missing, missing
+
+
+def test_a_copy_paid_under_another_name_from_another_machine_is_refused(
+    database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database's register stops a second batch of the same payments at the same bank
+    (another machine: no machine-wide register in common), naming the run paying them; a
+    run whose session ended no longer counts."""
+    import payrun.ledger._postgres as backend
+
+    monkeypatch.setattr(backend, "take_batch_lock", lambda *args: None)
+    first, copy = open_ledger(_where(database, "first")), open_ledger(_where(database, "copy"))
+    try:
+        first.start(_info("f"), _rows(4, "S"))
+        copy.start(_info("c"), _rows(4, "S"))
+        with first.hold_batch(first.rows(), "bank A"):
+            with (
+                pytest.raises(LedgerLockedError, match="same content") as caught,
+                copy.hold_batch(copy.rows(), "bank A"),
+            ):
+                pass
+            assert f"process {os.getpid()} (ledger postgresql://payrun:***@" in str(caught.value)
+            assert "(batch first)" in str(caught.value)
+            with copy.hold_batch(copy.rows(), "bank B"):
+                pass
+            # Ended without leaving the register, as a killed run's session does
+            first._db.close()  # type: ignore[attr-defined]  # noqa: SLF001
+            with copy.hold_batch(copy.rows(), "bank A"):
+                pass
+    finally:
+        first.close()
+        copy.close()

@@ -6,9 +6,10 @@ resumes from, on whichever machine it runs. Every write goes through ``atomic()`
 transaction; PostgreSQL's commit is durable when it returns), so the intent before each
 request is committed before the request is sent, and a group of rows' changes is one commit.
 
-Two tables hold every batch, keyed by batch: ``payrun_batches`` (one record per batch, the
-SQLite file's ``batch`` table plus ``id``, ``name`` and who holds it) and ``payrun_rows``
-(the file's rows, so a worker needs no shared file system). A writer holds a session-level
+Tables keyed by batch hold every batch: ``payrun_batches`` (one record per batch, the SQLite
+file's ``batch`` table plus ``id``, ``name`` and who holds it), ``payrun_rows`` (the file's
+rows, so a worker needs no shared file system) and ``payrun_running`` (the register of the
+batches being paid, on any machine, with their payments' keyed hashes: ``hold_batch``). A writer holds a session-level
 advisory lock on its batch (``pg_try_advisory_lock(LOCK_SPACE, id)``) for the run's life:
 the server drops it when the run's connection ends, and server-side TCP keepalives end the
 connection of a machine that died within about 25 s. A connection that fails is never
@@ -20,6 +21,7 @@ and the URL's password never appears in a message.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -51,7 +53,13 @@ from payrun.ledger._records import (
     row_values,
     to_sql,
 )
-from payrun.ledger._running import take_batch_lock
+from payrun.ledger._running import (
+    RunningBatch,
+    RunningEntry,
+    refuse_overlap_with,
+    running_batch,
+    take_batch_lock,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -88,6 +96,9 @@ _CLIENT_KEEPALIVES = {
 }
 """libpq's own settings (the URL's win): a run notices a server that went away as well."""
 _SCHEMA_VERSION = "1"
+_REGISTER = -1
+"""The second key of the advisory lock that makes looking and publishing in the register one
+step (batch ids start at 1, the schema's lock is 0)."""
 _LOCK_PATIENCE = 1.0
 """Seconds a run waits for a batch's lock before it says who holds it (as the file's lock)."""
 _LOCK_RETRY_SECONDS = 0.05
@@ -136,6 +147,15 @@ CREATE TABLE IF NOT EXISTS payrun_rows (
     error text,
     updated_at text NOT NULL,
     PRIMARY KEY (batch_id, row)
+);
+CREATE TABLE IF NOT EXISTS payrun_running (
+    batch_id integer PRIMARY KEY REFERENCES payrun_batches (id) ON DELETE CASCADE,
+    backend_pid integer NOT NULL,
+    holder_pid integer,
+    holder_host text,
+    bank text NOT NULL,
+    fingerprint text NOT NULL,
+    keys bytea NOT NULL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS payrun_rows_payment_url
     ON payrun_rows (batch_id, payment_url) WHERE payment_url IS NOT NULL;
@@ -205,13 +225,72 @@ class PostgresLedger:
         return self._created
 
     def hold_batch(self, rows: Sequence[LedgerRow], bank: str) -> AbstractContextManager[object]:
-        """Publish these rows in the machine-wide register (``take_batch_lock``) until the
-        block ends; the batch's own lock is held from ``open`` already."""
-        lock = take_batch_lock(rows, bank, self.location)
+        """Publish these rows in the database's register of running batches
+        (``payrun_running``, for runs on every machine) and in the machine-wide one
+        (``take_batch_lock``, for ledger files too) until the block ends.
+
+        Raises ``LedgerLockedError`` when a live run at the same bank pays the same batch
+        content or any of the same payments through another batch of the database.
+        """
         stack = ExitStack()
+        running = running_batch(rows, bank)
+        self._publish(running)
+        stack.callback(self._unpublish)
+        try:
+            lock = take_batch_lock(rows, bank, self.location)
+        except BaseException:
+            stack.close()
+            raise
         if lock is not None:
             stack.enter_context(lock)
         return stack
+
+    def _publish(self, running: RunningBatch) -> None:
+        """Check the live runs of the database's register and add this one, as one step."""
+        with self.atomic():
+            self._execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_SPACE, _REGISTER))
+            # A run whose session ended (its batch's lock is gone) is no longer paying
+            self._execute(
+                "DELETE FROM payrun_running r WHERE NOT EXISTS (SELECT 1 FROM pg_locks l"
+                " WHERE l.locktype = 'advisory' AND l.classid = %s AND l.objid = r.batch_id"
+                " AND l.objsubid = 2 AND l.pid = r.backend_pid AND l.granted)",
+                (LOCK_SPACE,),
+            )
+            found = self._fetchall(
+                "SELECT b.name, r.holder_pid, r.holder_host, r.bank, r.fingerprint, r.keys"
+                " FROM payrun_running r JOIN payrun_batches b ON b.id = r.batch_id"
+                " WHERE r.bank = %s AND r.batch_id <> %s",
+                (running.bank, self._id),
+            )
+            refuse_overlap_with((self._entry(*record) for record in found), running, dry_run=False)
+            self._execute(
+                "INSERT INTO payrun_running (batch_id, backend_pid, holder_pid, holder_host,"
+                " bank, fingerprint, keys) VALUES (%s, pg_backend_pid(), %s, %s, %s, %s, %s)"
+                " ON CONFLICT (batch_id) DO UPDATE SET backend_pid = EXCLUDED.backend_pid,"
+                " holder_pid = EXCLUDED.holder_pid, holder_host = EXCLUDED.holder_host,"
+                " bank = EXCLUDED.bank, fingerprint = EXCLUDED.fingerprint, keys = EXCLUDED.keys",
+                (
+                    self._id,
+                    os.getpid(),
+                    socket.gethostname(),
+                    running.bank,
+                    running.fingerprint,
+                    running.keys,
+                ),
+            )
+
+    def _entry(self, name: str, pid: int | None, host: str | None, *rest: Any) -> RunningEntry:
+        """Another batch's live run, as the register's messages name it."""
+        bank, fingerprint, keys = rest
+        where = str(DatabaseLedger(self.where.url, name))
+        if host and host != socket.gethostname():
+            where += f" on {host}"
+        return RunningEntry(name, pid, where, bank, fingerprint, bytes(keys))
+
+    def _unpublish(self) -> None:
+        """Leave the register (a connection already gone left it with its lock)."""
+        with contextlib.suppress(LedgerError):
+            self._execute("DELETE FROM payrun_running WHERE batch_id = %s", (self._id,))
 
     def check_in_place(self) -> None:
         """Raise ``LedgerWriteError`` when the batch's record is gone from the database, or
@@ -517,7 +596,8 @@ def _create_schema(connection: psycopg.Connection[Any], where: DatabaseLedger) -
     database whose tables a newer payrun made."""
     with _translated(where), connection.transaction():
         connection.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_SPACE,))
-        if not _has_tables(connection):
+        made = connection.execute("SELECT to_regclass('payrun_running') IS NOT NULL").fetchone()
+        if not (made and made[0]):
             connection.execute(_SCHEMA)
         found = connection.execute("SELECT value FROM payrun_meta WHERE key = 'schema'").fetchone()
     if found is None or found[0] != _SCHEMA_VERSION:
