@@ -22,11 +22,16 @@ from _postgres import Cluster
 from _run_helpers import (
     DatabaseLedgerRef,
     assert_exactly_once,
+    count_status,
+    finish,
     fresh_python,
+    kill_group,
     ledger_rows,
     make_rows,
     run,
     run_env,
+    start_run,
+    wait_until,
     write_batch,
 )
 from payrun._models import BatchInfo, PlainRow, RowStatus
@@ -34,7 +39,7 @@ from payrun.config import DatabaseURL, Secret, database_url, mask_database_url
 from payrun.errors import LedgerError, LedgerLockedError, LedgerWriteError
 from payrun.ledger import DatabaseLedger, open_ledger
 from payrun.ledger._postgres import KEEPALIVES, batch_names
-from payrun.sandbox import RunningSandbox
+from payrun.sandbox import RunningSandbox, serve_in_thread
 
 
 @pytest.fixture
@@ -333,3 +338,37 @@ def test_a_copy_paid_under_another_name_from_another_machine_is_refused(
     finally:
         first.close()
         copy.close()
+
+
+def test_a_ledger_connection_lost_mid_run_exits_3_and_the_rerun_pays_each_row_once(
+    database: str, tmp_path: Path, postgres: Cluster
+) -> None:
+    """The server ends the run's ledger connection mid-run (as a failover or an admin would):
+    the run stops sending, exits 3 in one line saying to run again, and the rerun pays
+    each row exactly once."""
+    rows = make_rows(3, 150, tag="X")
+    batch = write_batch(tmp_path / "lost.csv", rows)
+    ledger = DatabaseLedgerRef(database, batch)
+    with serve_in_thread(latency_ms=40, jitter_ms=10, deliver_after_ms=50, rng_seed=9) as bank:
+        started = time.monotonic()
+        process = start_run(bank, batch, ledger)
+        try:
+            wait_until(lambda: count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
+            with psycopg.connect(database, autocommit=True) as admin:
+                ended = admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE application_name = 'payrun' AND datname = current_database()"
+                ).fetchall()
+            assert ended == [(True,)], ended
+        except BaseException:
+            kill_group(process)
+            raise
+        lost = finish(process, started)
+        assert lost.returncode == 3, lost.describe()
+        assert "run the same command again" in lost.stderr, lost.describe()
+        assert "Traceback" not in lost.stderr + lost.stdout, lost.describe()
+        assert postgres.password not in lost.stderr + lost.stdout, lost.describe()
+        assert count_status(ledger, "submitted") < len(rows), lost.describe()
+        again = run(bank, batch, ledger)
+        assert again.returncode == 0, again.describe()
+        assert_exactly_once(bank, rows, ledger, "after the ledger's connection was lost")
