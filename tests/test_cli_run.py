@@ -133,6 +133,8 @@ def test_run_pays_every_row_once_and_rerun_pays_nothing(
     )
     rows = report(tmp_path / "pay.csv.ledger.sqlite", capsys)
     assert [r["status"] for r in rows] == ["submitted"] * 4
+    # The batch file names the ledger beside it
+    assert report(batch, capsys) == rows
     assert all(r["payment_url"] and r["submission_url"] for r in rows)
     assert main(["run", str(batch)]) == 0
     groups = payment_groups(bank)
