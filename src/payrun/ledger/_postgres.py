@@ -9,10 +9,12 @@ request is committed before the request is sent, and a group of rows' changes is
 Tables keyed by batch hold every batch: ``payrun_batches`` (one record per batch, the SQLite
 file's ``batch`` table plus ``id``, ``name`` and who holds it), ``payrun_rows`` (the file's
 rows, so a worker needs no shared file system) and ``payrun_running`` (the register of the
-batches being paid, on any machine, with their payments' keyed hashes: ``hold_batch``). A writer holds a session-level
-advisory lock on its batch (``pg_try_advisory_lock(LOCK_SPACE, id)``) for the run's life:
-the server drops it when the run's connection ends, and server-side TCP keepalives end the
-connection of a machine that died within about 25 s. A connection that fails is never
+batches being paid, on any machine, with their payments' keyed hashes: ``hold_batch``).
+
+A writer holds a session-level advisory lock on its batch
+(``pg_try_advisory_lock(LOCK_SPACE, id)``) for the run's life: the server drops it when the
+run's connection ends, and server-side TCP keepalives end the connection of a machine that
+died within about 25 s. A connection that fails is never
 reopened: the run stops (``LedgerWriteError``) rather than write without the lock.
 
 psycopg is imported only when such a ledger is opened; its errors are translated here only,
