@@ -70,6 +70,25 @@ LedgerRef = Path | DatabaseLedgerRef
 
 
 @dataclass(frozen=True, slots=True)
+class LedgerFor:
+    """Makes a batch file's ledger on one backend: ``BATCH.ledger.sqlite`` beside it, or
+    (with ``url``) its batch in that PostgreSQL database."""
+
+    url: str | None = None
+
+    def __call__(self, batch: Path) -> LedgerRef:
+        if self.url is None:
+            return batch.with_name(batch.name + ".ledger.sqlite")
+        return DatabaseLedgerRef(self.url, batch)
+
+    @property
+    def tag(self) -> str:
+        """Added to ``make_rows``' tag: each backend's rows are other payments, so a test run
+        on both against one bank never finds the other's payments as repeats."""
+        return "" if self.url is None else "Q"
+
+
+@dataclass(frozen=True, slots=True)
 class BatchRow:
     """One row written to a batch file (what the sandbox must end up paying exactly once)."""
 

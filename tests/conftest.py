@@ -5,14 +5,13 @@ backends)."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
 
 from _postgres import Cluster, find_binaries, throwaway_cluster
-from _run_helpers import DatabaseLedgerRef, LedgerRef
+from _run_helpers import LedgerFor
 
 REQUIRE_POSTGRES = os.environ.get("PAYRUN_REQUIRE_POSTGRES") == "1"
 """Set by .ci/run: a test of the PostgreSQL ledger fails, not skips, without a server."""
@@ -82,10 +81,10 @@ def postgres() -> Iterator[Cluster]:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def ledger_for(request: pytest.FixtureRequest) -> Callable[[Path], LedgerRef]:
+def ledger_for(request: pytest.FixtureRequest) -> LedgerFor:
     """The ledger of a batch file on each backend: ``BATCH.ledger.sqlite`` beside it, or its
     batch in the session's PostgreSQL database."""
     if request.param == "sqlite":
-        return lambda batch: batch.with_name(batch.name + ".ledger.sqlite")
+        return LedgerFor()
     cluster: Cluster = request.getfixturevalue("postgres")
-    return lambda batch: DatabaseLedgerRef(cluster.url, batch)
+    return LedgerFor(cluster.url)

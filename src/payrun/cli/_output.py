@@ -16,9 +16,10 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from payrun.config import DatabaseURL, database_url
+if TYPE_CHECKING:
+    from payrun.config import DatabaseURL
 
 __all__ = ["error_line", "file_path", "json_text", "ledger_arg", "reader_may_leave", "silence"]
 
@@ -101,5 +102,8 @@ def file_path(text: str) -> Path:
 def ledger_arg(text: str) -> Path | DatabaseURL:
     """An argparse type for ``--ledger``: a ``postgresql://`` URL (kept as a secret: it may
     hold a password), else a ledger file's path."""
+    # Here, not at the top: the CLI's start-up (before it handles Ctrl-C) stays as short
+    from payrun.config import database_url
+
     url = database_url(text)
     return url if url is not None else file_path(text)
