@@ -190,3 +190,17 @@ def test_a_key_that_cannot_travel_in_a_header_is_refused_unshown(
     with pytest.raises(ConfigError, match="cannot be sent in an HTTP header") as info:
         load_settings(environ=environ)
     assert "SECRETKEY" not in str(info.value)
+
+
+def test_payrun_ledger_url_is_a_postgresql_url_or_refused_without_repeating_it() -> None:
+    """PAYRUN_LEDGER_URL selects a ledger database (shown masked); anything else set there is
+    a ConfigError that does not repeat it (it may be a mistyped URL with a password)."""
+    from payrun.config import ledger_url_from_env
+
+    assert ledger_url_from_env({}) is None
+    url = ledger_url_from_env({"PAYRUN_LEDGER_URL": " postgres://u:pw-1@db/x "})
+    assert url is not None and url.reveal() == "postgres://u:pw-1@db/x"
+    assert str(url) == "postgres://u:***@db/x"
+    with pytest.raises(ConfigError, match="not a PostgreSQL URL") as caught:
+        ledger_url_from_env({"PAYRUN_LEDGER_URL": "postgresq://u:pw-2@db/x"})
+    assert "pw-2" not in str(caught.value)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from payrun.errors import ConfigError, InterruptedRunError
 
@@ -37,6 +37,7 @@ __all__ = [
     "MAX_SETTLE_WAIT",
     "MAX_IN_FLIGHT_CAP",
     "PER_ACCOUNT_SUBMITS_CAP",
+    "DatabaseURL",
     "RunOptions",
     "Secret",
     "Settings",
@@ -44,7 +45,10 @@ __all__ = [
     "ValidationOptions",
     "check_base_url",
     "completion_requested",
+    "database_url",
+    "ledger_url_from_env",
     "load_settings",
+    "mask_database_url",
     "parse_settle_wait",
     "settle_wait_from_env",
     "without_userinfo",
@@ -106,6 +110,33 @@ class SigningKey:
 
 
 @dataclass(frozen=True, slots=True)
+class DatabaseURL:
+    """A ledger database's ``postgresql://`` URL: it may hold a password, so ``str`` and
+    ``repr`` show it masked (``postgresql://user:***@host/db``) and only ``reveal`` shows it."""
+
+    secret: Secret = field(repr=False)
+
+    def reveal(self) -> str:
+        """The URL itself: call only where it is handed to the database driver."""
+        return self.secret.reveal()
+
+    @property
+    def masked(self) -> str:
+        """The URL with its password (in the address or the query) replaced by ``***``."""
+        return mask_database_url(self.reveal())
+
+    def passwords(self) -> list[str]:
+        """Every password text in the URL, as written and decoded (to mask in messages)."""
+        return _url_passwords(self.reveal())
+
+    def __str__(self) -> str:
+        return self.masked
+
+    def __repr__(self) -> str:
+        return f"DatabaseURL({self.masked!r})"
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """How to reach the bank: base URL, API key, the Authorization scheme word, and the
     signing key when requests are signed (``None``: unsigned)."""
@@ -145,7 +176,7 @@ class RunOptions:
     accept_changed_details: bool = False
     # --yes: a live-mode run goes on without asking
     assume_yes: bool = False
-    ledger_path: Path | None = None
+    ledger_path: Path | DatabaseURL | None = None
     report_path: Path | None = None
     wait_timeout: float = DEFAULT_WAIT_TIMEOUT
     settle_wait: float = DEFAULT_SETTLE_WAIT
@@ -232,6 +263,72 @@ def load_settings(
 def completion_requested() -> bool:
     """True when a shell asks for tab completions (argcomplete's ``_ARGCOMPLETE``)."""
     return "_ARGCOMPLETE" in os.environ
+
+
+_DATABASE_URL = re.compile(r"postgres(?:ql)?://", re.IGNORECASE)
+_MASK = "***"
+
+
+def database_url(text: str) -> DatabaseURL | None:
+    """``text`` as a ledger database's URL when it is one (``postgresql://`` or
+    ``postgres://``), else None (a ledger file's path)."""
+    if not _DATABASE_URL.match(text.strip()):
+        return None
+    return DatabaseURL(Secret(text.strip()))
+
+
+def ledger_url_from_env(environ: Mapping[str, str] | None = None) -> DatabaseURL | None:
+    """The ledger database named by ``PAYRUN_LEDGER_URL`` (None when it is not set);
+    ``ConfigError`` when it is set to anything but a ``postgresql://`` URL."""
+    env = os.environ if environ is None else environ
+    text = env.get("PAYRUN_LEDGER_URL", "").strip()
+    if not text:
+        return None
+    url = database_url(text)
+    if url is None:
+        # Not repeated: it may be a mistyped URL holding a password
+        msg = (
+            "PAYRUN_LEDGER_URL is not a PostgreSQL URL (postgresql://USER@HOST/DATABASE):"
+            " set it to the ledger database's URL, or unset it to use a ledger file"
+        )
+        raise ConfigError(msg)
+    return url
+
+
+def mask_database_url(url: str) -> str:
+    """``url`` with the password of its address and of its query (``?password=``) masked."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        # Unparsable (a stray "["): nothing of it is shown
+        return f"{url.partition(':')[0]}://{_MASK}"
+    netloc = parts.netloc
+    userinfo, at, hosts = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.partition(':')[0]}:{_MASK}@{hosts}"
+    query = parts.query
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if any(key.lower() == "password" for key, _ in pairs):
+        query = urlencode(
+            [(k, _MASK if k.lower() == "password" else v) for k, v in pairs], safe="*/"
+        )
+    # Built by hand: urlunsplit drops the "//" of an empty host (a Unix socket's URL)
+    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+
+
+def _url_passwords(url: str) -> list[str]:
+    """The passwords in the URL's address and query, as written and decoded, longest first."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        # Unparsable: everything after the scheme may be one
+        return [url.partition("://")[2]]
+    query = parts.query
+    found = [parts.password or ""]
+    found += [v for k, v in parse_qsl(query, keep_blank_values=True) if k.lower() == "password"]
+    found += [w.partition("=")[2] for w in query.split("&") if w.lower().startswith("password=")]
+    found += [unquote(text) for text in found]
+    return sorted({text for text in found if text}, key=len, reverse=True)
 
 
 def without_userinfo(url: str) -> str:

@@ -21,10 +21,13 @@ from typing import TYPE_CHECKING, TextIO
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from payrun.config import DatabaseURL
+
 __all__ = [
     "error_line",
     "file_path",
     "json_text",
+    "ledger_arg",
     "reader_may_leave",
     "silence",
     "stream_console",
@@ -121,3 +124,13 @@ def stream_console(stream: TextIO) -> Console:
             self.quiet = True
 
     return _Quietly(file=stream, highlight=False)
+
+
+def ledger_arg(text: str) -> Path | DatabaseURL:
+    """An argparse type for ``--ledger``: a ``postgresql://`` URL (kept as a secret: it may
+    hold a password), else a ledger file's path."""
+    # Here, not at the top: the CLI's start-up (before it handles Ctrl-C) stays as short
+    from payrun.config import database_url
+
+    url = database_url(text)
+    return url if url is not None else file_path(text)

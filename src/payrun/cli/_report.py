@@ -1,4 +1,10 @@
-"""`payrun report`: one line per batch row from a ledger, at any time (even mid-run)."""
+"""`payrun report`: one line per batch row from a ledger, at any time (even mid-run).
+
+The ledger is a file (``payrun report LEDGER``, or ``payrun report BATCH`` for the
+``BATCH.ledger.sqlite`` beside a batch file), or a batch in a PostgreSQL database
+(``--ledger postgresql://...`` or ``PAYRUN_LEDGER_URL``), named by the batch file a run paid
+or by the name it is stored under (the only batch there when none is named).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +15,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from payrun.cli._output import file_path, reader_may_leave
+from payrun.cli._output import file_path, ledger_arg, reader_may_leave
+from payrun.config import DatabaseURL, ledger_url_from_env
 from payrun.errors import ConfigError, UsageError
-from payrun.ledger import batch_beside, ledger_files, ledger_named_by
+from payrun.ledger import (
+    LedgerLocation,
+    batch_beside,
+    database_ledger,
+    ledger_files,
+    ledger_named_by,
+)
 from payrun.report import (
     RECONCILE_COLUMNS,
     REPORT_COLUMNS,
@@ -44,9 +57,17 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument(
         "ledger",
-        type=file_path,
-        metavar="LEDGER",
-        help="the .ledger.sqlite file, or the batch file (its ledger beside it, as `run` writes)",
+        nargs="?",
+        metavar="LEDGER|BATCH",
+        help="the .ledger.sqlite file, or the batch file it sits beside; with a PostgreSQL"
+        " --ledger: the batch file a run paid, or the batch's name in the database",
+    )
+    parser.add_argument(
+        "--ledger",
+        dest="location",
+        type=ledger_arg,
+        help="the ledger: a file, or a PostgreSQL database's postgresql:// URL (default"
+        " PAYRUN_LEDGER_URL, if set)",
     )
     parser.add_argument(
         "--format",
@@ -59,8 +80,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Write the report to a file or stdout."""
-    args.ledger = _ledger(args.ledger)
-    rows = read_ledger_rows(args.ledger)
+    ledger = _location(args.ledger, args.location or ledger_url_from_env())
+    rows = read_ledger_rows(ledger)
     output: Path | None = args.output
     fmt: str | None = args.format
     if output is not None:
@@ -70,7 +91,6 @@ def execute(args: argparse.Namespace) -> int:
         if output.suffix.lower() not in {f".{f}" for f in _FORMATS}:
             msg = f"cannot tell the format of {output}: end it in .csv, .xlsx or .json"
             raise UsageError(msg)
-        ledger: Path = args.ledger
         # Where it was, and beside a default-named one (a folder moved or copied since)
         batches = [ledger_batch_file(ledger), batch_beside(ledger)]
         kept = [*ledger_files(ledger, lock=False), *(("the batch file", b) for b in batches if b)]
@@ -100,14 +120,31 @@ def execute(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ledger(named: Path) -> Path:
-    """The ledger to read: the one named, or a batch file's ledger beside it."""
-    ledger, from_batch = ledger_named_by(named)
+def _location(named: str | None, given: Path | DatabaseURL | None) -> LedgerLocation:
+    """The ledger the command names: ``--ledger``'s (a database's batch by ``named``), else
+    the file ``named``, or the ledger beside the batch file ``named``."""
+    if isinstance(given, DatabaseURL):
+        return database_ledger(given, named)
+    if given is not None:
+        return given
+    if named is None:
+        msg = "name the ledger: payrun report BATCH.ledger.sqlite (or the batch file)"
+        raise UsageError(msg)
+    path = _file_path(named)
+    ledger, from_batch = ledger_named_by(path)
     if from_batch and not ledger.exists():
         msg = (
-            f"{named} is a batch file, and no ledger is beside it ({ledger.name}): pay it"
-            f" with `payrun run {named}` first, or name the ledger a run printed (a --sandbox"
+            f"{path} is a batch file, and no ledger is beside it ({ledger.name}): pay it"
+            f" with `payrun run {path}` first, or name the ledger a run printed (a --sandbox"
             " run keeps its ledger in a temporary folder: see its 'ledger:' line)"
         )
         raise UsageError(msg)
     return ledger
+
+
+def _file_path(text: str) -> Path:
+    """``text`` as a file's path; ``UsageError`` for an empty one."""
+    try:
+        return file_path(text)
+    except argparse.ArgumentTypeError as exc:
+        raise UsageError(str(exc)) from None

@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 
 from payrun.cli._bank import add_bank_key_options, bank_settings
-from payrun.cli._output import file_path, reader_may_leave
+from payrun.cli._output import file_path, ledger_arg, reader_may_leave
 from payrun.config import (
     DEFAULT_DUPLICATE_WINDOW_DAYS,
     DEFAULT_MAX_AMOUNT,
@@ -36,6 +36,7 @@ from payrun.config import (
     Secret,
     Settings,
     ValidationOptions,
+    ledger_url_from_env,
     parse_settle_wait,
     settle_wait_from_env,
 )
@@ -104,7 +105,10 @@ def _add_ledger_and_bank_options(parser: argparse.ArgumentParser) -> None:
         help="check everything with the bank read-only; create nothing",
     )
     parser.add_argument(
-        "--ledger", type=file_path, help="the result ledger (default BATCH.ledger.sqlite)"
+        "--ledger",
+        type=ledger_arg,
+        help="the result ledger: a file (default BATCH.ledger.sqlite), or a PostgreSQL"
+        " database's postgresql:// URL (default PAYRUN_LEDGER_URL, if set)",
     )
     parser.add_argument("--report", type=file_path, help="write a report: .csv, .xlsx or .json")
     parser.add_argument(
@@ -273,6 +277,8 @@ def execute(args: argparse.Namespace) -> int:
     from payrun.cli._progress import finished_line
     from payrun.run import run_batch
 
+    if args.ledger is None:
+        args.ledger = ledger_url_from_env()
     _check_flags(args)
     validation = ValidationOptions(
         max_amount=args.max_amount,
@@ -353,11 +359,11 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def _kept_files(args: argparse.Namespace) -> list[tuple[str, Path]]:
     """The files a report must never overwrite: the batch file, the ledger and its parts."""
-    from payrun.ledger import default_ledger_path, ledger_files
+    from payrun.ledger import ledger_files, ledger_location
 
     return [
         ("the batch file", args.batch),
-        *ledger_files(args.ledger or default_ledger_path(args.batch)),
+        *ledger_files(ledger_location(args.ledger, args.batch)),
     ]
 
 

@@ -11,7 +11,7 @@ from payrun.cli._output import error_line, json_text, reader_may_leave, stream_c
 from payrun.cli._progress import finished_line
 from payrun.config import RunOptions
 from payrun.errors import PayrunError, RefusedMidRunError
-from payrun.ledger import default_ledger_path
+from payrun.ledger import ledger_location, report_words
 from payrun.report import (
     dry_run_lines,
     print_blocks,
@@ -57,7 +57,7 @@ def refused_outcome(refused: RefusedMidRunError, batch: Path, options: RunOption
     return RunOutcome(
         rows=list(refused.rows),
         plans=[],
-        ledger_path=options.ledger_path or default_ledger_path(batch),
+        ledger_path=ledger_location(options.ledger_path, batch),
         exit_code=exit_code_for(refused),
     )
 
@@ -99,7 +99,7 @@ def show_run(
     if failure:
         error_line(
             f"{failure}; the report was not written: the ledger has every row, so write it"
-            f" with: payrun report {outcome.ledger_path} -o {report}",
+            f" with: payrun report {_report_words(outcome)} -o {report}",
             as_json=as_json,
         )
     # A scheduler's last line: how the run ended, in one object
@@ -137,3 +137,8 @@ def print_dry_run(outcome: RunOutcome, *, confirm_payees: bool = True) -> None:
 def print_document(document: dict[str, object]) -> None:
     """One JSON object on one line of stdout."""
     _say(json_text(document))
+
+
+def _report_words(outcome: RunOutcome) -> str:
+    """The ``payrun report`` arguments for the run's ledger."""
+    return "LEDGER" if outcome.ledger_path is None else report_words(outcome.ledger_path)

@@ -2,14 +2,16 @@
 
 Input: the batch's rows (``RowVerdict``) and every state change of a run. Output: durable
 ``LedgerRow`` records a later run resumes from. The run's phases see a ``LedgerStore``
-(the protocol every backend implements) from ``open_ledger(location)``; the one backend
-today is an SQLite file (``SQLiteLedger``), whose WAL mode with ``synchronous=NORMAL``
-survives a process crash (kill -9). Every write goes through ``atomic()``, and the
-execution stage commits an *intent* (``creating``/``submitting`` with its time) before each
-POST and the outcome after it. A lock file stops two runs of one ledger at once, and a
-machine-wide register (``hold_batch``, ``take_batch_lock``) two runs paying the same rows
-at one bank. Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated
-here only.
+(the protocol every backend implements) from ``open_ledger(location)``. The backends: an
+SQLite file (``SQLiteLedger``), whose WAL mode with ``synchronous=NORMAL`` survives a
+process crash (kill -9), and a batch in a PostgreSQL database that many batches share
+(``PostgresLedger`` at a ``DatabaseLedger``; psycopg is imported only for it). Every write
+goes through ``atomic()``, and the execution stage commits an *intent*
+(``creating``/``submitting`` with its time) before each POST and the outcome after it. A
+lock file (in PostgreSQL a session-level advisory lock) stops two runs of one ledger at
+once, and a machine-wide register (``hold_batch``, ``take_batch_lock``) two runs paying the
+same rows at one bank. Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated
+here only, and ``psycopg`` errors in ``_postgres`` only.
 """
 
 from __future__ import annotations
@@ -17,16 +19,22 @@ from __future__ import annotations
 from payrun._models import BatchInfo as BatchInfo
 from payrun._models import LedgerRow as LedgerRow
 from payrun._models import utc_now as utc_now
+from payrun.ledger._database import DatabaseLedger as DatabaseLedger
+from payrun.ledger._database import batch_name as batch_name
 from payrun.ledger._discard import discard_if_refused as discard_if_refused
+from payrun.ledger._location import LedgerLocation as LedgerLocation
 from payrun.ledger._location import batch_beside as batch_beside
+from payrun.ledger._location import database_ledger as database_ledger
 from payrun.ledger._location import default_ledger_path as default_ledger_path
 from payrun.ledger._location import is_default_ledger as is_default_ledger
 from payrun.ledger._location import ledger_exists as ledger_exists
 from payrun.ledger._location import ledger_file as ledger_file
 from payrun.ledger._location import ledger_files as ledger_files
+from payrun.ledger._location import ledger_location as ledger_location
 from payrun.ledger._location import ledger_named_by as ledger_named_by
 from payrun.ledger._location import open_ledger as open_ledger
 from payrun.ledger._location import refuse_if_running as refuse_if_running
+from payrun.ledger._location import report_words as report_words
 from payrun.ledger._lock import bank_identity as bank_identity
 from payrun.ledger._lock import release_lock as release_lock
 from payrun.ledger._lock import take_lock as take_lock
@@ -42,13 +50,17 @@ Ledger = SQLiteLedger
 __all__ = [
     "BatchInfo",
     "BatchLock",
+    "DatabaseLedger",
     "Ledger",
+    "LedgerLocation",
     "LedgerRow",
     "LedgerStore",
     "SQLiteLedger",
     "bank_identity",
     "batch_beside",
+    "batch_name",
     "check_batch_lock",
+    "database_ledger",
     "default_ledger_path",
     "discard_if_refused",
     "is_default_ledger",
@@ -56,9 +68,11 @@ __all__ = [
     "ledger_file",
     "ledger_files",
     "ledger_named_by",
+    "ledger_location",
     "open_ledger",
     "refuse_if_running",
     "release_lock",
+    "report_words",
     "take_lock",
     "take_batch_lock",
     "utc_now",

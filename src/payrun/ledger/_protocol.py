@@ -2,8 +2,8 @@
 
 The run's phases name only this protocol and the domain's values (``LedgerRow``,
 ``BatchInfo``, ``RowUpdate``, ``BatchUpdate``), never a backend's class, so a second
-backend fits behind ``open_ledger`` without touching them. The SQLite file
-(``SQLiteLedger``) is the one backend today.
+backend fits behind ``open_ledger`` without touching them. The backends: the SQLite file
+(``SQLiteLedger``) and a batch in a PostgreSQL database (``PostgresLedger``).
 """
 
 from __future__ import annotations
@@ -35,12 +35,14 @@ class LedgerStore(Protocol):
 
     @property
     def location(self) -> str:
-        """Where the ledger is, as messages name it (a file's path today)."""
+        """Where the ledger is, as messages name it: a file's path, or a database's URL (its
+        password masked) and the batch's name."""
         ...
 
     @property
     def created(self) -> bool:
-        """True when opening it made a new ledger (a refused first run removes it)."""
+        """True when opening it made a new ledger (a file, or a batch's record in a database):
+        a refused first run removes it."""
         ...
 
     def atomic(self) -> AbstractContextManager[None]:

@@ -1,13 +1,13 @@
-"""The SQLite ledger's records: batch and row values converted to and from SQLite rows.
+"""The ledger's records: batch and row values converted to and from database rows.
 
-Input: validation verdicts and SQLite rows. Output: the domain's ``BatchInfo`` and
-``LedgerRow`` values, and the values an INSERT or UPDATE binds. No I/O.
+Input: validation verdicts and database rows (SQLite's or PostgreSQL's: both keep times and
+money as text). Output: the domain's ``BatchInfo`` and ``LedgerRow`` values, and the values
+an INSERT or UPDATE binds. No I/O.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -164,9 +164,8 @@ def row_from_values(values: Sequence[Any]) -> LedgerRow:
     )
 
 
-def batch_from_record(record: sqlite3.Row) -> BatchInfo:
-    """A ``BatchInfo`` from its SQLite row."""
-    values = dict(zip(record.keys(), record, strict=True))
+def batch_from_record(values: Mapping[str, Any]) -> BatchInfo:
+    """A ``BatchInfo`` from its record's columns by name (either backend's)."""
     expect_total = values["expect_total"]
     return BatchInfo(
         file_path=values["file_path"],

@@ -25,7 +25,7 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +34,16 @@ from typing import NoReturn
 from payrun._models import LedgerRow, RowStatus, format_money
 from payrun.errors import LedgerError, LedgerLockedError
 
-__all__ = ["LOCK_FOLDER", "BatchLock", "check_batch_lock", "take_batch_lock"]
+__all__ = [
+    "LOCK_FOLDER",
+    "BatchLock",
+    "RunningBatch",
+    "RunningEntry",
+    "check_batch_lock",
+    "refuse_overlap_with",
+    "running_batch",
+    "take_batch_lock",
+]
 
 LOCK_FOLDER = Path("/tmp/payrun-locks")
 """The register's folder: the same for every user and process of the machine."""
@@ -56,7 +65,7 @@ _FIX = (
 
 
 @dataclass(frozen=True, slots=True)
-class _Batch:
+class RunningBatch:
     """What a run pays, as the register compares it."""
 
     bank: str
@@ -70,7 +79,7 @@ class _Batch:
 
 
 @dataclass(frozen=True, slots=True)
-class _Entry:
+class RunningEntry:
     """A live run's entry in the register."""
 
     name: str
@@ -111,7 +120,9 @@ class BatchLock:
         self.release()
 
 
-def take_batch_lock(rows: Sequence[LedgerRow], bank: str, ledger_path: Path) -> BatchLock | None:
+def take_batch_lock(
+    rows: Sequence[LedgerRow], bank: str, ledger_path: str | Path
+) -> BatchLock | None:
     """Publish this run's rows in the register and hold them until ``release``.
 
     Raises ``LedgerLockedError`` when a live run at the same bank pays the same batch (the
@@ -120,7 +131,7 @@ def take_batch_lock(rows: Sequence[LedgerRow], bank: str, ledger_path: Path) -> 
     """
     if sys.platform == "win32":  # pragma: no cover - payrun runs on Linux and macOS
         return None
-    batch = _batch_of(rows, bank)
+    batch = running_batch(rows, bank)
     folder = _open_folder(create=True)
     try:
         with _guard(folder):
@@ -145,12 +156,12 @@ def check_batch_lock(rows: Sequence[LedgerRow], bank: str) -> None:
     folder = _open_folder(create=False)
     try:
         with _guard(folder):
-            _refuse_overlap(folder, _batch_of(rows, bank), dry_run=True)
+            _refuse_overlap(folder, running_batch(rows, bank), dry_run=True)
     finally:
         os.close(folder)
 
 
-def _batch_of(rows: Sequence[LedgerRow], bank: str) -> _Batch:
+def running_batch(rows: Sequence[LedgerRow], bank: str) -> RunningBatch:
     """The fingerprint and the keyed row hashes of the valid rows, in row order.
 
     The fingerprint hashes what ``payrun validate`` hashes; a row's key is its payment
@@ -175,15 +186,24 @@ def _batch_of(rows: Sequence[LedgerRow], bank: str) -> _Batch:
         key.update(payment.encode())
         keys.append(key.digest())
     fingerprint = hashlib.sha256("".join(lines).encode()).hexdigest()
-    return _Batch(bank_key.hex()[:32], fingerprint, b"".join(keys))
+    return RunningBatch(bank_key.hex()[:32], fingerprint, b"".join(keys))
 
 
-def _refuse_overlap(folder: int, batch: _Batch, *, dry_run: bool) -> None:
+def _refuse_overlap(folder: int, batch: RunningBatch, *, dry_run: bool) -> None:
     """Raise ``LedgerLockedError`` for the first live run paying any of ``batch``'s rows."""
+    if batch.keys:
+        refuse_overlap_with(_live_entries(folder), batch, dry_run=dry_run)
+
+
+def refuse_overlap_with(
+    entries: Iterable[RunningEntry], batch: RunningBatch, *, dry_run: bool
+) -> None:
+    """Raise ``LedgerLockedError`` for the first of these live runs that pays, at the same
+    bank, the same batch (fingerprint) or any of ``batch``'s payments."""
     if not batch.keys:
         return
     mine: list[int] | None = None
-    for entry in _live_entries(folder):
+    for entry in entries:
         if entry.bank != batch.bank:
             continue
         if entry.fingerprint == batch.fingerprint:
@@ -199,7 +219,9 @@ def _numbers(keys: bytes) -> list[int]:
     return memoryview(keys).cast("Q").tolist()
 
 
-def _paying(entry: _Entry, shared: int | None, batch: _Batch, *, dry_run: bool) -> LedgerError:
+def _paying(
+    entry: RunningEntry, shared: int | None, batch: RunningBatch, *, dry_run: bool
+) -> LedgerError:
     holder = f"process {entry.pid}" if entry.pid else "another payrun run"
     holder += f" (ledger {entry.ledger})" if entry.ledger else ""
     what = (
@@ -320,7 +342,7 @@ def _open_guard(folder: int) -> int:
     _refuse_unusable(f"cannot hold {_GUARD}")
 
 
-def _live_entries(folder: int) -> Iterator[_Entry]:
+def _live_entries(folder: int) -> Iterator[RunningEntry]:
     """Every entry whose run is alive; a dead run's own entries are removed on the way."""
     with os.scandir(folder) as found:
         names = sorted(e.name for e in found)
@@ -331,7 +353,7 @@ def _live_entries(folder: int) -> Iterator[_Entry]:
                 yield entry
 
 
-def _read_live(folder: int, name: str) -> _Entry | None:
+def _read_live(folder: int, name: str) -> RunningEntry | None:
     """The entry ``name`` if a live run holds it; None if its run is over."""
     import fcntl
 
@@ -365,7 +387,7 @@ def _read_all(fd: int) -> bytes:
     return b"".join(parts)
 
 
-def _parse(name: str, data: bytes) -> _Entry:
+def _parse(name: str, data: bytes) -> RunningEntry:
     """A live entry's content; one payrun cannot read refuses the run (it may be a run)."""
     header, _, keys = data.partition(b"\n")
     try:
@@ -373,7 +395,7 @@ def _parse(name: str, data: bytes) -> _Entry:
         if info["format"] != _FORMAT or len(keys) % _KEY_BYTES:
             raise ValueError
         pid = info["pid"]
-        return _Entry(
+        return RunningEntry(
             name,
             pid if isinstance(pid, int) else None,
             str(info["ledger"]),
@@ -394,7 +416,7 @@ def _unreadable(name: str, why: str | None) -> LedgerError:
     return LedgerLockedError(msg)
 
 
-def _publish(folder: int, batch: _Batch, ledger_path: Path) -> tuple[str, int]:
+def _publish(folder: int, batch: RunningBatch, ledger_path: str | Path) -> tuple[str, int]:
     """Create this run's entry, locked before anything is written (under the guard)."""
     import fcntl
 

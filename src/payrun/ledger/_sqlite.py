@@ -229,7 +229,11 @@ class SQLiteLedger:
         """The batch this ledger was made for, or None for a new ledger."""
         cursor = self._execute("SELECT * FROM batch WHERE id = 1")
         record = cursor.fetchone()
-        return None if record is None else batch_from_record(record)
+        return (
+            None
+            if record is None
+            else batch_from_record(dict(zip(record.keys(), record, strict=True)))
+        )
 
     def start(self, info: BatchInfo, verdicts: Iterable[RowVerdict | PlainRow]) -> None:
         """Record a new batch and every row of it (valid rows pending, invalid rows invalid)."""

@@ -12,7 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from payrun._models import LedgerRow, RowStatus, format_money
-from payrun.ledger import open_ledger
+from payrun.ledger import LedgerLocation, open_ledger
 
 __all__ = [
     "REPORT_COLUMNS",
@@ -49,13 +49,13 @@ def report_status(status: RowStatus) -> str:
     return str(_REPORTED.get(status, status))
 
 
-def read_ledger_rows(path: str | Path) -> list[LedgerRow]:
+def read_ledger_rows(path: LedgerLocation) -> list[LedgerRow]:
     """Every row of a ledger, read-only and without its lock (works mid-run)."""
     with open_ledger(path, readonly=True) as ledger:
         return ledger.rows()
 
 
-def ledger_batch_file(path: str | Path) -> Path | None:
+def ledger_batch_file(path: LedgerLocation) -> Path | None:
     """The batch file a ledger was made for (None for a ledger without its batch)."""
     with open_ledger(path, readonly=True) as ledger:
         info = ledger.batch()

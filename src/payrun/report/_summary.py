@@ -11,13 +11,13 @@ summary is built.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from payrun._models import LedgerRow, RowStatus, format_money
+from payrun.ledger import report_words
 from payrun.report._attention import Cause, group_causes, row_ranges, visible
 from payrun.report._ledger import Totals, report_status
 
@@ -155,7 +155,7 @@ def summary_view(
     if report_path is not None:
         blocks.append(Text(f"report: {report_path}", no_wrap=True))
     if report_path is None or report_path.suffix.lower() != ".xlsx":
-        ledger = shlex.quote(str(outcome.ledger_path))
+        ledger = _report_words(outcome)
         blocks.append(Text(f"for Excel: payrun report {ledger} -o report.xlsx", no_wrap=True))
     closing = _closing(outcome, create_only=create_only, refusal=refusal)
     blocks.append(Text(closing, style=_closing_style(outcome, refusal=refusal)))
@@ -263,7 +263,9 @@ def _attention_blocks(outcome: RunOutcome) -> list[RenderableType]:
         hidden = sum(len(c.rows) for c in causes[_MAX_CAUSES:])
         blocks.append(
             Padding(
-                Text(f"... and {_many(hidden, 'more row')}: payrun report {outcome.ledger_path}"),
+                Text(
+                    f"... and {_many(hidden, 'more row')}: payrun report {_report_words(outcome)}"
+                ),
                 (0, 0, 0, 2),
                 expand=False,
             )
@@ -456,3 +458,8 @@ def dry_run_document(outcome: RunOutcome) -> dict[str, object]:
         ),
         "already_paid": sum(1 for r in others if r.status in _NOTHING_TO_DO),
     }
+
+
+def _report_words(outcome: RunOutcome) -> str:
+    """The ``payrun report`` arguments for the run's ledger (a URL's password masked)."""
+    return "LEDGER" if outcome.ledger_path is None else report_words(outcome.ledger_path)

@@ -23,11 +23,12 @@ from payrun._models import BatchInfo, LedgerRow, RowStatus, utc_now
 from payrun.config import RunOptions, Settings, ValidationOptions
 from payrun.errors import InterruptedRunError, PayrunError
 from payrun.ledger import (
+    LedgerLocation,
     LedgerStore,
     bank_identity,
     check_batch_lock,
-    default_ledger_path,
     discard_if_refused,
+    ledger_location,
 )
 from payrun.run import _start as run_start
 from payrun.run._approvals import refresh_created
@@ -96,7 +97,7 @@ class RunOutcome:
     # Not in repr: asyncio may repr a finished task's result, and 100k rows make 130 MB.
     rows: list[LedgerRow] = field(repr=False)
     plans: list[AccountPlan] = field(repr=False)
-    ledger_path: Path | None
+    ledger_path: LedgerLocation | None
     dry_run: bool = False
     interrupted: bool = False
     attention: list[int] = field(default_factory=list)
@@ -154,7 +155,7 @@ async def run_batch(
     without one (and without ``options.assume_yes``) such a run is refused.
     """
     watcher = observer or _Quiet()
-    ledger_path = options.ledger_path or default_ledger_path(batch_path)
+    ledger_path = ledger_location(options.ledger_path, batch_path)
     stop = stop or StopSignal()
     if options.dry_run:
         book, info = run_start.dry_run_book(batch_path, ledger_path, validation, options)

@@ -31,12 +31,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 
 import anyio
 
 from payrun._models import BatchInfo, LedgerRow, RowStatus, utc_now
-from payrun.ledger import LedgerStore, ledger_exists, open_ledger
+from payrun.ledger import LedgerLocation, LedgerStore, ledger_exists, open_ledger
 from payrun.run import _book as records
 from payrun.run._execute import ExecutionResult
 
@@ -121,7 +120,7 @@ def _killed_run_settles(
     return until if until > now else None
 
 
-def bank_may_still_finish(ledger_path: str | Path, *, settle_wait: float) -> bool:
+def bank_may_still_finish(ledger_path: LedgerLocation, *, settle_wait: float) -> bool:
     """True while the bank may still finish a late request of this ledger, or one a killed
     run sent (read only): a dry run then leaves the rows in doubt as they are."""
     if not ledger_exists(ledger_path):

@@ -28,6 +28,7 @@ from payrun.config import RunOptions, Settings, ValidationOptions, without_useri
 from payrun.errors import BatchFileError, ControlTotalsError, LedgerMismatchError
 from payrun.intake import read_batch
 from payrun.ledger import (
+    LedgerLocation,
     LedgerStore,
     is_default_ledger,
     ledger_exists,
@@ -55,7 +56,10 @@ _STARTED = frozenset({RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTIN
 
 
 def open_run_ledger(
-    batch_path: Path, ledger_path: Path, validation: ValidationOptions, options: RunOptions
+    batch_path: Path,
+    ledger_path: LedgerLocation,
+    validation: ValidationOptions,
+    options: RunOptions,
 ) -> LedgerStore:
     """Open the ledger; a new one gets every row of the validated file (control totals first)."""
     ledger = open_ledger(ledger_path)
@@ -223,7 +227,10 @@ def reopen_unfinished(book: RowBook) -> dict[int, str | None]:
 
 
 def dry_run_book(
-    batch_path: Path, ledger_path: Path, validation: ValidationOptions, options: RunOptions
+    batch_path: Path,
+    ledger_path: LedgerLocation,
+    validation: ValidationOptions,
+    options: RunOptions,
 ) -> tuple[RowBook, BatchInfo | None]:
     """The rows a dry run checks: the ledger's if it exists, else the file's (nothing
     written); and the ledger's batch record, if any (its bank is checked once known).

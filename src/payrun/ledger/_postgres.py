@@ -1,0 +1,806 @@
+"""The PostgreSQL ledger: many batches in one database, each opened as a ``LedgerStore``.
+
+Input: a ``DatabaseLedger`` (the database's URL and the batch's name) and, as for the SQLite
+file, the batch's rows and every state change of a run. Output: durable rows a later run
+resumes from, on whichever machine it runs. Every write goes through ``atomic()`` (one
+transaction; PostgreSQL's commit is durable when it returns), so the intent before each
+request is committed before the request is sent, and a group of rows' changes is one commit.
+
+Tables keyed by batch hold every batch: ``payrun_batches`` (one record per batch, the SQLite
+file's ``batch`` table plus ``id``, ``name`` and who holds it), ``payrun_rows`` (the file's
+rows, so a worker needs no shared file system) and ``payrun_running`` (the register of the
+batches being paid, on any machine, with their payments' keyed hashes: ``hold_batch``).
+
+A writer holds a session-level advisory lock on its batch
+(``pg_try_advisory_lock(LOCK_SPACE, id)``) for the run's life: the server drops it when the
+run's connection ends, and server-side TCP keepalives end the connection of a machine that
+died within about 25 s. A connection that fails is never
+reopened: the run stops (``LedgerWriteError``) rather than write without the lock.
+
+psycopg is imported only when such a ledger is opened; its errors are translated here only,
+and the URL's password never appears in a message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, NoReturn, Unpack
+
+from payrun._models import (
+    BatchInfo,
+    BatchUpdate,
+    LedgerRow,
+    PlainRow,
+    RowStatus,
+    RowUpdate,
+    RowVerdict,
+    format_money,
+    utc_now,
+)
+from payrun.config import DatabaseURL
+from payrun.errors import ConfigError, LedgerError, LedgerLockedError, LedgerWriteError
+from payrun.ledger._database import DatabaseLedger
+from payrun.ledger._records import (
+    ROW_SELECT,
+    batch_from_record,
+    iso,
+    money_or_none,
+    row_from_values,
+    row_values,
+    to_sql,
+)
+from payrun.ledger._running import (
+    RunningBatch,
+    RunningEntry,
+    refuse_overlap_with,
+    running_batch,
+    take_batch_lock,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = [
+    "KEEPALIVES",
+    "LOCK_SPACE",
+    "PostgresLedger",
+    "batch_names",
+    "batch_recorded",
+    "connect",
+    "refuse_if_running_at",
+]
+
+LOCK_SPACE = 0x70617972
+"""The first key of payrun's advisory locks ("payr"); the second is the batch's id (0: the
+schema's creation)."""
+KEEPALIVES = {
+    "tcp_keepalives_idle": 10,
+    "tcp_keepalives_interval": 5,
+    "tcp_keepalives_count": 3,
+    "tcp_user_timeout": 25_000,
+}
+"""Server-side settings of every ledger connection: the server probes a silent client after
+10 s, every 5 s, and drops it after 3 unanswered probes (or 25 s of unacknowledged data), so
+the lock of a machine that died frees within about 25 s."""
+_CLIENT_KEEPALIVES = {
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+    "connect_timeout": "10",
+    "application_name": "payrun",
+}
+"""libpq's own settings (the URL's win): a run notices a server that went away as well."""
+_SCHEMA_VERSION = "1"
+_REGISTER = -1
+"""The second key of the advisory lock that makes looking and publishing in the register one
+step (batch ids start at 1, the schema's lock is 0)."""
+_LOCK_PATIENCE = 1.0
+"""Seconds a run waits for a batch's lock before it says who holds it (as the file's lock)."""
+_LOCK_RETRY_SECONDS = 0.05
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS payrun_meta (
+    key text PRIMARY KEY,
+    value text NOT NULL
+);
+CREATE TABLE IF NOT EXISTS payrun_batches (
+    id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name text NOT NULL UNIQUE,
+    file_path text,
+    file_sha256 text,
+    base_url text,
+    organization_url text,
+    expect_count integer,
+    expect_total text,
+    valid_count integer,
+    valid_total text,
+    created_at text NOT NULL,
+    started_at text,
+    ended_at text,
+    options text,
+    late_until text,
+    alive_at text,
+    holder_pid integer,
+    holder_host text
+);
+CREATE TABLE IF NOT EXISTS payrun_rows (
+    batch_id integer NOT NULL REFERENCES payrun_batches (id) ON DELETE CASCADE,
+    row integer NOT NULL,
+    row_id text,
+    payee_name text NOT NULL,
+    sort_code text NOT NULL,
+    account_number text NOT NULL,
+    amount text NOT NULL,
+    reference text,
+    source_account text NOT NULL,
+    status text NOT NULL,
+    account_url text,
+    payee_url text,
+    payment_url text,
+    submission_url text,
+    intent_at text,
+    attempts integer NOT NULL DEFAULT 0,
+    error text,
+    updated_at text NOT NULL,
+    PRIMARY KEY (batch_id, row)
+);
+CREATE TABLE IF NOT EXISTS payrun_running (
+    batch_id integer PRIMARY KEY REFERENCES payrun_batches (id) ON DELETE CASCADE,
+    backend_pid integer NOT NULL,
+    holder_pid integer,
+    holder_host text,
+    bank text NOT NULL,
+    fingerprint text NOT NULL,
+    keys bytea NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS payrun_rows_payment_url
+    ON payrun_rows (batch_id, payment_url) WHERE payment_url IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS payrun_rows_submission_url
+    ON payrun_rows (batch_id, submission_url) WHERE submission_url IS NOT NULL;
+INSERT INTO payrun_meta (key, value) VALUES ('schema', '1') ON CONFLICT (key) DO NOTHING;
+"""
+_BATCH_COLUMNS = (
+    "file_path, file_sha256, base_url, organization_url, expect_count, expect_total,"
+    " valid_count, valid_total, created_at, started_at, ended_at, options, late_until, alive_at"
+)
+_ROW_INSERT = (
+    "row, row_id, payee_name, sort_code, account_number, amount, reference, source_account,"
+    " status, error, updated_at"
+)
+_UPDATABLE = RowUpdate.__optional_keys__
+_BATCH_UPDATABLE = BatchUpdate.__optional_keys__
+
+
+class PostgresLedger:
+    """An open batch in a ledger database. Use ``PostgresLedger.open(where)`` (or
+    ``open_ledger``); close it (or use ``with``) when done."""
+
+    def __init__(
+        self,
+        where: DatabaseLedger,
+        connection: psycopg.Connection[Any],
+        batch_id: int,
+        *,
+        created: bool = False,
+        writer: bool = True,
+    ) -> None:
+        self.where = where
+        self._db = connection
+        self._id = batch_id
+        self._created = created
+        self._writer = writer
+        self._depth = 0
+        self._sql_cache: dict[tuple[str, ...], str] = {}
+        self._pending: list[str] | None = None
+        """The open transaction's statements not sent yet (None: no transaction)."""
+        self._literals: psycopg.ClientCursor[Any] | None = None
+
+    @classmethod
+    def open(cls, where: DatabaseLedger, *, readonly: bool = False) -> PostgresLedger:
+        """Open the batch ``where`` names; a writer creates it (and the tables) when missing
+        and holds its lock, a reader (even mid-run) neither holds nor creates anything."""
+        connection = connect(where.url, readonly=readonly)
+        try:
+            if readonly:
+                batch_id = _find(connection, where)
+                if batch_id is None:
+                    _no_batch(connection, where)
+                return cls(where, connection, batch_id, writer=False)
+            _create_schema(connection, where)
+            batch_id, created = _lock_batch(connection, where, patience=_LOCK_PATIENCE)
+        except BaseException:
+            connection.close()
+            raise
+        return cls(where, connection, batch_id, created=created)
+
+    @property
+    def location(self) -> str:
+        """The database (its password masked) and the batch's name, as messages name them."""
+        return str(self.where)
+
+    @property
+    def created(self) -> bool:
+        """True when opening it made the batch's record (it was not in the database before)."""
+        return self._created
+
+    def hold_batch(self, rows: Sequence[LedgerRow], bank: str) -> AbstractContextManager[object]:
+        """Publish these rows in the database's register of running batches
+        (``payrun_running``, for runs on every machine) and in the machine-wide one
+        (``take_batch_lock``, for ledger files too) until the block ends.
+
+        Raises ``LedgerLockedError`` when a live run at the same bank pays the same batch
+        content or any of the same payments through another batch of the database.
+        """
+        stack = ExitStack()
+        running = running_batch(rows, bank)
+        self._publish(running)
+        stack.callback(self._unpublish)
+        try:
+            lock = take_batch_lock(rows, bank, self.location)
+        except BaseException:
+            stack.close()
+            raise
+        if lock is not None:
+            stack.enter_context(lock)
+        return stack
+
+    def _publish(self, running: RunningBatch) -> None:
+        """Check the live runs of the database's register and add this one, as one step."""
+        with self.atomic():
+            self._execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_SPACE, _REGISTER))
+            # A run whose session ended (its batch's lock is gone) is no longer paying
+            self._execute(
+                "DELETE FROM payrun_running r WHERE NOT EXISTS (SELECT 1 FROM pg_locks l"
+                " WHERE l.locktype = 'advisory' AND l.classid = %s AND l.objid = r.batch_id"
+                " AND l.objsubid = 2 AND l.pid = r.backend_pid AND l.granted)",
+                (LOCK_SPACE,),
+            )
+            found = self._fetchall(
+                "SELECT b.name, r.holder_pid, r.holder_host, r.bank, r.fingerprint, r.keys"
+                " FROM payrun_running r JOIN payrun_batches b ON b.id = r.batch_id"
+                " WHERE r.bank = %s AND r.batch_id <> %s",
+                (running.bank, self._id),
+            )
+            refuse_overlap_with((self._entry(*record) for record in found), running, dry_run=False)
+            self._execute(
+                "INSERT INTO payrun_running (batch_id, backend_pid, holder_pid, holder_host,"
+                " bank, fingerprint, keys) VALUES (%s, pg_backend_pid(), %s, %s, %s, %s, %s)"
+                " ON CONFLICT (batch_id) DO UPDATE SET backend_pid = EXCLUDED.backend_pid,"
+                " holder_pid = EXCLUDED.holder_pid, holder_host = EXCLUDED.holder_host,"
+                " bank = EXCLUDED.bank, fingerprint = EXCLUDED.fingerprint, keys = EXCLUDED.keys",
+                (
+                    self._id,
+                    os.getpid(),
+                    socket.gethostname(),
+                    running.bank,
+                    running.fingerprint,
+                    running.keys,
+                ),
+            )
+
+    def _entry(self, name: str, pid: int | None, host: str | None, *rest: Any) -> RunningEntry:
+        """Another batch's live run, as the register's messages name it."""
+        bank, fingerprint, keys = rest
+        where = str(DatabaseLedger(self.where.url, name))
+        if host and host != socket.gethostname():
+            where += f" on {host}"
+        return RunningEntry(name, pid, where, bank, fingerprint, bytes(keys))
+
+    def _unpublish(self) -> None:
+        """Leave the register (a connection already gone left it with its lock)."""
+        with contextlib.suppress(LedgerError):
+            self._execute("DELETE FROM payrun_running WHERE batch_id = %s", (self._id,))
+
+    def check_in_place(self) -> None:
+        """Raise ``LedgerWriteError`` when the batch's record is gone from the database, or
+        this connection no longer holds its lock: what the run writes would not be kept."""
+        if not self._writer:
+            return
+        found = self._fetchone(
+            "SELECT EXISTS (SELECT 1 FROM payrun_batches WHERE id = %s),"
+            " EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = %s"
+            " AND objid = %s AND objsubid = 2 AND pid = pg_backend_pid() AND granted)",
+            (self._id, LOCK_SPACE, self._id),
+        )
+        if found == (True, True):
+            return
+        how = "unlocked by someone else" if found and found[0] else "removed from the database"
+        msg = (
+            f"the ledger {self.location} was {how} while this run was using it: payrun"
+            " stopped sending; run the same command again: rows the bank already holds are"
+            " then held as possible repeats, not paid again"
+        )
+        raise LedgerWriteError(msg)
+
+    def close(self) -> None:
+        """Close the connection: the server drops the batch's lock with it."""
+        self._db.close()
+
+    def discard(self) -> None:
+        """Remove this batch (its record and rows) while still holding its lock, then close."""
+        try:
+            with self.atomic():
+                self._execute("DELETE FROM payrun_batches WHERE id = %s", (self._id,))
+        finally:
+            self.close()
+
+    def __enter__(self) -> PostgresLedger:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One transaction: BEGIN ... COMMIT, rolled back on any exception (nestable).
+
+        Its writes wait in ``_pending`` and go to the server with the COMMIT, in one round
+        trip (a read or a COPY inside sends what waits first): a group commit of a dozen
+        rows costs one round trip, not one per statement plus BEGIN and COMMIT.
+        """
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        self._depth = 1
+        self._pending = ["BEGIN"]
+        try:
+            try:
+                yield
+                self._pending.append("COMMIT")
+                self._send_pending()
+            except BaseException:
+                self._roll_back()
+                raise
+        finally:
+            self._depth = 0
+            self._pending = None
+
+    def batch(self) -> BatchInfo | None:
+        """The batch this ledger was made for, or None for a new one (no rows recorded)."""
+        record = self._fetchone(
+            f"SELECT {_BATCH_COLUMNS} FROM payrun_batches"
+            " WHERE id = %s AND file_sha256 IS NOT NULL",
+            (self._id,),
+        )
+        if record is None:
+            return None
+        names = [name.strip() for name in _BATCH_COLUMNS.split(",")]
+        return batch_from_record(dict(zip(names, record, strict=True)))
+
+    def start(self, info: BatchInfo, verdicts: Iterable[RowVerdict | PlainRow]) -> None:
+        """Record a new batch and every row of it (valid rows pending, invalid rows invalid)."""
+        now = iso(utc_now())
+        with self.atomic():
+            self._execute(
+                "UPDATE payrun_batches SET file_path = %s, file_sha256 = %s, base_url = %s,"
+                " organization_url = %s, expect_count = %s, expect_total = %s,"
+                " valid_count = %s, valid_total = %s, created_at = %s, options = %s"
+                " WHERE id = %s",
+                (
+                    info.file_path,
+                    info.file_sha256,
+                    info.base_url,
+                    info.organization_url,
+                    info.expect_count,
+                    money_or_none(info.expect_total),
+                    info.valid_count,
+                    format_money(info.valid_total),
+                    now,
+                    info.options,
+                    self._id,
+                ),
+            )
+            self._send_pending()
+            with (
+                _translated(self.where),
+                self._db.cursor() as cursor,
+                cursor.copy(f"COPY payrun_rows (batch_id, {_ROW_INSERT}) FROM STDIN") as copy,
+            ):
+                for verdict in verdicts:
+                    copy.write_row((self._id, *row_values(verdict, now)))
+
+    def set_valid_totals(self, count: int, total: Decimal) -> None:
+        """Record the count and total of the batch's valid rows."""
+        with self.atomic():
+            self._execute(
+                "UPDATE payrun_batches SET valid_count = %s, valid_total = %s WHERE id = %s",
+                (count, format_money(total), self._id),
+            )
+
+    def set_batch(self, **values: Unpack[BatchUpdate]) -> None:
+        """Update batch fields: base_url, organization_url, started_at, ended_at, options,
+        late_until, alive_at."""
+        unknown = values.keys() - _BATCH_UPDATABLE
+        if unknown:
+            msg = f"cannot set batch fields {sorted(unknown)}"
+            raise ValueError(msg)
+        assignments = ", ".join(f"{name} = %s" for name in values)
+        params = [*(to_sql(value) for value in values.values()), self._id]
+        with self.atomic():
+            self._execute(f"UPDATE payrun_batches SET {assignments} WHERE id = %s", params)
+
+    def replace_rows(self, rows: Iterable[LedgerRow]) -> None:
+        """Rewrite rows never sent to the bank from the file again (new options on a rerun).
+
+        Their file fields, status and error are replaced; the account and payee found for
+        them before are forgotten (a new source account has other payees).
+        """
+        now = iso(utc_now())
+        with self.atomic():
+            self._executemany(
+                "UPDATE payrun_rows SET row_id = %s, payee_name = %s, sort_code = %s,"
+                " account_number = %s, amount = %s, reference = %s, source_account = %s,"
+                " status = %s, error = %s, account_url = NULL, payee_url = NULL,"
+                " updated_at = %s WHERE batch_id = %s AND row = %s",
+                [
+                    (
+                        r.row_id,
+                        r.payee_name,
+                        r.sort_code,
+                        r.account_number,
+                        r.amount_text if r.status is RowStatus.INVALID else format_money(r.amount),
+                        r.reference,
+                        r.source_account,
+                        str(r.status),
+                        r.error,
+                        now,
+                        self._id,
+                        r.row,
+                    )
+                    for r in rows
+                ],
+            )
+
+    def rows(self, statuses: Iterable[RowStatus] | None = None) -> list[LedgerRow]:
+        """Every row (or those in ``statuses``), in row order."""
+        select = f"SELECT {ROW_SELECT} FROM payrun_rows WHERE batch_id = %s"
+        if statuses is None:
+            found = self._fetchall(f"{select} ORDER BY row", (self._id,))
+        else:
+            wanted = [str(status) for status in statuses]
+            found = self._fetchall(
+                f"{select} AND status = ANY(%s) ORDER BY row", (self._id, wanted)
+            )
+        return [row_from_values(values) for values in found]
+
+    def counts(self) -> dict[RowStatus, int]:
+        """How many rows are in each status."""
+        found = self._fetchall(
+            "SELECT status, COUNT(*) FROM payrun_rows WHERE batch_id = %s GROUP BY status",
+            (self._id,),
+        )
+        return {RowStatus(status): count for status, count in found}
+
+    def update_each(self, changes: Iterable[tuple[int, RowUpdate]]) -> None:
+        """Commit several rows' own changes in one transaction (a group commit), in order.
+
+        A row's changes become one UPDATE (a field's last value wins), and rows changing
+        the same fields go to the server as one ``executemany`` (pipelined: one round trip).
+        """
+        merged: dict[int, RowUpdate] = {}
+        for row, values in changes:
+            earlier = merged.get(row)
+            merged[row] = values if earlier is None else {**earlier, **values}
+        by_names: dict[tuple[str, ...], list[list[Any]]] = {}
+        now = iso(utc_now())
+        for row, values in merged.items():
+            params = [*map(to_sql, values.values()), now, self._id, row]
+            by_names.setdefault(tuple(values), []).append(params)
+        with self.atomic():
+            for names, params in by_names.items():
+                self._executemany(self._update_sql(names), params)
+
+    def update_many(self, rows: Iterable[int], **values: Unpack[RowUpdate]) -> None:
+        """Commit the same new values for several rows in one transaction."""
+        sql = self._update_sql(tuple(values))
+        params = [*(to_sql(value) for value in values.values()), iso(utc_now()), self._id]
+        with self.atomic():
+            self._executemany(sql, [[*params, row] for row in rows])
+
+    def _update_sql(self, names: tuple[str, ...]) -> str:
+        sql = self._sql_cache.get(names)
+        if sql is None:
+            unknown = set(names) - _UPDATABLE
+            if unknown:
+                msg = f"cannot update row fields {sorted(unknown)}"
+                raise ValueError(msg)
+            assignments = "".join(f"{name} = %s, " for name in names)
+            sql = (
+                f"UPDATE payrun_rows SET {assignments}updated_at = %s"
+                " WHERE batch_id = %s AND row = %s"
+            )
+            self._sql_cache[names] = sql
+        return sql
+
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Run a statement whose result is not read: in a transaction, with its COMMIT."""
+        if self._pending is not None:
+            self._pending.append(self._literal(sql, params))
+            return
+        with _translated(self.where):
+            self._db.execute(sql, params)
+
+    def _executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
+        """``_execute`` for each set of ``params``."""
+        if self._pending is not None:
+            self._pending.extend(self._literal(sql, values) for values in params)
+            return
+        if not params:
+            return
+        with _translated(self.where), self._db.cursor() as cursor:
+            cursor.executemany(sql, params)
+
+    def _literal(self, sql: str, params: Sequence[Any]) -> str:
+        """The statement with its values written in (quoted by psycopg, as the server reads
+        them), to go with others in one simple query."""
+        if self._literals is None:
+            import psycopg
+
+            self._literals = psycopg.ClientCursor(self._db)
+        with _translated(self.where):
+            return self._literals.mogrify(sql, params)
+
+    def _send_pending(self) -> None:
+        """Send the transaction's waiting statements, in order, in one round trip."""
+        if not self._pending:
+            return
+        text, self._pending = ";\n".join(self._pending), []
+        with _translated(self.where):
+            self._db.execute(text)
+
+    def _roll_back(self) -> None:
+        """End a transaction that failed, if the server has one open (a connection already
+        gone has none)."""
+        import psycopg
+
+        self._pending = None
+        with contextlib.suppress(psycopg.Error):
+            if self._db.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                self._db.execute("ROLLBACK")
+
+    def _fetchone(self, sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+        self._send_pending()
+        with _translated(self.where):
+            found: tuple[Any, ...] | None = self._db.execute(sql, params).fetchone()
+        return found
+
+    def _fetchall(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        self._send_pending()
+        with _translated(self.where):
+            return self._db.execute(sql, params).fetchall()
+
+
+def connect(url: DatabaseURL, *, readonly: bool) -> psycopg.Connection[Any]:
+    """A new autocommit connection to the ledger database, with payrun's keepalives.
+
+    ``ConfigError`` when psycopg is not installed, ``LedgerError`` when the database cannot
+    be reached (the message names it with its password masked).
+    """
+    try:
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        msg = (
+            "a PostgreSQL ledger needs psycopg, which is not installed:"
+            " pip install 'payrun[fleet]' (or use a ledger file)"
+        )
+        raise ConfigError(msg) from None
+    with _translated(url, opening=True):
+        params: dict[str, Any] = conninfo_to_dict(url.reveal())
+        for name, value in _CLIENT_KEEPALIVES.items():
+            params.setdefault(name, value)
+        # A server set to commit lazily would lose the last intents in a crash of its own
+        settings: dict[str, object] = {**KEEPALIVES, "synchronous_commit": "on"}
+        if readonly:
+            settings["default_transaction_read_only"] = "on"
+        own = " ".join(f"-c {name}={value}" for name, value in settings.items())
+        params["options"] = f"{params.get('options', '')} {own}".strip()
+        return psycopg.connect(autocommit=True, **params)
+
+
+def batch_names(url: DatabaseURL) -> list[str]:
+    """The names of the batches recorded in the database (read-only), in name order."""
+    connection = connect(url, readonly=True)
+    try:
+        with _translated(url):
+            if not _has_tables(connection):
+                return []
+            found = connection.execute(
+                "SELECT name FROM payrun_batches WHERE file_sha256 IS NOT NULL ORDER BY name"
+            ).fetchall()
+    finally:
+        connection.close()
+    return [name for (name,) in found]
+
+
+def _has_tables(connection: psycopg.Connection[Any]) -> bool:
+    found = connection.execute("SELECT to_regclass('payrun_rows') IS NOT NULL").fetchone()
+    return bool(found and found[0])
+
+
+def _find(connection: psycopg.Connection[Any], where: DatabaseLedger) -> int | None:
+    """The batch's id, or None when the database holds no such batch (or no payrun tables)."""
+    with _translated(where):
+        if not _has_tables(connection):
+            return None
+        found = connection.execute(
+            "SELECT id FROM payrun_batches WHERE name = %s", (where.batch,)
+        ).fetchone()
+    return None if found is None else int(found[0])
+
+
+def _no_batch(connection: psycopg.Connection[Any], where: DatabaseLedger) -> NoReturn:
+    msg = (
+        f"no batch {where.batch} in the ledger database {where.url.masked}: name a batch"
+        " it holds (payrun report --ledger URL lists them), or the batch file a run paid"
+    )
+    raise LedgerError(msg)
+
+
+def _create_schema(connection: psycopg.Connection[Any], where: DatabaseLedger) -> None:
+    """Create payrun's tables if missing (one run at a time: an advisory lock), and refuse a
+    database whose tables a newer payrun made."""
+    with _translated(where), connection.transaction():
+        connection.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_SPACE,))
+        made = connection.execute("SELECT to_regclass('payrun_running') IS NOT NULL").fetchone()
+        if not (made and made[0]):
+            connection.execute(_SCHEMA)
+        found = connection.execute("SELECT value FROM payrun_meta WHERE key = 'schema'").fetchone()
+    if found is None or found[0] != _SCHEMA_VERSION:
+        msg = (
+            f"the ledger database {where.url.masked} holds payrun tables of another version"
+            f" ({'none' if found is None else found[0]}, this payrun writes"
+            f" {_SCHEMA_VERSION}): use the payrun that made them, or another database"
+        )
+        raise LedgerError(msg)
+
+
+def _lock_batch(
+    connection: psycopg.Connection[Any], where: DatabaseLedger, *, patience: float
+) -> tuple[int, bool]:
+    """Take the batch's advisory lock for the connection's life, making its record if new.
+
+    Returns (id, created). Raises ``LedgerLockedError`` naming the process that holds it
+    after ``patience`` seconds.
+    """
+    deadline = time.monotonic() + patience
+    with _translated(where):
+        while True:
+            batch_id, created = _record(connection, where)
+            taken = connection.execute(
+                "SELECT pg_try_advisory_lock(%s, %s)", (LOCK_SPACE, batch_id)
+            ).fetchone()
+            if taken and taken[0]:
+                claimed = connection.execute(
+                    "UPDATE payrun_batches SET holder_pid = %s, holder_host = %s"
+                    " WHERE id = %s RETURNING id",
+                    (os.getpid(), socket.gethostname(), batch_id),
+                ).fetchone()
+                if claimed is not None:
+                    return batch_id, created
+                # Removed by a refused first run while we waited: take the new record
+                connection.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_SPACE, batch_id))
+                continue
+            if time.monotonic() >= deadline:
+                _locked(connection, where, batch_id)
+            time.sleep(_LOCK_RETRY_SECONDS)
+
+
+def _record(connection: psycopg.Connection[Any], where: DatabaseLedger) -> tuple[int, bool]:
+    """The batch's id, inserting an empty record (no file yet) when there is none."""
+    made = connection.execute(
+        "INSERT INTO payrun_batches (name, created_at) VALUES (%s, %s)"
+        " ON CONFLICT (name) DO NOTHING RETURNING id",
+        (where.batch, iso(utc_now())),
+    ).fetchone()
+    if made is not None:
+        return int(made[0]), True
+    found = connection.execute(
+        "SELECT id FROM payrun_batches WHERE name = %s", (where.batch,)
+    ).fetchone()
+    if found is None:
+        # Removed between the two statements
+        return _record(connection, where)
+    return int(found[0]), False
+
+
+def _locked(connection: psycopg.Connection[Any], where: DatabaseLedger, batch_id: int) -> NoReturn:
+    found = connection.execute(
+        "SELECT holder_pid, holder_host FROM payrun_batches WHERE id = %s", (batch_id,)
+    ).fetchone()
+    pid, host = found if found is not None else (None, None)
+    holder = f"process {pid}" if pid else "another process"
+    if host and host != socket.gethostname():
+        holder += f" on {host}"
+    msg = (
+        f"the ledger {where} is in use by {holder} (another payrun run);"
+        " wait for it to finish or stop it, then run again"
+    )
+    raise LedgerLockedError(msg, pid=pid)
+
+
+def refuse_if_running_at(where: DatabaseLedger) -> None:
+    """Raise ``LedgerLockedError`` when a run holds the batch (after a moment's wait); hold
+    nothing, create nothing."""
+    connection = connect(where.url, readonly=True)
+    try:
+        batch_id = _find(connection, where)
+        if batch_id is None:
+            return
+        deadline = time.monotonic() + _LOCK_PATIENCE
+        with _translated(where):
+            while True:
+                taken = connection.execute(
+                    "SELECT pg_try_advisory_lock(%s, %s)", (LOCK_SPACE, batch_id)
+                ).fetchone()
+                if taken and taken[0]:
+                    return
+                if time.monotonic() >= deadline:
+                    _locked(connection, where, batch_id)
+                time.sleep(_LOCK_RETRY_SECONDS)
+    finally:
+        # Closing drops the lock taken for the look
+        connection.close()
+
+
+def batch_recorded(where: DatabaseLedger) -> bool:
+    """True when the database holds this batch with its rows (read-only)."""
+    connection = connect(where.url, readonly=True)
+    try:
+        batch_id = _find(connection, where)
+        if batch_id is None:
+            return False
+        with _translated(where):
+            found = connection.execute(
+                "SELECT file_sha256 IS NOT NULL FROM payrun_batches WHERE id = %s", (batch_id,)
+            ).fetchone()
+    finally:
+        connection.close()
+    return bool(found and found[0])
+
+
+@contextmanager
+def _translated(where: DatabaseLedger | DatabaseURL, *, opening: bool = False) -> Iterator[None]:
+    """psycopg's errors as ``LedgerError`` (``LedgerWriteError`` for a second payment URL
+    for a row), in one line, without the password."""
+    import psycopg
+
+    location = str(where)
+    url = where.url if isinstance(where, DatabaseLedger) else where
+    try:
+        yield
+    except psycopg.errors.UniqueViolation as exc:
+        msg = (
+            f"the ledger {location} refused to record one bank payment or submission for two"
+            f" rows ({_one_line(exc, url)}), so nothing more is sent; payrun checks with the bank"
+            " what each row's request did when it runs again"
+        )
+        raise LedgerWriteError(msg) from None
+    except psycopg.Error as exc:
+        if opening:
+            msg = (
+                f"cannot reach the ledger database {location}: {_one_line(exc, url)}; check the"
+                " URL, that the server runs and accepts this user, and the password"
+            )
+        else:
+            msg = f"cannot use the ledger {location}: {_one_line(exc, url)}"
+        raise LedgerError(msg) from None
+
+
+def _one_line(exc: BaseException, url: DatabaseURL) -> str:
+    """The error's text on one line (libpq writes hints on lines of their own), with any
+    password of the URL masked (a driver may quote the part of a URL it cannot read)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    for secret in url.passwords():
+        text = text.replace(secret, "***")
+    return text
