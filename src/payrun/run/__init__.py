@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from payrun.run._pipeline import RunOutcome as RunOutcome
     from payrun.run._pipeline import run_batch as run_batch
     from payrun.run._pipeline import run_exit_code as run_exit_code
+    from payrun.run._pipeline import run_stored_batch as run_stored_batch
     from payrun.run._stop import STOP_GRACE_SECONDS as STOP_GRACE_SECONDS
     from payrun.run._stop import StopSignal as StopSignal
 
@@ -31,6 +32,7 @@ _HOMES = {
     "RunOutcome": "payrun.run._pipeline",
     "run_batch": "payrun.run._pipeline",
     "run_exit_code": "payrun.run._pipeline",
+    "run_stored_batch": "payrun.run._pipeline",
     "STOP_GRACE_SECONDS": "payrun.run._stop",
     "StopSignal": "payrun.run._stop",
 }
@@ -53,4 +55,5 @@ __all__ = [
     "StopSignal",
     "run_batch",
     "run_exit_code",
+    "run_stored_batch",
 ]
