@@ -22,6 +22,11 @@ were used and never broken, and that every row was paid exactly once.
     python benchmarks/bench_run.py            # full: the issue-4 goals (~3-4 min)
     python benchmarks/bench_run.py --quick    # smoke check, < 1 min
     python benchmarks/bench_run.py --only 2k-10acct@50  --rows-100k 20000
+    python benchmarks/bench_run.py --only 2kx10acct@50 --ledger postgresql   # issue 21
+
+``--ledger postgresql`` keeps the ledgers in a throwaway PostgreSQL server of its own
+(tests/_postgres.py: initdb + pg_ctl on loopback, fsync on), ``--ledger postgresql://...``
+in that database; the default is the SQLite file.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import compileall
+import contextlib
 import csv
 import importlib.util
 import json
@@ -42,6 +48,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -281,8 +288,15 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
     import payrun.run._pipeline as pipeline  # noqa: PLC0415
     from payrun._models import RowStatus  # noqa: PLC0415
     from payrun.bank import AdaptiveLimiter, BankClient  # noqa: PLC0415
-    from payrun.config import RunOptions, Secret, Settings, ValidationOptions  # noqa: PLC0415
+    from payrun.config import (  # noqa: PLC0415
+        RunOptions,
+        Secret,
+        Settings,
+        ValidationOptions,
+        database_url,
+    )
     from payrun.ledger import Ledger  # noqa: PLC0415
+    from payrun.ledger._postgres import PostgresLedger  # noqa: PLC0415
 
     import_s = time.perf_counter() - t_import  # the bank stack: imported lazily by the CLI
     phases: dict[str, float] = {}
@@ -326,8 +340,10 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
 
         return wrapper
 
+    ledger_url = job.get("ledger_url")
+    backend: Any = PostgresLedger if ledger_url else Ledger
     for name in ("update_each", "update_many"):
-        setattr(Ledger, name, timed(getattr(Ledger, name)))
+        setattr(backend, name, timed(getattr(backend, name)))
 
     class Observer:
         def __init__(self) -> None:
@@ -374,7 +390,8 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
 
     directory = Path(job["dir"])
     settings = Settings(base_url=job["base_url"], api_key=Secret(job["api_key"]))
-    options = RunOptions(ledger_path=directory / "batch.ledger.sqlite", confirm_payees=False)
+    where = database_url(ledger_url) if ledger_url else directory / "batch.ledger.sqlite"
+    options = RunOptions(ledger_path=where, confirm_payees=False)
 
     async def main() -> Any:
         async with anyio.create_task_group() as group:
@@ -500,8 +517,15 @@ def calibrate(job: dict[str, Any]) -> dict[str, Any]:
     return {"cpu_per_request_s": cpu / job["requests"], "round_trip_s": round_trip}
 
 
-def run_command(
-    directory: Path, base_url: str, api_key: str, rows: int, accounts: int, *, pin: bool
+def run_command(  # noqa: PLR0913 - the bank, the batch and the ledger
+    directory: Path,
+    base_url: str,
+    api_key: str,
+    rows: int,
+    accounts: int,
+    *,
+    pin: bool,
+    ledger_url: str | None = None,
 ) -> dict[str, float]:
     """``payrun run`` as a user runs it (its own process): wall time and process CPU.
 
@@ -519,7 +543,7 @@ def run_command(
         str(batch),
         "--no-confirm-payees",
         "--ledger",
-        str(directory / f"command-{rows}.ledger.sqlite"),
+        ledger_url or str(directory / f"command-{rows}.ledger.sqlite"),
     ]
     if _can_pin(pin):
         command = ["taskset", "-c", "0", *command]
@@ -598,6 +622,7 @@ def run_scenario(
     pin: bool,
     uvloop: bool,
     profile: str | None = None,
+    ledger_url: str | None = None,
 ) -> dict[str, Any]:
     """Start a sandbox, run the client, collect the client's and the sandbox's numbers."""
     with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
@@ -618,6 +643,7 @@ def run_scenario(
                     "rows": scenario.rows,
                     "uvloop": uvloop,
                     "profile": profile_path,
+                    "ledger_url": ledger_url,
                 },
                 pin=pin,
             )
@@ -648,7 +674,13 @@ def run_scenario(
                 process, base_url, api_key = start_sandbox(seed, scenario.latency_ms, pin=pin)
                 try:
                     timed = run_command(
-                        directory, base_url, api_key, rows, scenario.accounts, pin=pin
+                        directory,
+                        base_url,
+                        api_key,
+                        rows,
+                        scenario.accounts,
+                        pin=pin,
+                        ledger_url=ledger_url,
                     )
                     result.update({prefix + key: value for key, value in timed.items()})
                 finally:
@@ -852,6 +884,24 @@ def print_notes(s: Scenario, r: dict[str, Any]) -> None:
         print(f"  {line}")
 
 
+@contextlib.contextmanager
+def ledger_database(choice: str) -> Iterator[tuple[str | None, str]]:
+    """The ledger database's URL (None: SQLite files) and how the header names it."""
+    if choice == "sqlite":
+        yield None, "SQLite file"
+        return
+    from payrun.config import mask_database_url  # noqa: PLC0415
+
+    if choice != "postgresql":
+        yield choice, f"PostgreSQL at {mask_database_url(choice)}"
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from _postgres import throwaway_cluster  # noqa: PLC0415
+
+    with throwaway_cluster(durable=True) as cluster:
+        yield cluster.url, "PostgreSQL (a throwaway server on loopback, fsync on)"
+
+
 def main() -> int:
     """Run the scenarios and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -875,6 +925,12 @@ def main() -> int:
         metavar="DIR",
         help="write a cProfile of each client run to DIR/<scenario>.prof",
     )
+    parser.add_argument(
+        "--ledger",
+        default="sqlite",
+        help="sqlite (a file, default), postgresql (a throwaway server of its own, fsync on),"
+        " or a postgresql:// URL",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--calibrate", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -892,20 +948,28 @@ def main() -> int:
     rows_100k = args.rows_100k or (3000 if args.quick else 100_000)
     chosen = [s for s in scenarios(args.quick, rows_100k) if not args.only or args.only in s.name]
     pin = not args.no_pin
-    print(
-        f"payrun run benchmark: {'quick' if args.quick else 'full'}, pinned: {_can_pin(pin)},"
-        f" client loop: {'uvloop' if args.uvloop else 'asyncio'}, cores: {os.cpu_count()}"
-    )
-    results = []
-    started = time.perf_counter()
-    for scenario in chosen:
+    with ledger_database(args.ledger) as (ledger_url, ledger_name):
         print(
-            f"  running {scenario.name} ({scenario.rows} rows, {scenario.accounts} accounts,"
-            f" L={scenario.latency_ms:.0f} ms) ...",
-            flush=True,
+            f"payrun run benchmark: {'quick' if args.quick else 'full'}, pinned: {_can_pin(pin)},"
+            f" client loop: {'uvloop' if args.uvloop else 'asyncio'}, cores: {os.cpu_count()},"
+            f" ledger: {ledger_name}"
         )
-        outcome = run_scenario(scenario, pin=pin, uvloop=args.uvloop, profile=args.profile)
-        results.append((scenario, outcome))
+        results = []
+        started = time.perf_counter()
+        for scenario in chosen:
+            print(
+                f"  running {scenario.name} ({scenario.rows} rows, {scenario.accounts} accounts,"
+                f" L={scenario.latency_ms:.0f} ms) ...",
+                flush=True,
+            )
+            outcome = run_scenario(
+                scenario,
+                pin=pin,
+                uvloop=args.uvloop,
+                profile=args.profile,
+                ledger_url=ledger_url,
+            )
+            results.append((scenario, outcome))
     print(f"  done in {time.perf_counter() - started:.0f} s\n")
     print_table(results)
     failed = any(line.endswith("FAIL") for s, r in results for line in verdicts(s, r))

@@ -2,7 +2,8 @@
 
 Every run is the real CLI in its own process group (``start_new_session=True``) talking real
 loopback HTTP to a sandbox bank served by ``serve_in_thread``. Checks read the sandbox's own
-counters (``/__sandbox/stats``) and the ledger file (read-only), never the runner's memory.
+counters (``/__sandbox/stats``) and the ledger (read-only: the SQLite file, or the batch's
+rows in a PostgreSQL database), never the runner's memory.
 ``fresh_python`` runs a snippet in a fresh interpreter (what a new process loads or starts).
 """
 
@@ -45,6 +46,27 @@ FIELDS = (
     "reference",
     "source_account",
 )
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseLedgerRef:
+    """A batch's ledger in a PostgreSQL database: ``str`` is what ``--ledger`` gets (the
+    URL); the batch is named by the batch file's absolute path, as ``payrun run`` names it."""
+
+    url: str
+    batch: Path
+
+    def __str__(self) -> str:
+        return self.url
+
+    @property
+    def name(self) -> str:
+        """The batch's name in the database."""
+        return str(self.batch.resolve())
+
+
+LedgerRef = Path | DatabaseLedgerRef
+"""A ledger as the tests hand it to ``payrun run --ledger`` and read it back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +156,7 @@ def run_env(sandbox: RunningSandbox) -> dict[str, str]:
     return env
 
 
-def run_args(batch: Path, ledger: Path, *extra: str) -> list[str]:
+def run_args(batch: Path, ledger: LedgerRef, *extra: str) -> list[str]:
     """The `payrun run` command line for ``batch`` with its ``ledger``.
 
     It runs ``_payrun_after_kill.py``: ``python -m payrun``, giving the bank 1 s rather than
@@ -155,7 +177,7 @@ def run_args(batch: Path, ledger: Path, *extra: str) -> list[str]:
 def start_run(
     sandbox: RunningSandbox,
     batch: Path,
-    ledger: Path,
+    ledger: LedgerRef,
     *extra: str,
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
@@ -210,7 +232,7 @@ def finish(
 def run(
     sandbox: RunningSandbox,
     batch: Path,
-    ledger: Path,
+    ledger: LedgerRef,
     *extra: str,
     timeout: float = RUN_TIMEOUT_S,
     env: dict[str, str] | None = None,
@@ -253,8 +275,10 @@ def account_urls(sandbox: RunningSandbox) -> dict[str, str]:
     }
 
 
-def ledger_rows(ledger: Path) -> list[dict[str, Any]]:
-    """Every row of the ledger, read-only (a finished or interrupted run's file)."""
+def ledger_rows(ledger: LedgerRef) -> list[dict[str, Any]]:
+    """Every row of the ledger, read-only (a finished or interrupted run's)."""
+    if isinstance(ledger, DatabaseLedgerRef):
+        return _database_rows(ledger)
     connection = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True)
     try:
         connection.row_factory = sqlite3.Row
@@ -263,12 +287,43 @@ def ledger_rows(ledger: Path) -> list[dict[str, Any]]:
         connection.close()
 
 
+_READERS: dict[str, Any] = {}
+"""One reading connection per database (polled every 20 ms while a run pays)."""
+
+
+def _database_rows(ledger: DatabaseLedgerRef) -> list[dict[str, Any]]:
+    """Every row of the batch in the database, as ``ledger_rows`` gives a file's."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    connection = _READERS.get(ledger.url)
+    if connection is None or connection.closed:
+        connection = psycopg.connect(ledger.url, autocommit=True, row_factory=dict_row)
+        _READERS[ledger.url] = connection
+    found = connection.execute(
+        "SELECT r.* FROM payrun_rows r JOIN payrun_batches b ON b.id = r.batch_id"
+        " WHERE b.name = %s ORDER BY r.row",
+        (ledger.name,),
+    ).fetchall()
+    return [{k: v for k, v in record.items() if k != "batch_id"} for record in found]
+
+
+def ledger_exists(ledger: LedgerRef) -> bool:
+    """True when the ledger holds its batch's rows (the file, or the batch in the database)."""
+    if isinstance(ledger, DatabaseLedgerRef):
+        try:
+            return bool(_database_rows(ledger))
+        except Exception:  # noqa: BLE001 - no tables yet
+            return False
+    return ledger.exists()
+
+
 PAID = ("submitted", "delivered")
 """Ledger statuses of a row whose payment was created and submitted."""
 
 
 def exactly_once_problems(
-    sandbox: RunningSandbox, rows: Sequence[BatchRow], ledger: Path
+    sandbox: RunningSandbox, rows: Sequence[BatchRow], ledger: LedgerRef
 ) -> list[str]:
     """Everything that breaks "every row: one payment, one submission, recorded"; [] if none."""
     return [*bank_problems(sandbox, rows), *ledger_problems(sandbox, rows, ledger)]
@@ -322,7 +377,9 @@ def bank_problems(sandbox: RunningSandbox, rows: Sequence[BatchRow]) -> list[str
     return problems
 
 
-def ledger_problems(sandbox: RunningSandbox, rows: Sequence[BatchRow], ledger: Path) -> list[str]:
+def ledger_problems(
+    sandbox: RunningSandbox, rows: Sequence[BatchRow], ledger: LedgerRef
+) -> list[str]:
     """The ledger's view: every row submitted, with the very payment and submission the bank has."""
     problems: list[str] = []
     by_id = {r.row_id: r for r in rows}
@@ -354,7 +411,7 @@ def _last_part(url: str) -> str:
 
 
 def assert_exactly_once(
-    sandbox: RunningSandbox, rows: Sequence[BatchRow], ledger: Path, context: str = ""
+    sandbox: RunningSandbox, rows: Sequence[BatchRow], ledger: LedgerRef, context: str = ""
 ) -> None:
     """Fail with every problem listed unless each row was paid exactly once and recorded."""
     problems = exactly_once_problems(sandbox, rows, ledger)
@@ -373,9 +430,9 @@ def wait_until(condition: object, timeout: float, what: str) -> None:
     raise AssertionError(message)
 
 
-def count_status(ledger: Path, *statuses: str) -> int:
+def count_status(ledger: LedgerRef, *statuses: str) -> int:
     """Rows of ``ledger`` in one of ``statuses`` (0 while the ledger does not exist yet)."""
-    if not ledger.exists():
+    if not ledger_exists(ledger):
         return 0
     try:
         return sum(1 for r in ledger_rows(ledger) if r["status"] in statuses)

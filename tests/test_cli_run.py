@@ -1170,25 +1170,33 @@ def test_ledger_of_another_bank_is_refused(
 
 
 @pytest.mark.parametrize(
-    "command",
-    [["run", "{batch}", "--ledger", "{url}"], ["run", "{batch}", "--ledger", "{url}", "--dry-run"]]
-    + [["report", "{url}"]],
-    ids=["run", "dry-run", "report"],
+    ("command", "said"),
+    [
+        (["run", "{batch}", "--ledger", "{url}"], "cannot reach the ledger database"),
+        (["run", "{batch}", "--ledger", "{url}", "--dry-run"], "cannot reach the ledger database"),
+        (["report", "{batch}", "--ledger", "{url}"], "cannot reach the ledger database"),
+        (["report", "{url}"], "is a PostgreSQL database, not a file"),
+    ],
+    ids=["run", "dry-run", "report", "report-positional"],
 )
-def test_a_postgresql_ledger_is_refused_in_one_line_without_its_password(
-    start_bank: StartBank, tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+def test_an_unreachable_postgresql_ledger_is_refused_in_one_line_without_its_password(
+    start_bank: StartBank,
+    tmp_path: Path,
+    command: list[str],
+    said: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """--ledger postgresql://USER:PASSWORD@HOST/DB: exit 2 in one line that keeps the password
-    out, before any request or file is made."""
+    """--ledger postgresql://USER:PASSWORD@HOST/DB with no server there: exit 2 in one line
+    that masks the password, before any request or file is made."""
     bank = start_bank()
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES[:1])
-    url = "postgresql://payrun:pg-s3cret@db.example/payrun"
+    url = "postgresql://payrun:pg-s3cret@127.0.0.1:1/payrun"
     requests = stats(bank)["requests"]
     capsys.readouterr()
     argv = [word.format(batch=batch, url=url) for word in command]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "is a PostgreSQL database" in err, err
+    assert err.count("\n") == 1 and said in err, err
     assert "pg-s3cret" not in err
     assert stats(bank)["requests"] == requests
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pay.csv"]

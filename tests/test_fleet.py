@@ -28,7 +28,7 @@ from _fleet_helpers import (
     write_keys,
     write_manifest,
 )
-from _postgres import find_binaries, throwaway_cluster
+from _postgres import Cluster
 from _run_helpers import BatchRow, make_rows, stats, write_batch
 from payrun.config import DatabaseURL, Secret
 from payrun.fleet import FleetStore
@@ -40,16 +40,6 @@ ROWS = 300
 
 
 @pytest.fixture(scope="module")
-def cluster_url() -> Iterator[str]:
-    """A throwaway PostgreSQL server for the module; its URL."""
-    binaries, why = find_binaries()
-    if binaries is None:
-        pytest.skip(why)
-    with throwaway_cluster() as cluster:
-        yield cluster.url
-
-
-@pytest.fixture(scope="module")
 def temporal() -> Iterator[str]:
     """A Temporal dev server for the module (in memory); its HOST:PORT."""
     with temporal_dev_server() as address:
@@ -57,9 +47,9 @@ def temporal() -> Iterator[str]:
 
 
 @pytest.fixture
-def url(cluster_url: str) -> str:
-    """A new database for the test."""
-    return new_database(cluster_url)
+def url(postgres: Cluster) -> str:
+    """A new database for the test on the session's PostgreSQL server."""
+    return new_database(postgres.url)
 
 
 @pytest.fixture

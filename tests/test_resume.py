@@ -3,7 +3,9 @@
 Every test runs the real CLI as a subprocess (its own process group) against a sandbox bank
 served over real loopback HTTP, then checks the bank's own counters: one payment group per
 row, each with exactly one payment and one submission, and the ledger recording each row as
-submitted with that very payment and submission.
+submitted with that very payment and submission. The exactly-once core (kill -9 trials,
+faults, 429s, signals, the lock, a changed file, a fresh ledger) runs on both ledgers
+(``ledger_for``: the SQLite file, and the batch in a PostgreSQL database).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import random
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ import pytest
 from _run_helpers import (
     BatchRow,
     Finished,
+    LedgerRef,
     assert_exactly_once,
     count_status,
     finish,
@@ -54,8 +57,16 @@ def _bank_totals(bank: RunningSandbox) -> tuple[int, int]:
     return sum(g["payments"] for g in groups), sum(g["submissions"] for g in groups)
 
 
-def _batch(tmp_path: Path, rows: list[BatchRow], name: str = "batch") -> tuple[Path, Path]:
+def _batch(
+    tmp_path: Path,
+    rows: list[BatchRow],
+    name: str = "batch",
+    ledger_for: Callable[[Path], LedgerRef] | None = None,
+) -> tuple[Path, LedgerRef]:
+    """The batch file of ``rows`` and its ledger (``ledger_for``'s backend; a file by default)."""
     batch = write_batch(tmp_path / f"{name}.csv", rows)
+    if ledger_for is not None:
+        return batch, ledger_for(batch)
     return batch, tmp_path / f"{name}.ledger.sqlite"
 
 
@@ -82,11 +93,12 @@ def test_kill_9_at_random_instants_then_rerun_pays_each_row_once(
     tmp_path: Path,
     full_run_seconds: float,
     request: pytest.FixtureRequest,
+    ledger_for: Callable[[Path], LedgerRef],
 ) -> None:
     """SIGKILL the run's process group at random instants (up to 3 times); the rerun pays once."""
     rng = random.Random(KILL_SEED + trial)
     rows = make_rows(trial, rng.randint(60, 150))
-    batch, ledger = _batch(tmp_path, rows)
+    batch, ledger = _batch(tmp_path, rows, ledger_for=ledger_for)
     history: list[str] = []
     with serve_in_thread(**KILL_BANK, rng_seed=KILL_SEED + trial) as bank:
         final: Finished | None = None
@@ -125,10 +137,12 @@ def test_kill_9_at_random_instants_then_rerun_pays_each_row_once(
 # ---- 2. and 3. faults and injected 429s ----------------------------------------------------
 
 
-def test_fault_rate_one_run_pays_each_row_once(tmp_path: Path) -> None:
+def test_fault_rate_one_run_pays_each_row_once(
+    tmp_path: Path, ledger_for: Callable[[Path], LedgerRef]
+) -> None:
     """With 10% of creates and submits answered 500 or dropped after the fact, one run pays once."""
     rows = make_rows(1, 100, tag="F")
-    batch, ledger = _batch(tmp_path, rows)
+    batch, ledger = _batch(tmp_path, rows, ledger_for=ledger_for)
     with serve_in_thread(latency_ms=5, fault_rate=0.1, deliver_after_ms=50, rng_seed=7) as bank:
         done = run(bank, batch, ledger)
         faults = stats(bank)["faults"]
@@ -137,10 +151,12 @@ def test_fault_rate_one_run_pays_each_row_once(tmp_path: Path) -> None:
         assert_exactly_once(bank, rows, ledger, f"faults {faults}")
 
 
-def test_injected_429s_complete_and_pay_each_row_once(tmp_path: Path) -> None:
+def test_injected_429s_complete_and_pay_each_row_once(
+    tmp_path: Path, ledger_for: Callable[[Path], LedgerRef]
+) -> None:
     """With 20% of requests refused 429, the run still completes (exit 0) and pays once."""
     rows = make_rows(1, 100, tag="R")
-    batch, ledger = _batch(tmp_path, rows)
+    batch, ledger = _batch(tmp_path, rows, ledger_for=ledger_for)
     with serve_in_thread(latency_ms=5, extra_429_rate=0.2, deliver_after_ms=50, rng_seed=8) as bank:
         done = run(bank, batch, ledger)
         limited = stats(bank)["rate_limited"]
@@ -168,11 +184,14 @@ def own_slow_bank() -> Iterator[RunningSandbox]:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_mid_run_exits_3_then_rerun_pays_each_row_once(
-    sig: signal.Signals, slow_bank: RunningSandbox, tmp_path: Path
+    sig: signal.Signals,
+    slow_bank: RunningSandbox,
+    tmp_path: Path,
+    ledger_for: Callable[[Path], LedgerRef],
 ) -> None:
     """SIGTERM or Ctrl-C mid-run: exit 3 within 30 s, no traceback, nothing unknown; rerun pays."""
     rows = make_rows(int(sig), 120, tag="S")
-    batch, ledger = _batch(tmp_path, rows)
+    batch, ledger = _batch(tmp_path, rows, ledger_for=ledger_for)
     started = time.monotonic()
     process = start_run(slow_bank, batch, ledger)
     try:
@@ -286,13 +305,13 @@ def test_ctrl_c_while_new_payees_are_created_starts_no_more_of_them(tmp_path: Pa
 
 @pytest.mark.parametrize("extra", [(), ("--dry-run",)], ids=["run", "dry-run"])
 def test_a_ledger_being_paid_refuses_a_second_run_naming_the_holder(
-    tmp_path: Path, extra: tuple[str, ...]
+    tmp_path: Path, extra: tuple[str, ...], ledger_for: Callable[[Path], LedgerRef]
 ) -> None:
     """While one run holds the ledger, a second run of it exits 2 and names the holder's
     pid; so does a dry run, which would otherwise call the payments in flight repeats from
     outside the ledger."""
     rows = make_rows(1, 20, tag="L" if not extra else "D")
-    batch, ledger = _batch(tmp_path, rows)
+    batch, ledger = _batch(tmp_path, rows, ledger_for=ledger_for)
     with serve_in_thread(latency_ms=250, deliver_after_ms=50) as bank:
         started = time.monotonic()
         first = start_run(bank, batch, ledger)
@@ -476,11 +495,11 @@ def test_a_ledger_disk_filling_up_mid_run_exits_3_and_the_rerun_pays_each_row_on
 
 
 def test_changed_file_after_interruption_is_refused_until_restored(
-    slow_bank: RunningSandbox, tmp_path: Path
+    slow_bank: RunningSandbox, tmp_path: Path, ledger_for: Callable[[Path], LedgerRef]
 ) -> None:
     """After kill -9 an edited batch is refused (exit 2, says how to proceed); restored, it ends."""
     rows = make_rows(2, 100, tag="E")
-    batch, ledger = _batch(tmp_path, rows)
+    batch, ledger = _batch(tmp_path, rows, ledger_for=ledger_for)
     original = batch.read_bytes()
     started = time.monotonic()
     process = start_run(slow_bank, batch, ledger)
@@ -504,11 +523,11 @@ def test_changed_file_after_interruption_is_refused_until_restored(
 
 
 def test_rerun_with_a_fresh_ledger_after_interruption_pays_no_row_twice(
-    slow_bank: RunningSandbox, tmp_path: Path
+    slow_bank: RunningSandbox, tmp_path: Path, ledger_for: Callable[[Path], LedgerRef]
 ) -> None:
     """kill -9, then the file on a fresh ledger: paid rows held as repeats, no row paid twice."""
     rows = make_rows(5, 100, tag="N")
-    batch, ledger = _batch(tmp_path, rows)
+    batch, ledger = _batch(tmp_path, rows, ledger_for=ledger_for)
     started = time.monotonic()
     process = start_run(slow_bank, batch, ledger)
     try:

@@ -9,9 +9,10 @@ name beside the batch, the files SQLite keeps next to it (``-wal``, ``-shm``, th
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from payrun.config import DatabaseURL, database_url
+from payrun.config import DatabaseURL
 from payrun.errors import ConfigError, LedgerError, UsageError
 from payrun.ledger._database import DatabaseLedger, batch_name
 from payrun.ledger._lock import release_lock, take_lock
@@ -38,6 +39,9 @@ LedgerLocation = Path | DatabaseLedger
 
 _SUFFIX = ".ledger.sqlite"
 _NAMES_SHOWN = 10
+# A path keeps one slash of "scheme://", and a driver may follow the scheme: matched up to
+# the colon, so no form of a database URL is taken for a file (and echoed with its password)
+_DATABASE_URL = re.compile(r"(postgres(?:ql)?)(?:\+\w+)?:", re.IGNORECASE)
 
 
 def default_ledger_path(batch_path: Path) -> Path:
@@ -87,19 +91,22 @@ def ledger_file(location: str | LedgerLocation) -> Path:
 
     The message does not repeat a URL: it may hold a password.
     """
-    if isinstance(location, DatabaseLedger) or (
-        isinstance(location, str) and database_url(location) is not None
-    ):
+    if isinstance(location, DatabaseLedger):
+        msg = f"the ledger {location} is a batch in a PostgreSQL database, not a file"
+        raise ConfigError(msg)
+    found = _DATABASE_URL.match(str(location))
+    if found:
         msg = (
-            "a PostgreSQL ledger is a batch in a database, not a file: pass its URL as"
-            " --ledger to payrun run or payrun report"
+            f"the ledger {found.group(1).lower()}://... is a PostgreSQL database, not a file:"
+            " pass its URL, written postgresql://USER@HOST/DATABASE, as --ledger (to payrun"
+            " report too)"
         )
         raise ConfigError(msg)
     refuse_memory(location)
     return Path(location)
 
 
-def open_ledger(location: LedgerLocation, *, readonly: bool = False) -> LedgerStore:
+def open_ledger(location: str | LedgerLocation, *, readonly: bool = False) -> LedgerStore:
     """Open (or create) the ledger at ``location``: writers hold it for one run at a time,
     readers (``readonly``, even mid-run) neither hold nor create it."""
     if isinstance(location, DatabaseLedger):
@@ -109,7 +116,7 @@ def open_ledger(location: LedgerLocation, *, readonly: bool = False) -> LedgerSt
     return SQLiteLedger.open(ledger_file(location), readonly=readonly)
 
 
-def ledger_exists(location: LedgerLocation) -> bool:
+def ledger_exists(location: str | LedgerLocation) -> bool:
     """True when a ledger is at ``location`` (a dry run then reads its rows)."""
     if isinstance(location, DatabaseLedger):
         from payrun.ledger._postgres import batch_recorded
@@ -118,7 +125,7 @@ def ledger_exists(location: LedgerLocation) -> bool:
     return ledger_file(location).exists()
 
 
-def refuse_if_running(location: LedgerLocation) -> None:
+def refuse_if_running(location: str | LedgerLocation) -> None:
     """Raise ``LedgerLockedError`` naming the run that holds the ledger now (after a moment's
     wait, as a run starting does); hold nothing."""
     if isinstance(location, DatabaseLedger):
@@ -136,7 +143,7 @@ def is_default_ledger(location: str | LedgerLocation, batch_path: Path) -> bool:
     return ledger_file(location).resolve() == default_ledger_path(batch_path).resolve()
 
 
-def ledger_files(location: LedgerLocation, *, lock: bool = True) -> list[tuple[str, Path]]:
+def ledger_files(location: str | LedgerLocation, *, lock: bool = True) -> list[tuple[str, Path]]:
     """The ledger's file and the files kept beside it (``lock``: its lock file too), each
     with how a message names it: what a report must never overwrite (none for a database)."""
     if isinstance(location, DatabaseLedger):
@@ -158,7 +165,7 @@ def report_words(location: LedgerLocation) -> str:
     return str(location)
 
 
-def batch_beside(location: LedgerLocation) -> Path | None:
+def batch_beside(location: str | LedgerLocation) -> Path | None:
     """The batch file a default-named ledger (``BATCH.ledger.sqlite``) sits beside, if so named."""
     if isinstance(location, DatabaseLedger):
         return None

@@ -456,7 +456,8 @@ def connect(url: DatabaseURL, *, readonly: bool) -> psycopg.Connection[Any]:
         params: dict[str, Any] = conninfo_to_dict(url.reveal())
         for name, value in _CLIENT_KEEPALIVES.items():
             params.setdefault(name, value)
-        settings: dict[str, object] = dict(KEEPALIVES)
+        # A server set to commit lazily would lose the last intents in a crash of its own
+        settings: dict[str, object] = {**KEEPALIVES, "synchronous_commit": "on"}
         if readonly:
             settings["default_transaction_read_only"] = "on"
         own = " ".join(f"-c {name}={value}" for name, value in settings.items())

@@ -1,0 +1,303 @@
+"""The PostgreSQL ledger (issue 21) against a real PostgreSQL server: many batches in one
+database, the batch's advisory lock, keepalives, identity, and the URL's password kept out of
+everything a run shows or keeps. The exactly-once trials on it are in test_resume.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from _postgres import Cluster
+from _run_helpers import (
+    DatabaseLedgerRef,
+    assert_exactly_once,
+    fresh_python,
+    ledger_rows,
+    make_rows,
+    run,
+    run_env,
+    write_batch,
+)
+from payrun._models import BatchInfo, PlainRow, RowStatus
+from payrun.config import DatabaseURL, Secret, database_url, mask_database_url
+from payrun.errors import LedgerError, LedgerLockedError, LedgerWriteError
+from payrun.ledger import DatabaseLedger, open_ledger
+from payrun.ledger._postgres import KEEPALIVES, batch_names
+from payrun.sandbox import RunningSandbox
+
+
+@pytest.fixture
+def database(postgres: Cluster) -> Iterator[str]:
+    """The URL of a new, empty database on the session's server (dropped after the test)."""
+    name = f"t_{secrets.token_hex(6)}"
+    with psycopg.connect(postgres.url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    yield postgres.url_for(name)
+    with psycopg.connect(postgres.url, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def _where(url: str, name: str) -> DatabaseLedger:
+    found = database_url(url)
+    assert found is not None
+    return DatabaseLedger(found, name)
+
+
+def _rows(count: int, tag: str) -> list[PlainRow]:
+    return [
+        (n, f"Payee {tag}{n}", "200000", f"{n:08d}", f"{n}.50", f"{tag}-{n}", "040004 1", None)
+        for n in range(2, 2 + count)
+    ]
+
+
+def _info(tag: str) -> BatchInfo:
+    return BatchInfo(
+        file_path=f"/data/{tag}.csv", file_sha256=tag * 8, valid_count=0, valid_total=Decimal(0)
+    )
+
+
+def test_many_batches_share_one_database_each_under_its_own_name(database: str) -> None:
+    """Two batches in one database keep their own record and rows, with the same row numbers."""
+    with open_ledger(_where(database, "acme")) as acme, open_ledger(_where(database, "beta")) as b:
+        assert acme.created and b.created and acme.batch() is None
+        acme.start(_info("acme"), _rows(3, "A"))
+        b.start(_info("beta"), _rows(2, "B"))
+        acme.update_each([(2, {"status": RowStatus.CREATING, "attempts": 1})])
+        b.update_many([2, 3], status=RowStatus.HELD, error="held")
+        assert [(r.row, r.status, r.reference) for r in acme.rows()] == [
+            (2, RowStatus.CREATING, "A-2"),
+            (3, RowStatus.PENDING, "A-3"),
+            (4, RowStatus.PENDING, "A-4"),
+        ]
+        assert {r.status for r in b.rows()} == {RowStatus.HELD}
+        info = b.batch()
+        assert info is not None and info.file_path == "/data/beta.csv"
+    found = database_url(database)
+    assert found is not None
+    assert batch_names(found) == ["acme", "beta"]
+
+
+def test_a_second_writer_of_a_batch_is_refused_naming_the_holder_and_a_reader_is_not(
+    database: str,
+) -> None:
+    """While one writer holds a batch, a second is refused naming its pid; a reader still
+    reads; once the first closes, the batch opens again, not made anew."""
+    where = _where(database, "payroll")
+    with open_ledger(where) as first:
+        first.start(_info("p"), _rows(2, "P"))
+        with pytest.raises(LedgerLockedError, match=f"process {os.getpid()}") as caught:
+            open_ledger(where)
+        assert caught.value.pid == os.getpid()
+        with open_ledger(where, readonly=True) as reader:
+            assert len(reader.rows()) == 2
+    with open_ledger(where) as again:
+        assert not again.created and len(again.rows()) == 2
+
+
+_HOLD = """
+import sys, time
+from payrun.config import database_url
+from payrun.ledger import DatabaseLedger, open_ledger
+ledger = open_ledger(DatabaseLedger(database_url(sys.argv[1]), "held"))
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_lock_of_a_run_killed_with_sigkill_frees_at_once(database: str) -> None:
+    """kill -9 of the process holding a batch: the server drops its session, and its lock."""
+    with subprocess.Popen(
+        [sys.executable, "-c", _HOLD, database], stdout=subprocess.PIPE, text=True
+    ) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+            with pytest.raises(LedgerLockedError, match=f"process {holder.pid}"):
+                open_ledger(_where(database, "held"))
+        finally:
+            holder.send_signal(signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            open_ledger(_where(database, "held")).close()
+            break
+        except LedgerLockedError:
+            assert time.monotonic() < deadline, "the killed run's lock was still held after 5 s"
+            time.sleep(0.05)
+
+
+def test_every_ledger_connection_has_server_side_tcp_keepalives(database: str) -> None:
+    """The server probes a silent ledger connection after 10 s, every 5 s, 3 times (and drops
+    unacknowledged data after 25 s): a dead machine's lock frees within about 25 s; and each
+    commit waits for the server's disk, whatever the server's default."""
+    with open_ledger(_where(database, "k")) as ledger:
+        connection = ledger._db  # type: ignore[attr-defined]  # noqa: SLF001
+        names = [*KEEPALIVES, "synchronous_commit"]
+        shown = {name: connection.execute(f"SHOW {name}").fetchone()[0] for name in names}
+        tcp = connection.execute(
+            "SELECT client_addr IS NOT NULL FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+        ).fetchone()[0]
+    assert tcp, "the test server should be reached over TCP, where keepalives apply"
+    assert shown == {
+        "tcp_keepalives_idle": "10",
+        "tcp_keepalives_interval": "5",
+        "tcp_keepalives_count": "3",
+        "tcp_user_timeout": "25000",
+        "synchronous_commit": "on",
+    }
+
+
+def test_a_refused_first_run_leaves_no_batch_behind(database: str) -> None:
+    """``discard`` of a new batch removes its record and rows: the next open makes it anew."""
+    where = _where(database, "refused")
+    ledger = open_ledger(where)
+    ledger.start(_info("r"), _rows(2, "R"))
+    ledger.discard()
+    with open_ledger(where) as again:
+        assert again.created and again.batch() is None and again.rows() == []
+
+
+def test_one_payment_recorded_for_two_rows_is_refused(database: str) -> None:
+    """The database refuses one bank payment URL for two rows of a batch (LedgerWriteError)."""
+    with open_ledger(_where(database, "u")) as ledger:
+        ledger.start(_info("u"), _rows(2, "U"))
+        with pytest.raises(LedgerWriteError, match="one bank payment or submission for two"):
+            ledger.update_many([2, 3], payment_url="/v0/payments/pm.1")
+        assert {r.payment_url for r in ledger.rows()} == {None}
+
+
+def test_a_batch_removed_mid_run_stops_the_run(database: str) -> None:
+    """``check_in_place`` raises LedgerWriteError once the batch's record is gone."""
+    with open_ledger(_where(database, "gone")) as ledger:
+        ledger.start(_info("g"), _rows(1, "G"))
+        ledger.check_in_place()
+        with psycopg.connect(database, autocommit=True) as other:
+            other.execute("DELETE FROM payrun_batches WHERE name = 'gone'")
+        with pytest.raises(LedgerWriteError, match="removed from the database"):
+            ledger.check_in_place()
+
+
+def test_a_database_of_another_schema_version_is_refused(database: str) -> None:
+    """Tables a newer payrun made are refused (exit 2), not written with this one's rows."""
+    open_ledger(_where(database, "first")).close()
+    with psycopg.connect(database, autocommit=True) as other:
+        other.execute("UPDATE payrun_meta SET value = '99' WHERE key = 'schema'")
+    with pytest.raises(LedgerError, match=r"another version \(99"):
+        open_ledger(_where(database, "second"))
+
+
+def test_the_url_shows_itself_masked() -> None:
+    """The password of the address and of the query is masked; the rest stays readable."""
+    assert mask_database_url("postgresql://u:p%40w@h:5432/db?sslmode=require&password=x") == (
+        "postgresql://u:***@h:5432/db?sslmode=require&password=***"
+    )
+    assert mask_database_url("postgresql:///db?host=/run/pg") == "postgresql:///db?host=/run/pg"
+    url = DatabaseURL(Secret("postgres://u:s3cret@h/db"))
+    assert "s3cret" not in f"{url} {url!r} {DatabaseLedger(url, 'b')}"
+    assert url.passwords() == ["s3cret"]
+
+
+def test_psycopg_is_imported_only_for_a_postgresql_ledger() -> None:
+    """A run's modules and an SQLite ledger never import psycopg (start-up does not pay it)."""
+    code = (
+        "import sys, tempfile, pathlib\n"
+        "import payrun.cli, payrun.cli._run, payrun.run, payrun.ledger, payrun.report\n"
+        "from payrun.ledger import open_ledger\n"
+        "open_ledger(pathlib.Path(tempfile.mkdtemp()) / 'b.ledger.sqlite').close()\n"
+        "print('psycopg' in sys.modules)\n"
+    )
+    assert fresh_python(code).strip() == "False"
+
+
+# ---- the CLI ---------------------------------------------------------------------------------
+
+
+def _payrun(sandbox: RunningSandbox, *args: str, env: dict[str, str] | None = None) -> str:
+    """Run ``payrun ARGS`` to the end; stdout and stderr together, and the exit code first."""
+    done = subprocess.run(
+        [sys.executable, "-m", "payrun", *args],
+        env={**run_env(sandbox), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return f"exit {done.returncode}\n{done.stdout}{done.stderr}"
+
+
+def test_the_password_never_appears_in_what_a_run_shows_or_keeps(
+    sandbox_server: RunningSandbox, database: str, tmp_path: Path, postgres: Cluster
+) -> None:
+    """A run, its JSON log, its report and the ledger's own rows never hold the password;
+    the ledger line shows the URL masked."""
+    rows = make_rows(1, 12, tag="K")
+    batch = write_batch(tmp_path / "keys.csv", rows)
+    done = run(
+        sandbox_server,
+        batch,
+        DatabaseLedgerRef(database, batch),
+        "--report",
+        str(tmp_path / "out.json"),
+        "--log-format",
+        "json",
+    )
+    assert done.returncode == 0, done.describe()
+    assert_exactly_once(sandbox_server, rows, DatabaseLedgerRef(database, batch))
+    finished = json.loads(done.stderr.strip().splitlines()[-1])
+    assert finished["ledger"].startswith("postgresql://payrun:***@127.0.0.1")
+    kept = [done.stdout, done.stderr, (tmp_path / "out.json").read_text()]
+    with psycopg.connect(database, autocommit=True) as db:
+        for table in ("payrun_batches", "payrun_rows", "payrun_meta"):
+            kept += [str(r) for r in db.execute(f"SELECT * FROM {table}").fetchall()]  # noqa: S608
+    assert not [text for text in kept if postgres.password in text]
+
+
+def test_a_wrong_password_is_refused_in_one_line_without_it(
+    sandbox_server: RunningSandbox, tmp_path: Path, postgres: Cluster
+) -> None:
+    """A URL with a wrong password: exit 2, one line naming the database masked, no traceback."""
+    batch = write_batch(tmp_path / "w.csv", make_rows(2, 2, tag="W"))
+    wrong = postgres.url.replace(postgres.password, "Wr0ng-pw")
+    said = _payrun(sandbox_server, "run", str(batch), "--ledger", wrong, "--no-confirm-payees")
+    assert said.startswith("exit 2\n"), said
+    assert "Wr0ng-pw" not in said and "Traceback" not in said, said
+    assert "cannot reach the ledger database postgresql://payrun:***@" in said, said
+    assert "password authentication failed" in said, said
+
+
+def test_report_reads_a_batch_by_its_file_or_its_name_and_lists_them_when_unnamed(
+    sandbox_server: RunningSandbox, database: str, tmp_path: Path
+) -> None:
+    """PAYRUN_LEDGER_URL selects the database for run and report; report names a batch by
+    the batch file a run paid, or by its stored name, and lists the batches when unnamed."""
+    env = {"PAYRUN_LEDGER_URL": database}
+    first = write_batch(tmp_path / "first.csv", make_rows(3, 3, tag="A"))
+    second = write_batch(tmp_path / "second.csv", make_rows(4, 2, tag="B"))
+    for batch in (first, second):
+        said = _payrun(sandbox_server, "run", str(batch), "--no-confirm-payees", env=env)
+        assert said.startswith("exit 0\n") and "ledger: postgresql://payrun:***@" in said, said
+    assert not list(tmp_path.glob("*.ledger.sqlite*")), "a ledger file was made"
+    unnamed = _payrun(sandbox_server, "report", env=env)
+    assert unnamed.startswith("exit 2\n") and "holds 2 batches" in unnamed, unnamed
+    assert str(first.resolve()) in unnamed, unnamed
+    by_file = _payrun(sandbox_server, "report", str(first), "--format", "json", env=env)
+    assert by_file.startswith("exit 0\n"), by_file
+    assert [r["row_id"] for r in json.loads(by_file.partition("\n")[2])] == [
+        r["row_id"] for r in ledger_rows(DatabaseLedgerRef(database, first))
+    ]
+    by_name = _payrun(
+        sandbox_server, "report", str(second.resolve()), "--ledger", database, "--format", "json"
+    )
+    assert len(json.loads(by_name.partition("\n")[2])) == 2, by_name
+    missing = _payrun(sandbox_server, "report", "nobody", env=env)
+    assert missing.startswith("exit 2\n") and "no batch" in missing, missing
