@@ -329,3 +329,31 @@ def test_a_bad_manifest_or_unusable_file_submits_nothing(
     assert "Traceback" not in done.stderr
     assert _store(url).batches() == []
     assert not any(_lane_started(temporal, bank, f"org{i}") for i, bank in enumerate(banks[:2]))
+
+
+def test_the_cutoff_timer_stops_a_paying_batch_and_ends_it_incomplete(
+    tmp_path: Path, url: str, temporal: str, queue: str, workers: list[Worker]
+) -> None:
+    """A cut-off passing mid-batch: no new payment starts, in-flight ones are recorded,
+    the batch ends incomplete (exit 3) and no row is paid twice."""
+    import datetime
+
+    with serve_in_thread(latency_ms=150) as bank:
+        keys = write_keys(tmp_path / "keys", [bank])
+        workers.append(start_worker(temporal, url, keys, queue, tmp_path / "w.log"))
+        soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=7)
+        manifest, rows = _batches(tmp_path, [bank], cutoff=soon.isoformat())
+        name = "org0-2026-11"
+        done = submit(temporal, url, manifest, queue, "--wait", "--format", "json")
+        assert done.returncode == 3, f"{done.stdout}\n{done.stderr}\n{workers[0].output()}"
+        assert json.loads(done.stdout)["batches"][0]["status"] == "incomplete"
+        recorded = pg_rows(url, name)
+        statuses = {row["status"] for row in recorded}
+        assert not statuses & {"creating", "submitting"}, statuses
+        assert 0 < _paid(url, name) < ROWS
+        groups = [g for g in stats(bank)["payments"] if g["reference"].startswith("F00-")]
+        # Each payment made once, submitted at most once, and the ledger knows every submission
+        assert all(g["payments"] == 1 and g["submissions"] <= 1 for g in groups), groups
+        submitted = sum(1 for row in recorded if row["status"] == "submitted")
+        assert sum(g["submissions"] for g in groups) == submitted
+        _limits_held(bank)
