@@ -27,7 +27,9 @@ from payrun.config import DatabaseURL, RunOptions, Settings, load_settings
 from payrun.errors import (
     ConfigError,
     InterruptedRunError,
+    LedgerError,
     LedgerLockedError,
+    LedgerMismatchError,
     LedgerWriteError,
     PayrunError,
 )
@@ -200,6 +202,9 @@ def _mendable(error: PayrunError) -> bool:
     from payrun.cli import exit_code_for
 
     if isinstance(error, LedgerLockedError | LedgerWriteError):
+        return True
+    # The database unreachable now; a ledger of another bank or file stays refused
+    if isinstance(error, LedgerError) and not isinstance(error, LedgerMismatchError):
         return True
     return exit_code_for(error) == _RUN_AGAIN
 
