@@ -15,18 +15,21 @@ from payrun.cli import build_parser, main
 
 ROOT = Path(__file__).parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-COMMANDS = ("validate", "run", "check", "report", "template", "sandbox")
+COMMANDS = ("validate", "run", "check", "report", "template", "sandbox", "fleet")
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 _SHELL_ENDS = (">", ">>", "2>&1", "|", "&&", ";")
 
 
 def _code_blocks(text: str) -> list[str]:
-    """The lines inside the text's fenced code blocks."""
-    return [
-        line
-        for block in re.findall(r"```[^\n]*\n(.*?)```", text, re.S)
-        for line in block.splitlines()
-    ]
+    """The lines inside the text's fenced code blocks (not ```text ones: pictures)."""
+    lines: list[str] = []
+    language = None
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            language = line.strip().removeprefix("```") if language is None else None
+        elif language is not None and language != "text":
+            lines.append(line)
+    return lines
 
 
 def _shown_commands() -> list[tuple[str, list[str]]]:

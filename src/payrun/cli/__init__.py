@@ -48,7 +48,7 @@ EXIT_CODES: tuple[tuple[type[PayrunError], int], ...] = (
 )
 """The one place exceptions become exit codes: first matching class wins."""
 
-_COMMANDS = ("validate", "run", "check", "report", "template", "sandbox")
+_COMMANDS = ("validate", "run", "check", "report", "template", "sandbox", "fleet")
 """Subcommand modules ``payrun.cli._<name>``, imported when the parser is built."""
 
 # How alike a mistyped word must be to a command or option to be suggested (difflib's ratio)
@@ -232,8 +232,8 @@ def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, obje
             exit_code=3,
         )
         return 3
-    # Only a run stops gracefully; the others stop at once
-    if args.command != "run":
+    # Only a run and the fleet stop gracefully; the others stop at once
+    if args.command not in ("run", "fleet"):
         _restore_signals(previous)
     args.stop = stop
     as_json = getattr(args, "log_format", "text") == "json"

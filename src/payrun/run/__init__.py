@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from payrun.run._pipeline import RunOutcome as RunOutcome
     from payrun.run._pipeline import run_batch as run_batch
     from payrun.run._pipeline import run_exit_code as run_exit_code
+    from payrun.run._pipeline import run_stored_batch as run_stored_batch
     from payrun.run._readiness import Check as Check
     from payrun.run._readiness import Readiness as Readiness
     from payrun.run._readiness import check_readiness as check_readiness
@@ -47,6 +48,7 @@ _HOMES = {
     "RunOutcome": "payrun.run._pipeline",
     "run_batch": "payrun.run._pipeline",
     "run_exit_code": "payrun.run._pipeline",
+    "run_stored_batch": "payrun.run._pipeline",
     "STOP_GRACE_SECONDS": "payrun.run._stop",
     "StopSignal": "payrun.run._stop",
 }
@@ -76,4 +78,5 @@ __all__ = [
     "check_readiness",
     "run_batch",
     "run_exit_code",
+    "run_stored_batch",
 ]

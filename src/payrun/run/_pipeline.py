@@ -21,7 +21,7 @@ import anyio
 
 from payrun._models import BatchInfo, LedgerRow, RowStatus, utc_now
 from payrun.config import RunOptions, Settings, ValidationOptions
-from payrun.errors import InterruptedRunError, PayrunError
+from payrun.errors import InterruptedRunError, LedgerError, PayrunError
 from payrun.ledger import (
     LedgerLocation,
     LedgerStore,
@@ -29,6 +29,7 @@ from payrun.ledger import (
     check_batch_lock,
     discard_if_refused,
     ledger_location,
+    open_ledger,
 )
 from payrun.run import _start as run_start
 from payrun.run._approvals import refresh_created
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from payrun.bank import BankAccount, BankClient, Organization
     from payrun.run._preflight import PayeeKey
 
-__all__ = ["RunObserver", "RunOutcome", "run_batch", "run_exit_code"]
+__all__ = ["RunObserver", "RunOutcome", "run_batch", "run_exit_code", "run_stored_batch"]
 
 _MAX_ROUNDS = 6
 # Each wake-up costs CPU; a quarter second is prompt enough
@@ -171,6 +172,54 @@ async def run_batch(
         )
         return await _with_client(settings, options, dry)
     ledger = run_start.open_run_ledger(batch_path, ledger_path, validation, options)
+    outcome = await _pay_ledger(ledger, settings, options, watcher, stop, confirmer=confirmer)
+    outcome.ledger_path = ledger_path
+    return outcome
+
+
+async def run_stored_batch(
+    location: LedgerLocation,
+    settings: Settings,
+    *,
+    options: RunOptions,
+    observer: RunObserver | None = None,
+    stop: StopSignal | None = None,
+) -> RunOutcome:
+    """Pay a batch whose rows a ledger already holds (``payrun fleet submit`` stored them),
+    exactly as ``run_batch`` pays a file's: the same phases, limits and resume.
+
+    Raises ``LedgerError`` when the ledger holds no such batch (nothing is created).
+    """
+    ledger = open_ledger(location)
+    try:
+        info = ledger.batch()
+        if info is None or not info.file_sha256:
+            msg = f"the ledger {ledger.location} holds no rows of this batch: submit it first"
+            raise LedgerError(msg)
+    except BaseException:
+        if ledger.created:
+            ledger.discard()
+        else:
+            ledger.close()
+        raise
+    outcome = await _pay_ledger(
+        ledger, settings, options, observer or _Quiet(), stop, confirmer=None
+    )
+    outcome.ledger_path = location
+    return outcome
+
+
+async def _pay_ledger(
+    ledger: LedgerStore,
+    settings: Settings,
+    options: RunOptions,
+    watcher: RunObserver,
+    stop: StopSignal | None,
+    *,
+    confirmer: Confirmer | None,
+) -> RunOutcome:
+    """Pay the open ledger's rows, then close it; a refused first run removes it."""
+    stop = stop or StopSignal()
     try:
         book = RowBook(ledger.rows(), ledger=ledger, on_change=watcher.row_changed)
         with _collector_tuned():
@@ -193,7 +242,6 @@ async def run_batch(
         raise
     finally:
         ledger.close()
-    outcome.ledger_path = ledger_path
     return outcome
 
 

@@ -1,0 +1,55 @@
+"""payrun fleet: many organizations' batches paid across machines, on Temporal and PostgreSQL.
+
+``submit`` (``_submit``) checks a manifest's batch files as ``payrun run`` does, stores
+their rows in the ledger database and signals one Temporal workflow per organization lane
+(``_workflow``: base URL + key name; one batch of a lane pays at a time). Workers
+(``_worker``) run each batch as one long, heartbeating activity (``_activities``) with the
+engine of ``payrun run`` over the PostgreSQL ledger. ``_store`` is the fleet's own table
+(which bank, which key, the cut-off, where each batch stands); ``_manifest`` reads the
+manifest. Only batch names and cut-offs enter Temporal's history.
+
+Names are imported on first use: temporalio loads only for the fleet commands.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from payrun.fleet._manifest import BatchEntry as BatchEntry
+    from payrun.fleet._manifest import load_manifest as load_manifest
+    from payrun.fleet._store import FleetBatch as FleetBatch
+    from payrun.fleet._store import FleetStore as FleetStore
+    from payrun.fleet._submit import SubmitOptions as SubmitOptions
+    from payrun.fleet._submit import fleet_exit_code as fleet_exit_code
+    from payrun.fleet._submit import follow as follow
+    from payrun.fleet._submit import submit as submit
+    from payrun.fleet._worker import WorkerOptions as WorkerOptions
+    from payrun.fleet._worker import run_worker as run_worker
+
+_HOMES = {
+    "BatchEntry": "payrun.fleet._manifest",
+    "load_manifest": "payrun.fleet._manifest",
+    "FleetBatch": "payrun.fleet._store",
+    "FleetStore": "payrun.fleet._store",
+    "SubmitOptions": "payrun.fleet._submit",
+    "fleet_exit_code": "payrun.fleet._submit",
+    "follow": "payrun.fleet._submit",
+    "submit": "payrun.fleet._submit",
+    "WorkerOptions": "payrun.fleet._worker",
+    "run_worker": "payrun.fleet._worker",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        msg = f"module 'payrun.fleet' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = sorted(_HOMES)

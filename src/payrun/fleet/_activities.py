@@ -1,0 +1,259 @@
+"""What a fleet worker does for Temporal: pay one stored batch, or record a batch's end.
+
+``pay_batch(name)`` looks the batch up in the fleet's table (bank, key name, cut-off),
+reads the organization's API key from the worker's keys folder, and pays the batch's
+rows from the ledger database with the engine of ``payrun run`` (``run_stored_batch``:
+the same limits, exactly-once and resume), in a thread of its own with its own event
+loop, while the activity heartbeats every second. A cancellation (the cut-off's timer) or
+the worker draining (SIGTERM) asks the engine to stop: nothing new starts, in-flight
+requests finish and are recorded. A drained batch is handed back (a retryable error: the
+next attempt, on any worker, resumes from the ledger); a refusal no retry can mend (no
+key, the key refused, a ledger of another bank) ends the batch ``refused``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from payrun._models import RowStatus, utc_now
+from payrun.config import DatabaseURL, RunOptions, Settings, load_settings
+from payrun.errors import (
+    ConfigError,
+    InterruptedRunError,
+    LedgerError,
+    LedgerLockedError,
+    LedgerMismatchError,
+    LedgerWriteError,
+    PayrunError,
+)
+from payrun.fleet._store import FleetBatch, FleetStore, worker_identity
+from payrun.fleet._workflow import REFUSED, EndBatch
+from payrun.ledger import DatabaseLedger
+from payrun.run import RunOutcome, StopSignal
+
+__all__ = ["HEARTBEAT_SECONDS", "FleetActivities"]
+
+HEARTBEAT_SECONDS = 1.0
+"""How often a paying batch heartbeats (the contract: at least every 2 s)."""
+HANDED_BACK = "BatchHandedBack"
+"""The activity error type of a batch a draining worker hands back (retried elsewhere)."""
+_UNFINISHED = frozenset(
+    {RowStatus.PENDING, RowStatus.CREATING, RowStatus.SUBMITTING, RowStatus.CREATED}
+)
+_AUTH_SCHEME = "PAYRUN_AUTH_SCHEME"
+# payrun's exit code for "nothing is lost, run again"
+_RUN_AGAIN = 3
+
+
+@dataclass(slots=True)
+class FleetActivities:
+    """A worker's activities: its ledger database, keys folder and the batches it pays."""
+
+    ledger_url: DatabaseURL
+    keys: Path
+    executor: ThreadPoolExecutor
+    identity: str = field(default_factory=worker_identity)
+    draining: bool = False
+    running: dict[str, StopSignal] = field(default_factory=dict)
+
+    @property
+    def store(self) -> FleetStore:
+        """The fleet's table in the ledger database."""
+        return FleetStore(self.ledger_url)
+
+    def drain(self) -> None:
+        """Stop every batch this worker pays (again: cut off in-flight requests)."""
+        self.draining = True
+        for stop in list(self.running.values()):
+            stop.request()
+
+    @activity.defn(name="end_batch")
+    async def end_batch(self, end: EndBatch) -> None:
+        """Record a batch's end that the workflow decided (its cut-off passed)."""
+        message = "the cut-off passed: rows not paid by then stay unpaid"
+        await asyncio.to_thread(
+            self.store.set_state, end.batch, "incomplete", message=message, unless_final=True
+        )
+
+    @activity.defn(name="pay_batch")
+    async def pay_batch(self, name: str) -> str:
+        """Pay the stored batch ``name``; its final state (``done``, ``incomplete``)."""
+        store = self.store
+        batch = await asyncio.to_thread(store.batch, name)
+        if batch is None:
+            msg = f"no batch {name} was submitted to the ledger database {self.ledger_url}"
+            raise ApplicationError(msg, type=REFUSED, non_retryable=True)
+        if batch.final:
+            return batch.state
+        if _cut_off(batch):
+            message = "the cut-off had passed before the batch started: nothing was paid"
+            await asyncio.to_thread(store.set_state, name, "incomplete", message=message)
+            return "incomplete"
+        try:
+            settings = _settings(batch, self.keys)
+        except ConfigError as exc:
+            await asyncio.to_thread(store.set_state, name, "refused", message=str(exc))
+            raise ApplicationError(str(exc), type=REFUSED, non_retryable=True) from None
+        if self.draining:
+            msg = f"worker {self.identity} is stopping: the batch goes to another"
+            raise ApplicationError(msg, type=HANDED_BACK)
+        await asyncio.to_thread(store.set_state, name, "paying", worker=self.identity)
+        stop = StopSignal()
+        self.running[name] = stop
+        try:
+            outcome = await self._pay(batch, settings, stop)
+        finally:
+            del self.running[name]
+        return await asyncio.to_thread(self._record, batch, outcome)
+
+    async def _pay(
+        self, batch: FleetBatch, settings: Settings, stop: StopSignal
+    ) -> RunOutcome | PayrunError:
+        """Run the engine in a thread; heartbeat; a cancellation stops it and waits."""
+        loop = asyncio.get_running_loop()
+        work = loop.run_in_executor(self.executor, _pay_in_thread, self, batch, settings, stop)
+        beat = asyncio.ensure_future(_heartbeat(batch, stop))
+        try:
+            while True:
+                try:
+                    return await asyncio.shield(work)
+                except asyncio.CancelledError:
+                    # The cut-off's timer or the worker's shutdown: drain, then record
+                    stop.request()
+        finally:
+            beat.cancel()
+
+    def _record(self, batch: FleetBatch, outcome: RunOutcome | PayrunError) -> str:
+        """Record how the batch ended (or hand it back); raise what Temporal must retry."""
+        store = self.store
+        if isinstance(outcome, InterruptedRunError) or (
+            isinstance(outcome, RunOutcome) and outcome.interrupted
+        ):
+            if _cut_off(batch) or not self.draining:
+                message = "the cut-off passed: rows not paid by then stay unpaid"
+                store.set_state(batch.name, "incomplete", message=message)
+                return "incomplete"
+            store.set_state(batch.name, "queued", message=f"handed back by {self.identity}")
+            msg = f"worker {self.identity} stopped: the batch is handed back"
+            raise ApplicationError(msg, type=HANDED_BACK)
+        if isinstance(outcome, PayrunError):
+            if _mendable(outcome):
+                store.set_state(batch.name, "queued", message=str(outcome))
+                raise ApplicationError(str(outcome), type=type(outcome).__name__)
+            store.set_state(batch.name, "refused", message=str(outcome))
+            raise ApplicationError(str(outcome), type=REFUSED, non_retryable=True)
+        if any(row.status in _UNFINISHED for row in outcome.rows):
+            # The bank could not be reached for some rows: try again
+            message = "some rows are not paid yet (the bank did not answer); trying again"
+            store.set_state(batch.name, "queued", message=message)
+            raise ApplicationError(message, type="BatchUnfinished")
+        store.set_state(batch.name, "done")
+        return "done"
+
+
+def _pay_in_thread(
+    owner: FleetActivities, batch: FleetBatch, settings: Settings, stop: StopSignal
+) -> RunOutcome | PayrunError:
+    """Pay in this thread's own event loop; a payrun error is returned, not raised."""
+    import anyio
+
+    from payrun.run import run_stored_batch
+
+    # Unattended: the submit, with its control totals, is the person's go-ahead
+    options = RunOptions(
+        confirm_payees=bool(batch.options.get("confirm_payees", True)), assume_yes=True
+    )
+    try:
+        return anyio.run(
+            lambda: run_stored_batch(
+                DatabaseLedger(owner.ledger_url, batch.name), settings, options=options, stop=stop
+            ),
+            backend_options=_loop_options(),
+        )
+    except PayrunError as exc:
+        return exc
+    except BaseExceptionGroup as group:
+        found = _first_payrun_error(group)
+        if found is None:
+            raise
+        return found
+
+
+async def _heartbeat(batch: FleetBatch, stop: StopSignal) -> None:
+    """Heartbeat every second; at the cut-off, ask the engine to stop."""
+    while True:
+        activity.heartbeat()
+        if _cut_off(batch) and not stop.is_set():
+            stop.request()
+        await asyncio.sleep(HEARTBEAT_SECONDS)
+
+
+def _cut_off(batch: FleetBatch) -> bool:
+    return batch.cutoff is not None and utc_now() >= batch.cutoff
+
+
+def _mendable(error: PayrunError) -> bool:
+    """Errors a later attempt may not meet: the bank or the database away, the batch held
+    by a run whose machine has not been declared dead yet."""
+    from payrun.cli import exit_code_for
+
+    if isinstance(error, LedgerLockedError | LedgerWriteError):
+        return True
+    # The database unreachable now; a ledger of another bank or file stays refused
+    if isinstance(error, LedgerError) and not isinstance(error, LedgerMismatchError):
+        return True
+    return exit_code_for(error) == _RUN_AGAIN
+
+
+def _settings(batch: FleetBatch, keys: Path) -> Settings:
+    """The bank settings of the batch's lane: its base URL, the API key read from ``keys``
+    (``NAME``), and the signing key when both ``NAME.signing.pem`` and ``NAME.keyid`` are
+    there."""
+    environ = {k: v for k, v in os.environ.items() if k == _AUTH_SCHEME}
+    signing_file = keys / f"{batch.key}.signing.pem"
+    key_id_file = keys / f"{batch.key}.keyid"
+    signing = signing_file.is_file() or key_id_file.is_file()
+    try:
+        key_id = key_id_file.read_text("utf-8").strip() if key_id_file.is_file() else None
+        return load_settings(
+            base_url=batch.base_url,
+            api_key_file=keys / batch.key,
+            signing_key_file=signing_file if signing else None,
+            signing_key_id=key_id,
+            environ=environ,
+        )
+    except OSError as exc:
+        msg = (
+            f"batch {batch.name}: cannot read {key_id_file.name} in the worker's --keys"
+            f" folder ({exc.strerror})"
+        )
+        raise ConfigError(msg) from None
+    except ConfigError as exc:
+        msg = f"batch {batch.name}: the keys {batch.key!r} in the worker's --keys folder: {exc}"
+        raise ConfigError(msg) from None
+
+
+def _first_payrun_error(error: BaseException) -> PayrunError | None:
+    if isinstance(error, PayrunError):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _first_payrun_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def _loop_options() -> dict[str, bool]:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
+        return {}
+    return {"use_uvloop": True}

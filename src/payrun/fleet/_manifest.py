@@ -1,0 +1,178 @@
+"""The fleet manifest: a TOML list of batches, read with tomllib and checked with pydantic.
+
+Input: the manifest's path. Output: ``BatchEntry`` values with every path made absolute
+(a batch's ``file`` is relative to the manifest) and every value checked: names unique,
+base URLs as ``payrun run`` accepts them, key names that are plain file names, a cut-off
+with its time zone. Raises ``UsageError`` (exit 2) naming the first problem, before
+anything is read from a batch file or sent anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from payrun.config import check_base_url
+from payrun.errors import ConfigError, UsageError
+
+__all__ = ["BatchEntry", "lane_of", "load_manifest"]
+
+_KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_AMOUNT = re.compile(r"[0-9]+(\.[0-9]{1,2})?")
+_NAME_MAX = 200
+
+
+class _Batch(BaseModel):
+    """One ``[[batch]]`` table as written."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(min_length=1, max_length=_NAME_MAX)
+    file: str = Field(min_length=1)
+    base_url: str = Field(min_length=1)
+    key: str
+    source_account: str | None = None
+    expect_count: int | None = Field(default=None, ge=0)
+    expect_total: str | None = None
+    # Quoted, as the contract writes it, or a TOML date-time
+    cutoff: datetime | None = Field(default=None, strict=False)
+    confirm_payees: bool = True
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if value != value.strip() or not value.isprintable():
+            msg = "a name without leading or trailing spaces or control characters"
+            raise ValueError(msg)
+        return value
+
+    @field_validator("key")
+    @classmethod
+    def _key_file_name(cls, value: str) -> str:
+        if not _KEY_NAME.fullmatch(value) or value.endswith((".pem", ".keyid")):
+            msg = (
+                "a key name is a plain file name in the workers' --keys folder (letters,"
+                " digits, '.', '_', '-'; not a path)"
+            )
+            raise ValueError(msg)
+        return value
+
+    @field_validator("expect_total")
+    @classmethod
+    def _amount(cls, value: str | None) -> str | None:
+        if value is not None and not _AMOUNT.fullmatch(value.strip()):
+            msg = 'an amount in pounds as a string, such as "1234.50"'
+            raise ValueError(msg)
+        return value
+
+    @field_validator("cutoff")
+    @classmethod
+    def _zoned(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            msg = "a time with its zone, such as 2026-11-28T15:00:00Z"
+            raise ValueError(msg)
+        return value
+
+
+class _Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    batch: list[_Batch] = Field(min_length=1)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchEntry:
+    """One batch of the manifest, checked, with its file's absolute path."""
+
+    name: str
+    file: Path
+    base_url: str
+    key: str
+    source_account: str | None
+    expect_count: int | None
+    expect_total: Decimal | None
+    cutoff: datetime | None
+    confirm_payees: bool = True
+
+    @property
+    def lane(self) -> str:
+        """The organization lane: one batch of it pays at a time (base URL and key name)."""
+        return lane_of(self.base_url, self.key)
+
+
+def lane_of(base_url: str, key: str) -> str:
+    """A lane's name as status shows it: the key name at the bank's base URL."""
+    return f"{key}@{base_url}"
+
+
+def load_manifest(path: Path) -> list[BatchEntry]:
+    """Read and check the manifest at ``path``; ``UsageError`` names its first problem."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        msg = f"cannot read the manifest {path}: {exc.strerror}"
+        raise UsageError(msg) from None
+    except UnicodeDecodeError:
+        msg = f"the manifest {path} is not UTF-8 text"
+        raise UsageError(msg) from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = f"the manifest {path} is not valid TOML: {exc}"
+        raise UsageError(msg) from None
+    try:
+        manifest = _Manifest.model_validate(document)
+    except ValidationError as exc:
+        raise UsageError(_first_problem(path, exc)) from None
+    entries = [_entry(path, index, batch) for index, batch in enumerate(manifest.batch, 1)]
+    seen: set[str] = set()
+    for entry in entries:
+        if entry.name in seen:
+            msg = f"the manifest {path} names batch {entry.name!r} twice: names are unique"
+            raise UsageError(msg)
+        seen.add(entry.name)
+    return entries
+
+
+def _entry(path: Path, index: int, batch: _Batch) -> BatchEntry:
+    base_url = batch.base_url.strip().rstrip("/")
+    try:
+        check_base_url(base_url, source="base_url")
+    except ConfigError as exc:
+        msg = f"the manifest {path}, batch {index} ({batch.name}): {exc}"
+        raise UsageError(msg) from None
+    return BatchEntry(
+        name=batch.name,
+        file=(path.parent / batch.file).resolve(),
+        base_url=base_url,
+        key=batch.key,
+        source_account=batch.source_account,
+        expect_count=batch.expect_count,
+        expect_total=None if batch.expect_total is None else Decimal(batch.expect_total.strip()),
+        cutoff=batch.cutoff,
+        confirm_payees=batch.confirm_payees,
+    )
+
+
+def _first_problem(path: Path, error: ValidationError) -> str:
+    """The first problem pydantic found, as one line naming the batch and field."""
+    first = error.errors()[0]
+    where = list(first["loc"])
+    place = "the manifest"
+    if where[:1] == ["batch"] and len(where) > 1 and isinstance(where[1], int):
+        place = f"batch {where[1] + 1}"
+        where = where[2:]
+    field = ".".join(str(part) for part in where) or "its top level"
+    reason = first["msg"]
+    if first["type"] == "missing":
+        reason = "missing (required)"
+    elif first["type"] == "extra_forbidden":
+        reason = "not a manifest field (name, file, base_url, key, source_account,"
+        reason += " expect_count, expect_total, cutoff, confirm_payees)"
+    return f"the manifest {path}: {place}: {field}: {reason}"

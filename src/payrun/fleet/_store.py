@@ -1,0 +1,228 @@
+"""The fleet's own table in the ledger database: which batches were submitted, to which lane,
+and where each stands (queued, paying on which worker, done, incomplete, refused).
+
+Input: the ledger database's URL (the same database and connection settings as the
+PostgreSQL ledger, ``payrun.ledger._postgres.connect``). Output: ``FleetBatch`` records,
+with each batch's rows counted by status from the ledger's own rows. The batch's rows
+live in the ledger's tables (``payrun_batches``/``payrun_rows``, written by the same code
+as ``payrun run``); this table holds only what Temporal must not: the bank's address,
+the key's name and the cut-off, looked up by the batch's name. psycopg's errors become
+one-line ``LedgerError`` messages with the URL's password masked.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from payrun._models import utc_now
+from payrun.config import DatabaseURL
+from payrun.errors import LedgerError
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from payrun.fleet._manifest import BatchEntry
+
+__all__ = ["FINAL_STATES", "FleetBatch", "FleetStore", "worker_identity"]
+
+FINAL_STATES = frozenset({"done", "incomplete", "refused"})
+"""States a batch ends in (the contract's ``status``); before that: queued, paying."""
+
+_LOCK_SPACE = 0x70617972
+# Another second key than the ledger's schema lock (0) and its batches' ids (1 and up)
+_SCHEMA_LOCK = -1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS payrun_fleet (
+    name text PRIMARY KEY,
+    file text NOT NULL,
+    base_url text NOT NULL,
+    key_name text NOT NULL,
+    cutoff text,
+    options text NOT NULL,
+    state text NOT NULL,
+    worker text,
+    message text,
+    submitted_at text NOT NULL,
+    ended_at text
+);
+"""
+_COUNTS = """
+SELECT b.name, r.status, count(*) FROM payrun_rows r JOIN payrun_batches b ON b.id = r.batch_id
+WHERE b.name = ANY(%s) GROUP BY b.name, r.status
+"""
+
+
+def worker_identity() -> str:
+    """How status names a worker: its host and process id."""
+    import os
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(slots=True)
+class FleetBatch:
+    """One submitted batch: what the manifest said, where it stands, its rows by status."""
+
+    name: str
+    file: str
+    base_url: str
+    key: str
+    cutoff: datetime | None
+    options: dict[str, Any]
+    state: str
+    worker: str | None
+    message: str | None
+    rows: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def lane(self) -> str:
+        """The organization lane: the key name at the bank's base URL."""
+        return f"{self.key}@{self.base_url}"
+
+    @property
+    def final(self) -> bool:
+        """True once the batch ended (done, incomplete or refused)."""
+        return self.state in FINAL_STATES
+
+
+class FleetStore:
+    """The ``payrun_fleet`` table of one ledger database, one short connection per call."""
+
+    def __init__(self, url: DatabaseURL) -> None:
+        self.url = url
+
+    @contextmanager
+    def _connection(self, *, readonly: bool = False) -> Iterator[psycopg.Connection[Any]]:
+        from payrun.ledger._postgres import connect
+
+        connection = connect(self.url, readonly=readonly)
+        try:
+            with self._translated():
+                yield connection
+        finally:
+            connection.close()
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        import psycopg
+
+        try:
+            yield
+        except psycopg.Error as exc:
+            text = " ".join(str(exc).split()) or type(exc).__name__
+            for secret in self.url.passwords():
+                text = text.replace(secret, "***")
+            msg = f"cannot use the ledger database {self.url.masked}: {text}"
+            raise LedgerError(msg) from None
+
+    def ensure_schema(self) -> None:
+        """Create the fleet's table when missing (one process at a time)."""
+        with self._connection() as db, db.transaction():
+            db.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_SPACE, _SCHEMA_LOCK))
+            db.execute(_SCHEMA)
+
+    def recorded_sha256(self, names: Sequence[str]) -> dict[str, str | None]:
+        """The file digest the ledger holds for each of ``names`` it knows (None: no rows)."""
+        with self._connection(readonly=True) as db:
+            found = db.execute("SELECT to_regclass('payrun_batches') IS NOT NULL").fetchone()
+            if not (found and found[0]):
+                return {}
+            rows = db.execute(
+                "SELECT name, file_sha256 FROM payrun_batches WHERE name = ANY(%s)",
+                (list(names),),
+            ).fetchall()
+        return {str(name): sha for name, sha in rows}
+
+    def register(self, entry: BatchEntry, options: dict[str, Any]) -> None:
+        """Record (or record again) a submitted batch as queued."""
+        cutoff = None if entry.cutoff is None else entry.cutoff.isoformat()
+        with self._connection() as db:
+            db.execute(
+                "INSERT INTO payrun_fleet (name, file, base_url, key_name, cutoff, options,"
+                " state, submitted_at) VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s)"
+                " ON CONFLICT (name) DO UPDATE SET file = EXCLUDED.file,"
+                " base_url = EXCLUDED.base_url, key_name = EXCLUDED.key_name,"
+                " cutoff = EXCLUDED.cutoff, options = EXCLUDED.options, state = 'queued',"
+                " worker = NULL, message = NULL, submitted_at = EXCLUDED.submitted_at,"
+                " ended_at = NULL",
+                (
+                    entry.name,
+                    str(entry.file),
+                    entry.base_url,
+                    entry.key,
+                    cutoff,
+                    json.dumps(options, sort_keys=True),
+                    utc_now().isoformat(),
+                ),
+            )
+
+    def batch(self, name: str) -> FleetBatch | None:
+        """The submitted batch ``name`` (rows not counted), or None."""
+        found = self.batches([name], count_rows=False)
+        return found[0] if found else None
+
+    def batches(
+        self, names: Sequence[str] | None = None, *, count_rows: bool = True
+    ) -> list[FleetBatch]:
+        """The submitted batches (``names``, or all), by name, with rows by status."""
+        with self._connection(readonly=True) as db:
+            found = db.execute("SELECT to_regclass('payrun_fleet') IS NOT NULL").fetchone()
+            if not (found and found[0]):
+                return []
+            select = (
+                "SELECT name, file, base_url, key_name, cutoff, options, state, worker,"
+                " message FROM payrun_fleet"
+            )
+            if names is None:
+                records = db.execute(select + " ORDER BY name").fetchall()
+            else:
+                records = db.execute(
+                    select + " WHERE name = ANY(%s) ORDER BY name", (list(names),)
+                ).fetchall()
+            batches = [_batch_of(record) for record in records]
+            if count_rows and batches:
+                by_name = {b.name: b for b in batches}
+                for name, status, count in db.execute(_COUNTS, ([b.name for b in batches],)):
+                    by_name[name].rows[status] = int(count)
+        return batches
+
+    def set_state(
+        self,
+        name: str,
+        state: str,
+        *,
+        worker: str | None = None,
+        message: str | None = None,
+        unless_final: bool = False,
+    ) -> None:
+        """Move the batch to ``state`` (a final one records when); ``unless_final`` leaves
+        a batch that already ended as it is."""
+        ended = utc_now().isoformat() if state in FINAL_STATES else None
+        guard = " AND state NOT IN ('done', 'incomplete', 'refused')" if unless_final else ""
+        with self._connection() as db:
+            db.execute(
+                "UPDATE payrun_fleet SET state = %s, worker = %s, message = %s, ended_at = %s"
+                " WHERE name = %s" + guard,
+                (state, worker, message, ended, name),
+            )
+
+
+def _batch_of(record: tuple[Any, ...]) -> FleetBatch:
+    name, file, base_url, key, cutoff, options, state, worker, message = record
+    return FleetBatch(
+        name=name,
+        file=file,
+        base_url=base_url,
+        key=key,
+        cutoff=None if cutoff is None else datetime.fromisoformat(cutoff),
+        options=json.loads(options),
+        state=state,
+        worker=worker,
+        message=message,
+    )

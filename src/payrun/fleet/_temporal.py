@@ -1,0 +1,31 @@
+"""Reaching Temporal: the client every fleet command opens, its errors as one line."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from payrun.errors import ConfigError
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+__all__ = ["connect_temporal"]
+
+
+async def connect_temporal(address: str, namespace: str) -> Client:
+    """A Temporal client for ``address`` (HOST:PORT) and ``namespace``; ``ConfigError``
+    naming them when the server cannot be reached."""
+    try:
+        from temporalio.client import Client
+    except ImportError:
+        msg = "payrun fleet needs temporalio, which is not installed: pip install 'payrun[fleet]'"
+        raise ConfigError(msg) from None
+    try:
+        return await Client.connect(address, namespace=namespace)
+    except RuntimeError as exc:
+        reason = " ".join(str(exc).split())[:300]
+        msg = (
+            f"cannot reach Temporal at {address} (namespace {namespace}): {reason}; check"
+            " --temporal and that the Temporal server runs (nothing was submitted)"
+        )
+        raise ConfigError(msg) from None

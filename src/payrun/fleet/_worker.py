@@ -1,0 +1,97 @@
+"""``payrun fleet worker``: a Temporal worker that pays lanes' batches until told to stop.
+
+Input: the Temporal address, namespace and task queue, the ledger database's URL and the
+keys folder. It connects, serves the lane workflow and the activities, and watches the
+command line's ``StopSignal``: on the first SIGTERM or Ctrl-C it polls no new task, asks
+every batch it pays to drain (no new request; in-flight ones finish and are recorded) and
+hands them back, then exits; a second signal cuts in-flight requests off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from payrun.config import DatabaseURL
+from payrun.errors import ConfigError
+from payrun.fleet._activities import FleetActivities
+from payrun.fleet._store import FleetStore
+from payrun.fleet._temporal import connect_temporal
+from payrun.fleet._workflow import LaneWorkflow
+from payrun.run import STOP_GRACE_SECONDS, StopSignal
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["WorkerOptions", "run_worker"]
+
+_STOP_POLL_SECONDS = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """Where a worker connects and what it may hold at once."""
+
+    temporal: str
+    namespace: str
+    task_queue: str
+    ledger_url: DatabaseURL
+    keys: Path
+    max_batches: int = 20
+
+
+async def run_worker(
+    options: WorkerOptions, stop: StopSignal, ready: Callable[[str], None] | None = None
+) -> None:
+    """Serve the task queue until ``stop``; drain, hand batches back, return."""
+    from temporalio.worker import Worker
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+    if not options.keys.is_dir():
+        msg = f"--keys {options.keys} is not a folder (it holds one API key file per organization)"
+        raise ConfigError(msg)
+    await asyncio.to_thread(FleetStore(options.ledger_url).ensure_schema)
+    client = await connect_temporal(options.temporal, options.namespace)
+    executor = ThreadPoolExecutor(options.max_batches, thread_name_prefix="payrun-batch")
+    activities = FleetActivities(options.ledger_url, options.keys, executor)
+    worker = Worker(
+        client,
+        task_queue=options.task_queue,
+        workflows=[LaneWorkflow],
+        activities=[activities.pay_batch, activities.end_batch],
+        max_concurrent_activities=options.max_batches,
+        identity=activities.identity,
+        # Drained batches finish their in-flight requests first
+        graceful_shutdown_timeout=timedelta(seconds=STOP_GRACE_SECONDS + 10),
+        workflow_runner=SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules("payrun")
+        ),
+    )
+    running = asyncio.ensure_future(worker.run())
+    try:
+        if ready is not None:
+            ready(activities.identity)
+        # The flag is set by a signal handler, which cannot set an asyncio Event
+        while not stop.is_set() and not running.done():  # noqa: ASYNC110
+            await asyncio.sleep(_STOP_POLL_SECONDS)
+        if running.done():
+            # The worker failed (Temporal went away for good): say why
+            running.result()
+            return
+        activities.drain()
+        # No new task is polled from here; running batches drain first
+        stopping = asyncio.ensure_future(worker.shutdown())
+        cut_off = False
+        while not stopping.done():
+            if stop.must_cut_off() and not cut_off:
+                cut_off = True
+                activities.drain()
+            await asyncio.sleep(_STOP_POLL_SECONDS)
+        await stopping
+        await running
+    finally:
+        executor.shutdown(wait=False)

