@@ -41,6 +41,7 @@ import asyncio
 import compileall
 import contextlib
 import csv
+import dataclasses
 import importlib.util
 import json
 import math
@@ -461,6 +462,9 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
         )
     where = database_url(ledger_url) if ledger_url else directory / "batch.ledger.sqlite"
     options = RunOptions(ledger_path=where, confirm_payees=False)
+    if job.get("signed"):
+        # The enforcing sandbox is a live-mode organization: the run goes on without asking
+        options = dataclasses.replace(options, assume_yes=True)
 
     async def main() -> Any:
         async with anyio.create_task_group() as group:
@@ -614,6 +618,7 @@ def run_command(  # noqa: PLR0913 - the bank, the batch and the ledger
         "--no-confirm-payees",
         "--ledger",
         ledger_url or str(directory / f"command-{rows}.ledger.sqlite"),
+        *(["--yes"] if signed else []),
     ]
     if _can_pin(pin):
         command = ["taskset", "-c", "0", *command]
