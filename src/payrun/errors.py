@@ -53,7 +53,21 @@ __all__ = [
     "RateLimitedError",
     "RefusedMidRunError",
     "UsageError",
+    "first_payrun_error",
 ]
+
+
+def first_payrun_error(error: BaseException) -> PayrunError | None:
+    """``error`` itself, or the first ``PayrunError`` inside an exception group (None when
+    there is none): what a user is told when concurrent tasks failed."""
+    if isinstance(error, PayrunError):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = first_payrun_error(inner)
+            if found is not None:
+                return found
+    return None
 
 
 class PayrunError(Exception):

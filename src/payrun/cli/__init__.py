@@ -30,6 +30,7 @@ from payrun.errors import (
     LedgerWriteError,
     PayrunError,
     UsageError,
+    first_payrun_error,
 )
 from payrun.run import StopSignal
 
@@ -241,7 +242,7 @@ def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, obje
         code: int = args.handler(args)
     except BaseExceptionGroup as group:
         # Errors raised inside a task group
-        return _report_error(_first_payrun_error(group) or group, as_json=as_json)
+        return _report_error(first_payrun_error(group) or group, as_json=as_json)
     except KeyboardInterrupt:
         raise
     except Exception as exc:
@@ -297,14 +298,3 @@ def _report_error(error: BaseException, *, as_json: bool) -> int:
         exit_code=3,
     )
     return 3
-
-
-def _first_payrun_error(error: BaseException) -> PayrunError | None:
-    if isinstance(error, PayrunError):
-        return error
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            found = _first_payrun_error(inner)
-            if found is not None:
-                return found
-    return None

@@ -275,7 +275,7 @@ def execute(args: argparse.Namespace) -> int:
     # Rich loads only for runs; the summary's modules once the run is over
     from payrun.cli._confirm import TerminalConfirmer, stdin_is_terminal
     from payrun.cli._progress import finished_line
-    from payrun.run import run_batch
+    from payrun.run import event_loop_options, run_batch
 
     if args.ledger is None:
         args.ledger = ledger_url_from_env()
@@ -311,7 +311,7 @@ def execute(args: argparse.Namespace) -> int:
                     stop=args.stop,
                     confirmer=confirmer,
                 ),
-                backend_options=_loop_options(),
+                backend_options=event_loop_options(),
             )
         except RefusedMidRunError as refused:
             # Payments exist: summary and report still
@@ -383,15 +383,6 @@ def _observer(args: argparse.Namespace) -> Any:
     if mismatch is not None:
         observer.note(mismatch)
     return observer
-
-
-def _loop_options() -> dict[str, bool]:
-    """Run on uvloop where it is installed: a faster event loop for the same code."""
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
-        return {}
-    return {"use_uvloop": True}
 
 
 def _run_options(

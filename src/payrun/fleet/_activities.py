@@ -32,6 +32,7 @@ from payrun.errors import (
     LedgerMismatchError,
     LedgerWriteError,
     PayrunError,
+    first_payrun_error,
 )
 from payrun.fleet._store import FleetBatch, FleetStore, worker_identity
 from payrun.fleet._workflow import REFUSED, EndBatch
@@ -164,7 +165,7 @@ def _pay_in_thread(
     """Pay in this thread's own event loop; a payrun error is returned, not raised."""
     import anyio
 
-    from payrun.run import run_stored_batch
+    from payrun.run import event_loop_options, run_stored_batch
 
     # Unattended: the submit, with its control totals, is the person's go-ahead
     options = RunOptions(
@@ -175,12 +176,12 @@ def _pay_in_thread(
             lambda: run_stored_batch(
                 DatabaseLedger(owner.ledger_url, batch.name), settings, options=options, stop=stop
             ),
-            backend_options=_loop_options(),
+            backend_options=event_loop_options(),
         )
     except PayrunError as exc:
         return exc
     except BaseExceptionGroup as group:
-        found = _first_payrun_error(group)
+        found = first_payrun_error(group)
         if found is None:
             raise
         return found
@@ -238,22 +239,3 @@ def _settings(batch: FleetBatch, keys: Path) -> Settings:
     except ConfigError as exc:
         msg = f"batch {batch.name}: the keys {batch.key!r} in the worker's --keys folder: {exc}"
         raise ConfigError(msg) from None
-
-
-def _first_payrun_error(error: BaseException) -> PayrunError | None:
-    if isinstance(error, PayrunError):
-        return error
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            found = _first_payrun_error(inner)
-            if found is not None:
-                return found
-    return None
-
-
-def _loop_options() -> dict[str, bool]:
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
-        return {}
-    return {"use_uvloop": True}

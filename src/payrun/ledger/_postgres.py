@@ -49,8 +49,10 @@ from payrun.ledger._database import DatabaseLedger
 from payrun.ledger._records import (
     ROW_SELECT,
     batch_from_record,
+    batch_values,
+    check_fields,
     iso,
-    money_or_none,
+    replaced_values,
     row_from_values,
     row_values,
     to_sql,
@@ -386,19 +388,7 @@ class PostgresLedger:
                 " organization_url = %s, expect_count = %s, expect_total = %s,"
                 " valid_count = %s, valid_total = %s, created_at = %s, options = %s"
                 " WHERE id = %s",
-                (
-                    info.file_path,
-                    info.file_sha256,
-                    info.base_url,
-                    info.organization_url,
-                    info.expect_count,
-                    money_or_none(info.expect_total),
-                    info.valid_count,
-                    format_money(info.valid_total),
-                    now,
-                    info.options,
-                    self._id,
-                ),
+                (*batch_values(info, now), self._id),
             )
             self._send_pending()
             with (
@@ -420,10 +410,7 @@ class PostgresLedger:
     def set_batch(self, **values: Unpack[BatchUpdate]) -> None:
         """Update batch fields: base_url, organization_url, started_at, ended_at, options,
         late_until, alive_at."""
-        unknown = values.keys() - _BATCH_UPDATABLE
-        if unknown:
-            msg = f"cannot set batch fields {sorted(unknown)}"
-            raise ValueError(msg)
+        check_fields(values, _BATCH_UPDATABLE, "set batch fields")
         assignments = ", ".join(f"{name} = %s" for name in values)
         params = [*(to_sql(value) for value in values.values()), self._id]
         with self.atomic():
@@ -442,23 +429,7 @@ class PostgresLedger:
                 " account_number = %s, amount = %s, reference = %s, source_account = %s,"
                 " status = %s, error = %s, account_url = NULL, payee_url = NULL,"
                 " updated_at = %s WHERE batch_id = %s AND row = %s",
-                [
-                    (
-                        r.row_id,
-                        r.payee_name,
-                        r.sort_code,
-                        r.account_number,
-                        r.amount_text if r.status is RowStatus.INVALID else format_money(r.amount),
-                        r.reference,
-                        r.source_account,
-                        str(r.status),
-                        r.error,
-                        now,
-                        self._id,
-                        r.row,
-                    )
-                    for r in rows
-                ],
+                [(*replaced_values(r, now), self._id, r.row) for r in rows],
             )
 
     def rows(self, statuses: Iterable[RowStatus] | None = None) -> list[LedgerRow]:
@@ -510,10 +481,7 @@ class PostgresLedger:
     def _update_sql(self, names: tuple[str, ...]) -> str:
         sql = self._sql_cache.get(names)
         if sql is None:
-            unknown = set(names) - _UPDATABLE
-            if unknown:
-                msg = f"cannot update row fields {sorted(unknown)}"
-                raise ValueError(msg)
+            check_fields(names, _UPDATABLE, "update row fields")
             assignments = "".join(f"{name} = %s, " for name in names)
             sql = (
                 f"UPDATE payrun_rows SET {assignments}updated_at = %s"

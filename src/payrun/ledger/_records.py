@@ -7,7 +7,7 @@ an INSERT or UPDATE binds. No I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -18,9 +18,12 @@ __all__ = [
     "ROW_COLUMNS",
     "ROW_SELECT",
     "batch_from_record",
+    "batch_values",
+    "check_fields",
     "iso",
     "money_or_none",
     "row_from_values",
+    "replaced_values",
     "row_values",
     "to_sql",
 ]
@@ -48,6 +51,48 @@ def to_sql(value: Any) -> Any:
 def money_or_none(value: Decimal | None) -> str | None:
     """Money as ledger text, or None."""
     return None if value is None else format_money(value)
+
+
+def batch_values(info: BatchInfo, now: str) -> tuple[Any, ...]:
+    """A new batch's stored fields: file_path, file_sha256, base_url, organization_url,
+    expect_count, expect_total, valid_count, valid_total, created_at (``now``), options."""
+    return (
+        info.file_path,
+        info.file_sha256,
+        info.base_url,
+        info.organization_url,
+        info.expect_count,
+        money_or_none(info.expect_total),
+        info.valid_count,
+        format_money(info.valid_total),
+        now,
+        info.options,
+    )
+
+
+def replaced_values(row: LedgerRow, now: str) -> tuple[Any, ...]:
+    """What ``replace_rows`` stores of a row: row_id, payee_name, sort_code, account_number,
+    amount, reference, source_account, status, error, updated_at (``now``)."""
+    return (
+        row.row_id,
+        row.payee_name,
+        row.sort_code,
+        row.account_number,
+        row.amount_text if row.status is RowStatus.INVALID else format_money(row.amount),
+        row.reference,
+        row.source_account,
+        str(row.status),
+        row.error,
+        now,
+    )
+
+
+def check_fields(names: Iterable[str], allowed: Collection[str], what: str) -> None:
+    """Raise ``ValueError`` for a field that is not ``allowed`` (a programming error)."""
+    unknown = set(names) - set(allowed)
+    if unknown:
+        msg = f"cannot {what} {sorted(unknown)}"
+        raise ValueError(msg)
 
 
 def _parse_time(text: str | None) -> datetime | None:

@@ -36,8 +36,10 @@ from payrun.ledger._lock import create_private, release_lock, take_lock
 from payrun.ledger._records import (
     ROW_SELECT,
     batch_from_record,
+    batch_values,
+    check_fields,
     iso,
-    money_or_none,
+    replaced_values,
     row_from_values,
     row_values,
     to_sql,
@@ -243,18 +245,7 @@ class SQLiteLedger:
                 "INSERT INTO batch (id, file_path, file_sha256, base_url, organization_url,"
                 " expect_count, expect_total, valid_count, valid_total, created_at, options)"
                 " VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    info.file_path,
-                    info.file_sha256,
-                    info.base_url,
-                    info.organization_url,
-                    info.expect_count,
-                    money_or_none(info.expect_total),
-                    info.valid_count,
-                    format_money(info.valid_total),
-                    now,
-                    info.options,
-                ),
+                batch_values(info, now),
             )
             self._executemany(
                 "INSERT INTO rows (row, row_id, payee_name, sort_code, account_number, amount,"
@@ -274,10 +265,7 @@ class SQLiteLedger:
     def set_batch(self, **values: Unpack[BatchUpdate]) -> None:
         """Update batch fields: base_url, organization_url, started_at, ended_at, options,
         late_until, alive_at."""
-        unknown = values.keys() - _BATCH_UPDATABLE
-        if unknown:
-            msg = f"cannot set batch fields {sorted(unknown)}"
-            raise ValueError(msg)
+        check_fields(values, _BATCH_UPDATABLE, "set batch fields")
         assignments = ", ".join(f"{name} = ?" for name in values)
         params = [to_sql(value) for value in values.values()]
         with self.atomic():
@@ -295,22 +283,7 @@ class SQLiteLedger:
                 "UPDATE rows SET row_id = ?, payee_name = ?, sort_code = ?, account_number = ?,"
                 " amount = ?, reference = ?, source_account = ?, status = ?, error = ?,"
                 " account_url = NULL, payee_url = NULL, updated_at = ? WHERE row = ?",
-                (
-                    (
-                        r.row_id,
-                        r.payee_name,
-                        r.sort_code,
-                        r.account_number,
-                        r.amount_text if r.status is RowStatus.INVALID else format_money(r.amount),
-                        r.reference,
-                        r.source_account,
-                        str(r.status),
-                        r.error,
-                        now,
-                        r.row,
-                    )
-                    for r in rows
-                ),
+                ((*replaced_values(r, now), r.row) for r in rows),
             )
 
     def rows(self, statuses: Iterable[RowStatus] | None = None) -> list[LedgerRow]:
@@ -334,10 +307,7 @@ class SQLiteLedger:
     def _update_sql(self, names: tuple[str, ...]) -> str:
         sql = self._sql_cache.get(names)
         if sql is None:
-            unknown = set(names) - _UPDATABLE
-            if unknown:
-                msg = f"cannot update row fields {sorted(unknown)}"
-                raise ValueError(msg)
+            check_fields(names, _UPDATABLE, "update row fields")
             assignments = "".join(f"{name} = ?, " for name in names)
             sql = f"UPDATE rows SET {assignments}updated_at = ? WHERE row = ?"
             self._sql_cache[names] = sql

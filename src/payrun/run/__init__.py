@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from payrun.run._confirm import RunPreview as RunPreview
     from payrun.run._pipeline import RunObserver as RunObserver
     from payrun.run._pipeline import RunOutcome as RunOutcome
+    from payrun.run._pipeline import event_loop_options as event_loop_options
     from payrun.run._pipeline import run_batch as run_batch
     from payrun.run._pipeline import run_exit_code as run_exit_code
     from payrun.run._pipeline import run_stored_batch as run_stored_batch
@@ -46,6 +47,7 @@ _HOMES = {
     "RunPreview": "payrun.run._confirm",
     "RunObserver": "payrun.run._pipeline",
     "RunOutcome": "payrun.run._pipeline",
+    "event_loop_options": "payrun.run._pipeline",
     "run_batch": "payrun.run._pipeline",
     "run_exit_code": "payrun.run._pipeline",
     "run_stored_batch": "payrun.run._pipeline",
@@ -76,6 +78,7 @@ __all__ = [
     "RunPreview",
     "StopSignal",
     "check_readiness",
+    "event_loop_options",
     "run_batch",
     "run_exit_code",
     "run_stored_batch",
