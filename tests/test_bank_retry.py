@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import time
 
 import anyio
@@ -157,3 +158,38 @@ def test_no_wait_policy_has_zero_waits() -> None:
     """The test policy keeps the attempt count and never sleeps."""
     policy = RetryPolicy.no_wait(attempts=3)
     assert (policy.attempts, policy.initial_wait, policy.max_wait) == (3, 0.0, 0.0)
+
+
+async def test_a_call_leaves_no_cyclic_garbage() -> None:
+    """A request's retry state is freed when the call returns, not by the garbage collector:
+    tenacity's pending actions are bound methods of the retrying object, a cycle per call
+    that made 98% of a run's cyclic garbage and gen-0 pauses of 40-180 ms mid-run."""
+    calls = 0
+
+    async def fn() -> str:
+        nonlocal calls
+        calls += 1
+        if calls % 2:
+            raise _Flaky
+        return "ok"
+
+    policy = RetryPolicy.no_wait()
+    # Built once, before counting
+    await policy.call(fn, retry_if=_retryable)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(200):
+            assert await policy.call(fn, retry_if=_retryable) == "ok"
+        with pytest.raises(_Fatal):
+            await policy.call(_fatal, retry_if=_retryable)
+        freed = gc.collect()
+    finally:
+        gc.enable()
+    # Fewer than one object a call (the raised exception's traceback is one cycle); about
+    # 24 a call (4,857) while the cycle was left to the collector
+    assert freed < 100, f"{freed} objects in reference cycles after 201 calls"
+
+
+async def _fatal() -> None:
+    raise _Fatal
