@@ -656,7 +656,13 @@ async def _confirm(
         org,
         book.all(),
         checks.accounts,
-        [name for _, name, _, _ in checks.new_payees],
+        # In the file's order: accounts find their new payees in the order their checks end
+        [
+            name
+            for (_, name, _, _), rows in sorted(
+                checks.new_payees.items(), key=lambda item: min(r.row for r in item[1])
+            )
+        ],
         create_only=options.create_only,
         confirm_payees=options.confirm_payees,
     )
