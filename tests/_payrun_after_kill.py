@@ -47,6 +47,6 @@ class _Shorten(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 sys.meta_path.insert(0, _Shorten())
 
-from payrun.cli import main  # noqa: E402 - after the finder, as python -m payrun would
+from payrun.__main__ import main  # noqa: E402 - after the finder, as python -m payrun would
 
 raise SystemExit(main())

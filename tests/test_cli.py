@@ -187,3 +187,48 @@ def test_the_shell_completes_commands_options_and_choices(tmp_path: Path) -> Non
     assert complete("payrun run x.csv --sand") == ["--sandbox"]
     assert complete("payrun va") == ["validate"]
     assert complete("payrun validate x.csv --format ") == ["text", "json"]
+
+
+_INTERRUPT_WHILE_LOADING = """
+import importlib.abc, os, signal, sys
+
+class _CtrlC(importlib.abc.MetaPathFinder):
+    # Ctrl-C arrives while the command line is still being imported
+    def find_spec(self, fullname, path, target=None):
+        if fullname == "payrun.cli":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, _CtrlC())
+if sys.argv.pop(1) == "module":
+    import runpy
+    runpy.run_module("payrun", run_name="__main__", alter_sys=True)
+else:
+    from payrun.__main__ import main
+    raise SystemExit(main())
+"""
+
+
+@pytest.mark.parametrize("entry", ["module", "script"])
+def test_ctrl_c_while_the_command_line_loads_is_exit_3_without_a_traceback(
+    entry: str, tmp_path: Path
+) -> None:
+    """`python -m payrun` and the `payrun` script catch Ctrl-C before importing the command
+    line: one that comes during those imports is one line and exit 3, nothing done."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    batch = tmp_path / "pay.csv"
+    batch.write_text("payee_name,sort_code,account_number,amount,reference\n")
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPT_WHILE_LOADING, entry, "validate", str(batch)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "KeyboardInterrupt" not in done.stderr
+    assert "interrupted before anything was done" in done.stderr
+    assert done.stdout == ""

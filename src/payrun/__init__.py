@@ -10,7 +10,9 @@ thin shell over them.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+# Not typing's: importing typing would cost the command's first milliseconds (see __main__)
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from payrun._models import PaymentInstruction as PaymentInstruction
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from payrun.config import Settings as Settings
     from payrun.config import ValidationOptions as ValidationOptions
     from payrun.config import load_settings as load_settings
+    from payrun.errors import PayrunError as PayrunError
     from payrun.intake import read_batch as read_batch
     from payrun.ledger import Ledger as Ledger
     from payrun.report import read_ledger_rows as read_ledger_rows
@@ -30,8 +33,6 @@ if TYPE_CHECKING:
     from payrun.validation import validate_batch as validate_batch
     from payrun.validation import validate_rows as validate_rows
 
-from payrun.errors import PayrunError as PayrunError
-
 __version__ = "0.1.0"
 """The package's version (pyproject.toml reads it from here)."""
 
@@ -40,6 +41,7 @@ _HOMES = {
     "Settings": "payrun.config",
     "ValidationOptions": "payrun.config",
     "load_settings": "payrun.config",
+    "PayrunError": "payrun.errors",
     "PaymentInstruction": "payrun._models",
     "RowProblem": "payrun._models",
     "RowStatus": "payrun._models",
@@ -57,7 +59,7 @@ _HOMES = {
 fast (the command line must answer Ctrl-C within a few milliseconds of starting)."""
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     home = _HOMES.get(name)
     if home is None:
         msg = f"module 'payrun' has no attribute {name!r}"

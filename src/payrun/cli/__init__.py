@@ -15,11 +15,11 @@ import os
 import re
 import signal
 import sys
-import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
 from payrun import __version__
+from payrun._signals import catch_stop_signals, restore_signals
 from payrun.cli._output import error_line
 from payrun.errors import (
     AuthError,
@@ -131,22 +131,31 @@ def exit_code_for(error: PayrunError) -> int:
     return 2
 
 
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _KEY_ON_COMMAND_LINE = (
     "the API key is never taken on the command line (it would show in ps and shell"
     " history): set PAYRUN_API_KEY, or pass --api-key-file FILE naming a file that holds it"
 )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stop: StopSignal | None = None,
+    caught: dict[int, object] | None = None,
+) -> int:
     """Run ``payrun`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
 
     Ctrl-C and SIGTERM only *record* a stop request from the first instruction on, so a
     signal can never land as an exception inside an import or a ledger write: a run stops
     starting new work (a second signal cuts it off), other commands end with exit 3.
+    ``stop`` and ``caught``: the request and the handlers ``payrun.__main__`` installed
+    before importing this module (else this call installs them).
     """
-    stop = StopSignal()
-    previous = _catch_signals(stop)
+    if stop is None:
+        stop = StopSignal()
+        previous = catch_stop_signals(stop.request)
+    else:
+        previous = caught or {}
     _standard_streams_open()
     _printable_anywhere()
     try:
@@ -160,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for number in previous:
                 signal.signal(number, signal.SIG_IGN)
         else:
-            _restore_signals(previous)
+            restore_signals(previous)
 
 
 def _standard_streams_open() -> None:
@@ -188,22 +197,6 @@ def _printable_anywhere() -> None:
         if reconfigure is not None:
             with contextlib.suppress(ValueError, OSError):
                 reconfigure(errors="replace")
-
-
-def _catch_signals(stop: StopSignal) -> dict[int, object]:
-    previous: dict[int, object] = {}
-    if threading.current_thread() is not threading.main_thread():
-        # Signals reach the main thread only (tests call main() from threads)
-        return previous
-    for number in _STOP_SIGNALS:
-        previous[number] = signal.getsignal(number)
-        signal.signal(number, lambda *_: stop.request())
-    return previous
-
-
-def _restore_signals(previous: dict[int, object]) -> None:
-    for number, handler in previous.items():
-        signal.signal(number, handler)  # type: ignore[arg-type]
 
 
 def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, object]) -> int:
@@ -235,7 +228,7 @@ def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, obje
         return 3
     # Only a run and the fleet stop gracefully; the others stop at once
     if args.command not in ("run", "fleet"):
-        _restore_signals(previous)
+        restore_signals(previous)
     args.stop = stop
     as_json = getattr(args, "log_format", "text") == "json"
     try:

@@ -18,7 +18,9 @@ never loads the bank client.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+# Not typing's: ``payrun.__main__`` imports StopSignal from here before catching Ctrl-C
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from payrun.run._confirm import AccountPreview as AccountPreview
@@ -56,7 +58,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     home = _HOMES.get(name)
     if home is None:
         msg = f"module 'payrun.run' has no attribute {name!r}"

@@ -1,0 +1,42 @@
+"""How the ``payrun`` command catches Ctrl-C and SIGTERM: handlers that only record a stop
+request, so a signal never lands as an exception inside an import, a ledger write or the
+event loop.
+
+``payrun.__main__`` installs them before it imports anything else of payrun, which is why
+this module imports only the standard library's ``signal`` and ``threading``.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["STOP_SIGNALS", "catch_stop_signals", "restore_signals"]
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""What asks payrun to stop: Ctrl-C, and a scheduler's or the system's SIGTERM."""
+
+
+def catch_stop_signals(request: Callable[[], None]) -> dict[int, object]:
+    """Make each of ``STOP_SIGNALS`` call ``request()``; return the handlers replaced.
+
+    Off the main thread nothing changes (signals reach the main thread only; tests call
+    the command line from threads) and the result is empty.
+    """
+    previous: dict[int, object] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return previous
+    for number in STOP_SIGNALS:
+        previous[number] = signal.getsignal(number)
+        signal.signal(number, lambda *_: request())
+    return previous
+
+
+def restore_signals(previous: dict[int, object]) -> None:
+    """Put back the handlers ``catch_stop_signals`` replaced."""
+    for number, handler in previous.items():
+        signal.signal(number, handler)  # type: ignore[arg-type]
