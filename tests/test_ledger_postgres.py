@@ -316,7 +316,7 @@ def test_a_copy_paid_under_another_name_from_another_machine_is_refused(
     run whose session ended no longer counts."""
     import payrun.ledger._postgres as backend
 
-    monkeypatch.setattr(backend, "take_batch_lock", lambda *args: None)
+    monkeypatch.setattr(backend, "take_batch_lock", lambda *args, **kwargs: None)
     first, copy = open_ledger(_where(database, "first")), open_ledger(_where(database, "copy"))
     try:
         first.start(_info("f"), _rows(4, "S"))

@@ -27,7 +27,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn, Unpack
@@ -231,7 +231,9 @@ class PostgresLedger:
         """True when opening it made the batch's record (it was not in the database before)."""
         return self._created
 
-    def hold_batch(self, rows: Sequence[LedgerRow], bank: str) -> AbstractContextManager[object]:
+    def hold_batch(
+        self, rows: Sequence[LedgerRow], bank: str, *, note: Callable[[str], None] | None = None
+    ) -> AbstractContextManager[object]:
         """Publish these rows in the database's register of running batches
         (``payrun_running``, for runs on every machine) and in the machine-wide one
         (``take_batch_lock``, for ledger files too) until the block ends.
@@ -244,7 +246,7 @@ class PostgresLedger:
         self._publish(running)
         stack.callback(self._unpublish)
         try:
-            lock = take_batch_lock(rows, bank, self.location)
+            lock = take_batch_lock(rows, bank, self.location, note=note)
         except BaseException:
             stack.close()
             raise

@@ -8,7 +8,7 @@ backend fits behind ``open_ledger`` without touching them. The backends: the SQL
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from decimal import Decimal
 from typing import Protocol, Self, Unpack
@@ -81,11 +81,13 @@ class LedgerStore(Protocol):
         """Commit the same new values for several rows in one transaction."""
         ...
 
-    def hold_batch(self, rows: Sequence[LedgerRow], bank: str) -> AbstractContextManager[object]:
+    def hold_batch(
+        self, rows: Sequence[LedgerRow], bank: str, *, note: Callable[[str], None] | None = None
+    ) -> AbstractContextManager[object]:
         """Hold these rows at this bank against every other run until the block ends.
 
         Raises ``LedgerLockedError`` when another live run pays the same batch or any of
-        the same payments there.
+        the same payments there; ``note`` receives warnings (a shared register ignored).
         """
         ...
 

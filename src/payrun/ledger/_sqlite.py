@@ -14,7 +14,7 @@ Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated here 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
 from decimal import Decimal
 from pathlib import Path
@@ -158,10 +158,12 @@ class SQLiteLedger:
         """True when opening it made the file (it was not there before)."""
         return self._created
 
-    def hold_batch(self, rows: Sequence[LedgerRow], bank: str) -> AbstractContextManager[object]:
+    def hold_batch(
+        self, rows: Sequence[LedgerRow], bank: str, *, note: Callable[[str], None] | None = None
+    ) -> AbstractContextManager[object]:
         """Publish these rows in the machine-wide register (``take_batch_lock``) until the
         block ends."""
-        lock = None if self._in_memory else take_batch_lock(rows, bank, self.path)
+        lock = None if self._in_memory else take_batch_lock(rows, bank, self.path, note=note)
         return nullcontext() if lock is None else lock
 
     def check_in_place(self) -> None:

@@ -628,7 +628,7 @@ async def _pay(
     # Taken once the accounts are the bank's (its row keys name them so), and before the
     # bank's payments are read or any payee or payment is made.
     bank = bank_identity(settings.base_url, org.url)
-    with ledger.hold_batch(book.all(), bank):
+    with ledger.hold_batch(book.all(), bank, note=watcher.note):
         return await _pay_locked(
             client,
             ledger,
