@@ -9,8 +9,9 @@ process crash (kill -9), and a batch in a PostgreSQL database that many batches 
 goes through ``atomic()``, and the execution stage commits an *intent*
 (``creating``/``submitting`` with its time) before each POST and the outcome after it. A
 lock file (in PostgreSQL a session-level advisory lock) stops two runs of one ledger at
-once, and a machine-wide register (``hold_batch``, ``take_batch_lock``) two runs paying the
-same rows at one bank. Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated
+once, and each user's register of running batches (``hold_batch``, ``take_batch_lock``;
+with an administrator's shared register, across users) two runs paying the same rows at
+one bank. Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated
 here only, and ``psycopg`` errors in ``_postgres`` only.
 """
 

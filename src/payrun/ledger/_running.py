@@ -44,7 +44,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NoReturn
 
@@ -58,7 +58,6 @@ __all__ = [
     "RunningBatch",
     "RunningEntry",
     "check_batch_lock",
-    "own_register",
     "refuse_overlap_with",
     "running_batch",
     "take_batch_lock",
@@ -188,16 +187,17 @@ def take_batch_lock(
     """
     if sys.platform == "win32":  # pragma: no cover - payrun runs on Linux and macOS
         return None
-    batch = running_batch(rows, bank)
+    found = _payments(rows)
     places = _open_places(create=True, note=note)
+    stored = [(place, _hashed(found, bank, place.secret)) for place in places]
     held: list[_Held] = []
     try:
         with _guard(places):
             # The shared entry first, then the look: of two users' runs starting at once,
             # at least one sees the other (no lock there that another user could hold).
-            held += [_publish(p, batch, ledger_path) for p in places if p.shared]
-            _refuse_overlap(places, batch, dry_run=False, own=held)
-            held += [_publish(p, batch, ledger_path) for p in places if not p.shared]
+            held += [_publish(p, batch, ledger_path) for p, batch in stored if p.shared]
+            _refuse_overlap(stored, found.fingerprint, dry_run=False, own=held)
+            held += [_publish(p, batch, ledger_path) for p, batch in stored if not p.shared]
     except BaseException:
         for entry in held:
             entry.release()
@@ -215,21 +215,36 @@ def check_batch_lock(rows: Sequence[LedgerRow], bank: str, *, note: Note | None 
         return
     places = _open_places(create=False, note=note)
     try:
-        with _guard(places):
-            _refuse_overlap(places, running_batch(rows, bank), dry_run=True, own=())
+        if places:
+            found = _payments(rows)
+            stored = [(place, _hashed(found, bank, place.secret)) for place in places]
+            with _guard(places):
+                _refuse_overlap(stored, found.fingerprint, dry_run=True, own=())
     finally:
         _close(places)
 
 
+@dataclass(frozen=True, slots=True)
+class _Payments:
+    """The valid rows' payments, encoded, and the batch's fingerprint."""
+
+    payments: list[bytes]
+    fingerprint: str
+
+
 def running_batch(rows: Sequence[LedgerRow], bank: str) -> RunningBatch:
-    """The fingerprint and the keyed row hashes of the valid rows, in row order.
+    """The fingerprint and the row hashes (keyed by the bank) of the valid rows, in order.
 
     The fingerprint hashes what ``payrun validate`` hashes; a row's key is its payment
     as the bank sees it (the source account resolved to the bank's account when known).
-    The registers on this machine key these again with their own secret (``_keyed``).
+    A register on this machine keys them with its own secret instead (``_hashed``).
     """
+    return _hashed(_payments(rows), bank, None)
+
+
+def _payments(rows: Sequence[LedgerRow]) -> _Payments:
     lines: list[str] = []
-    payments: list[str] = []
+    payments: list[bytes] = []
     for row in rows:
         if row.status is RowStatus.INVALID:
             continue
@@ -238,45 +253,45 @@ def running_batch(rows: Sequence[LedgerRow], bank: str) -> RunningBatch:
             f"{row.reference or ''}"
         )
         lines.append(f"{row.payee_name}\t{payment}\t{row.source_account}\t{row.row_id or ''}\n")
-        payments.append(f"{row.account_url or row.source_account}\t{payment}")
-    bank_key = hashlib.sha256(bank.encode()).digest()
+        payments.append(f"{row.account_url or row.source_account}\t{payment}".encode())
+    return _Payments(payments, hashlib.sha256("".join(lines).encode()).hexdigest())
+
+
+def _hashed(found: _Payments, bank: str, secret: bytes | None) -> RunningBatch:
+    """The batch as a register compares it; with ``secret``, nothing in it can be
+    recomputed from a guessed payment (or bank, or batch) without that secret."""
+    if secret is None:
+        bank_key = hashlib.sha256(bank.encode()).digest()
+        fingerprint = found.fingerprint
+    else:
+        bank_key = hashlib.blake2b(b"bank\0" + bank.encode(), key=secret).digest()[:32]
+        batch = b"batch\0" + found.fingerprint.encode()
+        fingerprint = hashlib.blake2b(batch, key=secret, digest_size=32).hexdigest()
     keys: list[bytes] = []
     fresh = hashlib.blake2b(digest_size=_KEY_BYTES, key=bank_key).copy
-    for payment in payments:
+    for payment in found.payments:
         key = fresh()
-        key.update(payment.encode())
+        key.update(payment)
         keys.append(key.digest())
-    fingerprint = hashlib.sha256("".join(lines).encode()).hexdigest()
     return RunningBatch(bank_key.hex()[:32], fingerprint, b"".join(keys))
 
 
-def _keyed(batch: RunningBatch, secret: bytes) -> RunningBatch:
-    """``batch`` as a register keyed with ``secret`` stores it: nothing in it can be
-    recomputed from a payment without the secret."""
-
-    def mac(data: bytes, size: int) -> bytes:
-        return hashlib.blake2b(data, digest_size=size, key=secret).digest()
-
-    keys = batch.keys
-    step = _KEY_BYTES
-    rekeyed = b"".join(mac(keys[i : i + step], step) for i in range(0, len(keys), step))
-    return RunningBatch(
-        mac(b"bank\0" + batch.bank.encode(), 16).hex(),
-        mac(b"batch\0" + batch.fingerprint.encode(), 32).hex(),
-        rekeyed,
-    )
-
-
 def _refuse_overlap(
-    places: Sequence[_Place], batch: RunningBatch, *, dry_run: bool, own: Sequence[_Held]
+    stored: Sequence[tuple[_Place, RunningBatch]],
+    fingerprint: str,
+    *,
+    dry_run: bool,
+    own: Sequence[_Held],
 ) -> None:
-    """Raise ``LedgerLockedError`` for the first live run paying any of ``batch``'s rows."""
-    if not batch.keys:
-        return
-    for place in places:
+    """Raise ``LedgerLockedError`` for the first live run paying any of these rows, in
+    each register (the batch as that register keys it); messages name ``fingerprint``."""
+    for place, batch in stored:
+        if not batch.keys:
+            return
         mine = {h.name for h in own if h.place is place}
         entries = (e for e in _live_entries(place) if e.name not in mine)
-        refuse_overlap_with(entries, batch, dry_run=dry_run, compared=_keyed(batch, place.secret))
+        shown = replace(batch, fingerprint=fingerprint)
+        refuse_overlap_with(entries, shown, dry_run=dry_run, compared=batch)
 
 
 def refuse_overlap_with(
@@ -342,7 +357,7 @@ def _paying(
 # ---- the places ----------------------------------------------------------------------------
 
 
-def own_register() -> Path:
+def _own_register() -> Path:
     """The user's own register when no other user has taken its name in ``TMP_FOLDER``."""
     return TMP_FOLDER / f"payrun-{os.getuid()}"
 
@@ -368,7 +383,7 @@ def _open_places(*, create: bool, note: Note | None) -> list[_Place]:
 def _open_own(*, create: bool, note: Note | None) -> _Place | None:
     """The user's register: ``/tmp/payrun-UID``, or under the home when another user
     holds that name; None for a dry run when this user has none yet."""
-    first = own_register()
+    first = _own_register()
     try:
         return _private_place(first, create=create)
     except _NotUsable as exc:
@@ -502,6 +517,8 @@ def _read_secret(folder: int, *, minimum: int, private: int, owner: int | None =
             msg = "has a key that is not a private file"
             raise _NotUsable(msg)
         secret = os.read(fd, 256)
+        if owner == os.getuid():
+            _touch(fd)
     finally:
         os.close(fd)
     if len(secret) < minimum:
@@ -616,7 +633,15 @@ def _open_guard(place: _Place) -> int:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         _refuse_unusable(place, f"holds {_GUARD} that is not a plain file")
+    _touch(fd)
     return fd
+
+
+def _touch(fd: int) -> None:
+    """Mark a file of the register's as in use: a cleaner of /tmp (systemd-tmpfiles) removes
+    only what has not been used for days, and a new key would hide the live runs."""
+    with suppress(OSError):
+        os.utime(fd)
 
 
 def _refuse_unusable(place: _Place, why: str) -> NoReturn:
@@ -654,7 +679,7 @@ def _read_live(folder: int, name: str) -> RunningEntry | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return _parse(name, os.read(fd, _MAX_ENTRY))
+            return _parse(name, os.read(fd, info.st_size))
         except OSError:
             return None
         if info.st_uid == os.getuid():
@@ -691,14 +716,13 @@ def _publish(place: _Place, batch: RunningBatch, ledger_path: str | Path) -> _He
     It is written under a name no reader looks at, then renamed into place whole. The
     user's own register names the ledger; the shared one names only the user.
     """
-    keyed = _keyed(batch, place.secret)
     header: dict[str, object] = {"format": _FORMAT, "pid": os.getpid()}
     if place.shared:
         header["user"] = _user_name(os.getuid()).removeprefix("user ")
     else:
         header["ledger"] = str(ledger_path)
-    header |= {"bank": keyed.bank, "fingerprint": keyed.fingerprint}
-    data = json.dumps(header).encode() + b"\n" + keyed.keys
+    header |= {"bank": batch.bank, "fingerprint": batch.fingerprint}
+    data = json.dumps(header).encode() + b"\n" + batch.keys
     name = f"{_ENTRY_PREFIX}{os.urandom(8).hex()}{_ENTRY_SUFFIX}"
     new = f"{_NEW_PREFIX}{os.urandom(8).hex()}"
     mode = _SHARED_FILE_MODE if place.shared else _OWN_FILE_MODE
