@@ -581,3 +581,30 @@ def _read_everything(root: Path, secrets: Sequence[bytes]) -> str:
                 continue
     found = [s.hex() for s in secrets if s in data]
     return "found " + " ".join(found) if found else f"nothing among {len(data)} bytes"
+
+
+@_NEEDS_ROOT
+def test_the_administrators_recipe_in_the_docs_makes_a_shared_register_payrun_uses(
+    machine: Machine,
+) -> None:
+    """The commands docs/exactly-once.md gives an administrator (its paths and group moved
+    here) make a shared register payrun uses without a warning: 3770, root's, keyed."""
+    docs = (Path(__file__).parents[1] / "docs" / "exactly-once.md").read_text(encoding="utf-8")
+    recipe = docs.split("**Several people paying from one machine.**")[1].split("```")[1]
+    steps = [
+        line.replace("/var/lib/payrun/register", str(machine.shared)).replace(
+            "payroll", str(PAYROLL_GROUP)
+        )
+        for line in recipe.splitlines()
+        if line.startswith(("install ", "head ", "chown ", "chmod "))
+    ]
+    assert len(steps) == 4, recipe
+    subprocess.run(["/bin/sh", "-ec", "\n".join(steps)], check=True)  # noqa: S603
+    assert stat.S_IMODE(machine.shared.stat().st_mode) == 0o3770
+    notes: list[str] = []
+    lock = _take(_payment_rows(4), "a.ledger.sqlite", notes.append)
+    assert notes == []
+    assert [p.name[:4] for p in machine.shared.iterdir() if p.name != "key"] == ["run-"]
+    said = _as_user(VICTIM, lambda: _take(_payment_rows(4), "b.ledger.sqlite"), [PAYROLL_GROUP])
+    lock.release()
+    assert said.startswith("LedgerLockedError") and "of user root" in said, said

@@ -235,8 +235,8 @@ class PostgresLedger:
         self, rows: Sequence[LedgerRow], bank: str, *, note: Callable[[str], None] | None = None
     ) -> AbstractContextManager[object]:
         """Publish these rows in the database's register of running batches
-        (``payrun_running``, for runs on every machine) and in the machine-wide one
-        (``take_batch_lock``, for ledger files too) until the block ends.
+        (``payrun_running``, for runs on every machine) and in this user's registers on
+        the machine (``take_batch_lock``, for ledger files too) until the block ends.
 
         Raises ``LedgerLockedError`` when a live run at the same bank pays the same batch
         content or any of the same payments through another batch of the database.

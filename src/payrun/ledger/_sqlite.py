@@ -161,8 +161,8 @@ class SQLiteLedger:
     def hold_batch(
         self, rows: Sequence[LedgerRow], bank: str, *, note: Callable[[str], None] | None = None
     ) -> AbstractContextManager[object]:
-        """Publish these rows in the machine-wide register (``take_batch_lock``) until the
-        block ends."""
+        """Publish these rows in this user's registers of running batches
+        (``take_batch_lock``) until the block ends."""
         lock = None if self._in_memory else take_batch_lock(rows, bank, self.path, note=note)
         return nullcontext() if lock is None else lock
 
