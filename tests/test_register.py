@@ -608,3 +608,18 @@ def test_the_administrators_recipe_in_the_docs_makes_a_shared_register_payrun_us
     said = _as_user(VICTIM, lambda: _take(_payment_rows(4), "b.ledger.sqlite"), [PAYROLL_GROUP])
     lock.release()
     assert said.startswith("LedgerLockedError") and "of user root" in said, said
+
+
+def test_a_ledgers_hold_passes_the_registers_warnings_on(machine: Machine, tmp_path: Path) -> None:
+    """A file ledger's ``hold_batch`` (what a run takes) hands the warning about an unsafe
+    shared register to the run's ``note``, and still holds the rows."""
+    from payrun.ledger import Ledger
+
+    machine.shared.mkdir(mode=0o777)
+    machine.shared.chmod(0o777)
+    notes: list[str] = []
+    with Ledger.open(tmp_path / "a.ledger.sqlite") as ledger:
+        with ledger.hold_batch(_payment_rows(3), "bank A", note=notes.append):
+            with pytest.raises(LedgerLockedError, match="same content"):
+                take_batch_lock(_payment_rows(3), "bank A", Path("b.ledger.sqlite"))
+    assert len(notes) == 1 and f"shared register {machine.shared}" in notes[0], notes
