@@ -8,7 +8,7 @@ of the same rows (``check_batch_lock`` tells a dry run the same without taking a
 a folder chosen by the user id alone (never by HOME or another variable, so a cron job
 with no home finds the same one): ``/tmp/payrun-UID``, made 0700 and used only while it
 belongs to this user with no access for anyone else. A folder of that name made by
-another user (nobody else can remove it) sends this user's runs to
+another user (which this user cannot remove) sends this user's runs to
 ``~/.local/state/payrun/register`` of the home the user database names, with a warning.
 An entry holds the run's process, its ledger, and its batch's fingerprint, its bank and
 an 8-byte hash of each valid row's payment (source account, payee account, amount,
