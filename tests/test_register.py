@@ -623,3 +623,24 @@ def test_a_ledgers_hold_passes_the_registers_warnings_on(machine: Machine, tmp_p
             with pytest.raises(LedgerLockedError, match="same content"):
                 take_batch_lock(_payment_rows(3), "bank A", Path("b.ledger.sqlite"))
     assert len(notes) == 1 and f"shared register {machine.shared}" in notes[0], notes
+
+
+@_NEEDS_ROOT
+def test_with_no_register_of_its_own_a_run_uses_the_shared_one_alone(machine: Machine) -> None:
+    """Another user took ``/tmp/payrun-UID`` and the user has no home: with a shared
+    register, the runs go on (warned) and that register alone refuses the same rows twice."""
+    machine.own(VICTIM).mkdir(mode=0o777)
+    os.chown(machine.own(VICTIM), ATTACKER, ATTACKER)
+    shutil.rmtree(machine.home / str(VICTIM))
+    refused = _as_user(VICTIM, lambda: _take_twice(_payment_rows(5)))
+    assert refused.startswith("LedgerError: cannot take the lock"), refused
+    _make_shared(machine)
+
+    def run() -> str:
+        notes: list[str] = []
+        said = _take_twice(_payment_rows(5), notes)
+        return f"{said} / {notes}"
+
+    said = _as_user(VICTIM, run, [PAYROLL_GROUP])
+    assert said.startswith("refused: ") and "same content" in said, said
+    assert "the shared register" in said and "alone stops two runs" in said, said

@@ -365,18 +365,25 @@ def _own_register() -> Path:
 def _open_places(*, create: bool, note: Note | None) -> list[_Place]:
     """This user's register and the shared one, those that are there and usable.
 
-    With ``create`` (a paying run), a run with no register of its own is refused.
+    With ``create`` (a paying run), a run with neither is refused: it could pay twice.
     """
     shared = _open_shared(note)
     try:
         own = _open_own(create=create, note=note)
-    except LedgerError as exc:
-        if shared is None:
-            raise
-        # The shared register stops this user's runs too
-        if note is not None:
-            note(f"warning: {exc}")
+    except _NotUsable as exc:
         own = None
+        if shared is not None and note is not None:
+            note(
+                f"warning: this user's register cannot be used ({exc.why}): the shared"
+                f" register {SHARED_FOLDER} alone stops two runs paying the same rows"
+            )
+        elif shared is None and create:
+            msg = (
+                "cannot take the lock that stops two runs of this user's from paying the"
+                f" same rows at once: {exc.why}; ask an administrator to remove what is in"
+                " the way, then run again"
+            )
+            raise LedgerError(msg) from None
     return [p for p in (own, shared) if p is not None]
 
 
@@ -390,28 +397,16 @@ def _open_own(*, create: bool, note: Note | None) -> _Place | None:
         why = f"{first} {exc.why}"
     home = _home_of(os.getuid())
     if home is None:
-        _refuse_own(why, create=create)
-        return None
+        raise _NotUsable(why)
     second = home / _HOME_REGISTER
     try:
         place = _private_place(second, create=create)
     except _NotUsable as exc:
-        _refuse_own(f"{why}, and {second} {exc.why}", create=create)
-        return None
+        msg = f"{why}, and {second} {exc.why}"
+        raise _NotUsable(msg) from None
     if note is not None and place is not None:
         note(f"warning: {why}; this user's runs use {second} instead")
     return place
-
-
-def _refuse_own(why: str, *, create: bool) -> None:
-    """A paying run with no register of this user's is refused; a dry run goes on."""
-    if not create:
-        return
-    msg = (
-        "cannot take the lock that stops two runs of this user's from paying the same rows"
-        f" at once: {why}; ask an administrator to remove what is in the way, then run again"
-    )
-    raise LedgerError(msg)
 
 
 class _NotUsable(LedgerError):
