@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from payrun.fleet._manifest import BatchEntry as BatchEntry
     from payrun.fleet._manifest import load_manifest as load_manifest
+    from payrun.fleet._overview import FleetOverview as FleetOverview
+    from payrun.fleet._overview import overview as overview
+    from payrun.fleet._overview import select_batches as select_batches
     from payrun.fleet._store import FleetBatch as FleetBatch
     from payrun.fleet._store import FleetStore as FleetStore
     from payrun.fleet._submit import SubmitOptions as SubmitOptions
@@ -31,6 +34,9 @@ if TYPE_CHECKING:
 _HOMES = {
     "BatchEntry": "payrun.fleet._manifest",
     "load_manifest": "payrun.fleet._manifest",
+    "FleetOverview": "payrun.fleet._overview",
+    "overview": "payrun.fleet._overview",
+    "select_batches": "payrun.fleet._overview",
     "FleetBatch": "payrun.fleet._store",
     "FleetStore": "payrun.fleet._store",
     "SubmitOptions": "payrun.fleet._submit",

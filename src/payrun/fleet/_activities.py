@@ -23,7 +23,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from payrun._models import RowStatus, utc_now
-from payrun.config import DatabaseURL, RunOptions, Settings, load_settings
+from payrun.config import DEFAULT_SETTLE_WAIT, DatabaseURL, RunOptions, Settings, load_settings
 from payrun.errors import (
     ConfigError,
     InterruptedRunError,
@@ -60,6 +60,8 @@ class FleetActivities:
     ledger_url: DatabaseURL
     keys: Path
     executor: ThreadPoolExecutor
+    # The worker's settle wait (--settle-wait, PAYRUN_SETTLE_WAIT); a batch's own wins
+    settle_wait: float = DEFAULT_SETTLE_WAIT
     identity: str = field(default_factory=worker_identity)
     draining: bool = False
     running: dict[str, StopSignal] = field(default_factory=dict)
@@ -168,8 +170,11 @@ def _pay_in_thread(
     from payrun.run import event_loop_options, run_stored_batch
 
     # Unattended: the submit, with its control totals, is the person's go-ahead
+    settle_wait = batch.options.get("settle_wait")
     options = RunOptions(
-        confirm_payees=bool(batch.options.get("confirm_payees", True)), assume_yes=True
+        confirm_payees=bool(batch.options.get("confirm_payees", True)),
+        assume_yes=True,
+        settle_wait=owner.settle_wait if settle_wait is None else float(settle_wait),
     )
     try:
         return anyio.run(

@@ -78,6 +78,7 @@ class FleetBatch:
     state: str
     worker: str | None
     message: str | None
+    submitted_at: datetime | None = None
     rows: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -177,7 +178,7 @@ class FleetStore:
                 return []
             select = (
                 "SELECT name, file, base_url, key_name, cutoff, options, state, worker,"
-                " message FROM payrun_fleet"
+                " message, submitted_at FROM payrun_fleet"
             )
             if names is None:
                 records = db.execute(select + " ORDER BY name").fetchall()
@@ -214,7 +215,7 @@ class FleetStore:
 
 
 def _batch_of(record: tuple[Any, ...]) -> FleetBatch:
-    name, file, base_url, key, cutoff, options, state, worker, message = record
+    name, file, base_url, key, cutoff, options, state, worker, message, submitted = record
     return FleetBatch(
         name=name,
         file=file,
@@ -225,4 +226,5 @@ def _batch_of(record: tuple[Any, ...]) -> FleetBatch:
         state=state,
         worker=worker,
         message=message,
+        submitted_at=datetime.fromisoformat(submitted),
     )

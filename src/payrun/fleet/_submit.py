@@ -12,14 +12,16 @@ With ``wait`` it then follows the batches in the database until each has ended.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from datetime import UTC
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 from payrun._models import RowStatus, RowVerdict
-from payrun.config import DatabaseURL, RunOptions, ValidationOptions
-from payrun.errors import LedgerMismatchError, UsageError
+from payrun.config import DEFAULT_HEARTBEAT_TIMEOUT, DatabaseURL, RunOptions, ValidationOptions
+from payrun.errors import InterruptedRunError, LedgerError, LedgerMismatchError, UsageError
 from payrun.fleet._manifest import BatchEntry, load_manifest
 from payrun.fleet._store import FleetBatch, FleetStore
 from payrun.fleet._temporal import connect_temporal
@@ -29,9 +31,21 @@ from payrun.ledger import DatabaseLedger
 from payrun.run import StopSignal
 from payrun.validation import plain_or_verdicts
 
-__all__ = ["SubmitOptions", "fleet_exit_code", "follow", "submit"]
+__all__ = [
+    "DEFAULT_BATCH_BOUND",
+    "READ_FAILURE_BOUND",
+    "SubmitOptions",
+    "fleet_exit_code",
+    "follow",
+    "submit",
+]
 
+DEFAULT_BATCH_BOUND = 24 * 3600.0
+"""A batch without a cut-off ends ``incomplete`` this long after it was submitted."""
+READ_FAILURE_BOUND = 300.0
+"""How long ``--wait`` keeps trying a ledger database it cannot read before exit 3."""
 _POLL_SECONDS = 0.5
+_READ_BACKOFF_MAX = 10.0
 _NOT_PAID = frozenset(
     {
         RowStatus.INVALID.value,
@@ -51,12 +65,12 @@ class SubmitOptions:
     ledger_url: DatabaseURL
     namespace: str = "default"
     task_queue: str = "payrun"
-    heartbeat_seconds: float = 30.0
+    heartbeat_seconds: float = DEFAULT_HEARTBEAT_TIMEOUT
 
 
 async def submit(manifest: Path, options: SubmitOptions) -> list[str]:
     """Check, store and hand over every batch of ``manifest``; their names, in order."""
-    entries = load_manifest(manifest)
+    entries = [_bounded(entry) for entry in load_manifest(manifest)]
     for entry in entries:
         await asyncio.to_thread(_check_file, entry)
     store = FleetStore(options.ledger_url)
@@ -68,7 +82,7 @@ async def submit(manifest: Path, options: SubmitOptions) -> list[str]:
     for entry in entries:
         if recorded.get(entry.name) is None:
             await asyncio.to_thread(_store_rows, entry, options.ledger_url)
-        await asyncio.to_thread(store.register, entry, {"confirm_payees": entry.confirm_payees})
+        await asyncio.to_thread(store.register, entry, _batch_options(entry))
     for entry in entries:
         cutoff = None if entry.cutoff is None else entry.cutoff.astimezone(UTC).isoformat()
         await client.start_workflow(
@@ -82,14 +96,54 @@ async def submit(manifest: Path, options: SubmitOptions) -> list[str]:
     return [entry.name for entry in entries]
 
 
-async def follow(url: DatabaseURL, names: list[str], stop: StopSignal) -> list[FleetBatch]:
-    """Poll the database until every named batch has ended (or ``stop``); the last view."""
+async def follow(
+    url: DatabaseURL,
+    names: list[str],
+    stop: StopSignal,
+    *,
+    give_up_after: float | None = None,
+    seen: Callable[[list[FleetBatch]], None] | None = None,
+) -> list[FleetBatch]:
+    """Poll the database until every named batch has ended, ``stop``, or
+    ``give_up_after`` seconds; the last view (``seen`` gets each view). A database that
+    cannot be read is tried again with backoff; ``InterruptedRunError`` (exit 3: the
+    batches go on) once it has failed for ``READ_FAILURE_BOUND`` seconds in a row."""
     store = FleetStore(url)
+    started = time.monotonic()
+    last: list[FleetBatch] = []
+    failing_since: float | None = None
+    pause = _POLL_SECONDS
     while True:
-        batches = await asyncio.to_thread(store.batches, names)
-        if all(batch.final for batch in batches) or stop.is_set():
-            return batches
-        await asyncio.sleep(_POLL_SECONDS)
+        try:
+            last = await asyncio.to_thread(store.batches, names)
+        except LedgerError as exc:
+            now = time.monotonic()
+            failing_since = now if failing_since is None else failing_since
+            if now - failing_since >= READ_FAILURE_BOUND:
+                msg = (
+                    f"stopped following: the ledger database could not be read for"
+                    f" {now - failing_since:.0f} s ({exc}); the batches go on: see them with"
+                    " payrun fleet status"
+                )
+                raise InterruptedRunError(msg) from None
+            pause = min(pause * 2, _READ_BACKOFF_MAX)
+        else:
+            failing_since, pause = None, _POLL_SECONDS
+            if seen is not None:
+                seen(last)
+            if all(batch.final for batch in last):
+                return last
+        if stop.is_set():
+            return last
+        if give_up_after is not None and time.monotonic() - started >= give_up_after:
+            if failing_since is not None:
+                msg = (
+                    f"stopped following after --wait-timeout {give_up_after:g} s, the ledger"
+                    " database unreadable: the batches go on: see them with payrun fleet status"
+                )
+                raise InterruptedRunError(msg)
+            return last
+        await asyncio.sleep(pause)
 
 
 def fleet_exit_code(batches: list[FleetBatch], *, interrupted: bool = False) -> int:
@@ -102,6 +156,22 @@ def fleet_exit_code(batches: list[FleetBatch], *, interrupted: bool = False) -> 
     if any(status in _NOT_PAID for batch in batches for status in batch.rows):
         return 1
     return 0
+
+
+def _bounded(entry: BatchEntry) -> BatchEntry:
+    """The entry with a cut-off: its own, else ``DEFAULT_BATCH_BOUND`` from now, so a bank
+    that stays down cannot keep a batch retrying forever."""
+    if entry.cutoff is not None:
+        return entry
+    return replace(entry, cutoff=datetime.now(UTC) + timedelta(seconds=DEFAULT_BATCH_BOUND))
+
+
+def _batch_options(entry: BatchEntry) -> dict[str, object]:
+    """What the workers need of the manifest's options (stored beside the batch)."""
+    options: dict[str, object] = {"confirm_payees": entry.confirm_payees}
+    if entry.settle_wait is not None:
+        options["settle_wait"] = entry.settle_wait
+    return options
 
 
 def _validation(entry: BatchEntry) -> ValidationOptions:

@@ -16,7 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from payrun.config import DatabaseURL
+from payrun.config import DEFAULT_SETTLE_WAIT, DatabaseURL
 from payrun.errors import ConfigError
 from payrun.fleet._activities import FleetActivities
 from payrun.fleet._store import FleetStore
@@ -42,6 +42,7 @@ class WorkerOptions:
     ledger_url: DatabaseURL
     keys: Path
     max_batches: int = 20
+    settle_wait: float = DEFAULT_SETTLE_WAIT
 
 
 async def run_worker(
@@ -57,7 +58,9 @@ async def run_worker(
     await asyncio.to_thread(FleetStore(options.ledger_url).ensure_schema)
     client = await connect_temporal(options.temporal, options.namespace)
     executor = ThreadPoolExecutor(options.max_batches, thread_name_prefix="payrun-batch")
-    activities = FleetActivities(options.ledger_url, options.keys, executor)
+    activities = FleetActivities(
+        options.ledger_url, options.keys, executor, settle_wait=options.settle_wait
+    )
     worker = Worker(
         client,
         task_queue=options.task_queue,
