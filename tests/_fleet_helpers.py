@@ -166,9 +166,17 @@ class Worker:
 
 
 def start_worker(
-    temporal: str, url: str, keys: Path, queue: str, log: Path, *, max_batches: int = 20
+    temporal: str,
+    url: str,
+    keys: Path,
+    queue: str,
+    log: Path,
+    *,
+    max_batches: int = 20,
+    env: dict[str, str] | None = None,
 ) -> Worker:
-    """Start a worker (giving banks 1 s after a killed run, as the kill -9 tests do)."""
+    """Start a worker (giving banks 1 s after a killed run, as the kill -9 tests do);
+    ``env`` adds to its environment."""
     handle = log.open("w")
     process = subprocess.Popen(
         [
@@ -187,7 +195,7 @@ def start_worker(
             "--max-batches",
             str(max_batches),
         ],
-        env=fleet_env(),
+        env={**fleet_env(), **(env or {})},
         stdin=subprocess.DEVNULL,
         stdout=handle,
         stderr=subprocess.STDOUT,

@@ -187,7 +187,8 @@ class FleetStore:
                     select + " WHERE name = ANY(%s) ORDER BY name", (list(names),)
                 ).fetchall()
             batches = [_batch_of(record) for record in records]
-            if count_rows and batches:
+            counted = db.execute("SELECT to_regclass('payrun_rows') IS NOT NULL").fetchone()
+            if count_rows and batches and counted and counted[0]:
                 by_name = {b.name: b for b in batches}
                 for name, status, count in db.execute(_COUNTS, ([b.name for b in batches],)):
                     by_name[name].rows[status] = int(count)
