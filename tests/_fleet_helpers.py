@@ -58,9 +58,10 @@ def _temporal_binary() -> str:
 
 
 @contextlib.contextmanager
-def temporal_dev_server() -> Iterator[str]:
-    """Start ``temporal server start-dev`` in memory on a free loopback port; its address."""
-    port = _free_port()
+def temporal_dev_server(port: int | None = None) -> Iterator[str]:
+    """Start ``temporal server start-dev`` in memory on ``port`` (default: a free loopback
+    port); its address."""
+    port = port or _free_port()
     process = subprocess.Popen(
         [
             _temporal_binary(),

@@ -225,3 +225,119 @@ def test_a_killed_worker_batch_finishes_within_45_s_with_a_1_s_settle_wait(
             for worker in started:
                 worker.kill()
                 worker.process.wait(30)
+
+
+@pytest.mark.fleet
+def test_two_key_names_of_one_organization_share_one_lane(
+    tmp_path: Path, postgres: Cluster
+) -> None:
+    """One organization's key filed under two names ("payroll", "expenses"), a batch each,
+    one worker: the batches pay one after the other in one lane, so the bank never sees
+    more than 50 in flight or 3 submits on an account, and answers no 429."""
+    from _run_helpers import stats
+    from payrun.sandbox import ACCOUNT_SUBMITS_CAP, ORG_IN_FLIGHT_CAP
+
+    url = new_database(postgres.url)
+    queue = f"payrun-test-{secrets.token_hex(4)}"
+    with temporal_dev_server() as temporal, serve_in_thread(latency_ms=40) as bank:
+        keys = tmp_path / "keys"
+        keys.mkdir()
+        entries, written = [], {}
+        for index, key in enumerate(("payroll", "expenses")):
+            (keys / key).write_text(bank.api_key + "\n")
+            rows = make_rows(index, 200, tag="L")
+            write_batch(tmp_path / f"{key}.csv", rows)
+            name = f"{key}-2026-11"
+            written[name] = rows
+            # The second spelling of the bank's address is the same bank
+            base = bank.base_url if index == 0 else bank.base_url.upper().replace("HTTP", "http")
+            entries.append(
+                {
+                    "name": name,
+                    "file": f"{key}.csv",
+                    "base_url": base + "/",
+                    "key": key,
+                    "confirm_payees": False,
+                }
+            )
+        manifest = write_manifest(tmp_path / "fleet.toml", entries)
+        worker = start_worker(temporal, url, keys, queue, tmp_path / "w.log")
+        try:
+            done = submit(temporal, url, manifest, queue, "--wait", "--format", "json")
+            assert done.returncode == 0, f"{done.stdout}\n{done.stderr}\n{worker.output()}"
+            for name, rows in written.items():
+                assert pg_problems(bank, rows, url, name) == []
+            seen = stats(bank)
+            assert seen["max_in_flight"] <= ORG_IN_FLIGHT_CAP, seen
+            assert max(seen["max_concurrent_submits"].values()) <= ACCOUNT_SUBMITS_CAP, seen
+            assert sum(seen["rate_limited"].values()) == 0, seen
+            lanes = {b.lane_id for b in _store(url).batches()}
+            assert len(lanes) == 1, lanes
+            assert "Traceback" not in worker.output()
+        finally:
+            worker.kill()
+            worker.process.wait(30)
+
+
+@pytest.mark.fleet
+def test_a_restarted_in_memory_temporal_loses_no_queued_batch(
+    tmp_path: Path, postgres: Cluster
+) -> None:
+    """Batches queued when an in-memory Temporal restarts are queued again: once by
+    ``fleet status --temporal``, once by a worker's own periodic look, and paid once."""
+    import socket
+    import subprocess
+    import sys
+
+    from _fleet_helpers import fleet_env
+
+    url = new_database(postgres.url)
+    queue = f"payrun-test-{secrets.token_hex(4)}"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with serve_in_thread(latency_ms=5) as bank:
+        keys = write_keys(tmp_path / "keys", [bank])
+        rows = {name: make_rows(i, 30, tag="R") for i, name in enumerate(("r0-nov", "r1-nov"))}
+        for name, batch_rows in rows.items():
+            write_batch(tmp_path / f"{name}.csv", batch_rows)
+
+        def manifest_of(name: str) -> Path:
+            entry: dict[str, object] = {"name": name, "file": f"{name}.csv"}
+            entry |= {"base_url": bank.base_url}
+            entry |= {"key": "org0", "confirm_payees": False}
+            return write_manifest(tmp_path / f"{name}.toml", [entry])
+
+        with temporal_dev_server(port) as temporal:
+            for name in rows:
+                assert submit(temporal, url, manifest_of(name), queue).returncode == 0
+        # Temporal is gone with both batches queued; a new one starts empty
+        with temporal_dev_server(port) as temporal:
+            looked = subprocess.run(
+                [sys.executable, "-m", "payrun", "fleet", "status", "--ledger-url", url]
+                + ["--temporal", temporal, "--task-queue", queue, "--manifest"]
+                + [str(manifest_of("r0-nov"))],
+                env=fleet_env(),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert looked.returncode == 0, looked.stderr
+            assert "batch r0-nov: Temporal had lost it; queued again" in looked.stderr
+            assert "r1-nov" not in looked.stderr
+        with temporal_dev_server(port) as temporal:
+            worker = start_worker(temporal, url, keys, queue, tmp_path / "w.log")
+            try:
+                store = _store(url)
+
+                def both_done() -> bool:
+                    return all(b.state == "done" for b in store.batches())
+
+                wait_for(both_done, 90, f"both batches paid\n{worker.output()}")
+                assert "Temporal had lost it; queued again" in worker.output()
+                for name, batch_rows in rows.items():
+                    assert pg_problems(bank, batch_rows, url, name) == []
+            finally:
+                worker.kill()
+                worker.process.wait(30)

@@ -117,6 +117,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     _add_ledger(status)
     status.add_argument(
+        "--temporal",
+        metavar="HOST:PORT",
+        help="also queue again the open batches Temporal lost (a restarted server)",
+    )
+    status.add_argument("--namespace", default="default", help="Temporal namespace (default)")
+    status.add_argument("--task-queue", default="payrun", help="task queue (default payrun)")
+    status.add_argument(
         "--manifest", type=file_path, metavar="MANIFEST.toml", help="only this manifest's batches"
     )
     status.add_argument(
@@ -213,7 +220,7 @@ def _heartbeat_seconds(given: float | None) -> float:
 
 
 def _submit(args: argparse.Namespace, url: DatabaseURL) -> int:
-    from payrun.fleet import SubmitOptions, fleet_exit_code, follow, submit
+    from payrun.fleet import SubmitOptions, fleet_exit_code, follow, requeuer, submit
 
     options = SubmitOptions(
         temporal=args.temporal,
@@ -235,7 +242,12 @@ def _submit(args: argparse.Namespace, url: DatabaseURL) -> int:
                 _print_batches(batches, as_json=True)
             return 0
         batches = await follow(
-            url, names, args.stop, give_up_after=args.wait_timeout, seen=_progress_printer()
+            url,
+            names,
+            args.stop,
+            give_up_after=args.wait_timeout,
+            seen=_progress_printer(),
+            requeue=await requeuer(options, names),
         )
         _print_batches(batches, as_json=as_json)
         return fleet_exit_code(batches, interrupted=args.stop.is_set())
@@ -249,6 +261,8 @@ def _status(args: argparse.Namespace, url: DatabaseURL) -> int:
     names = None
     if args.manifest is not None:
         names = {entry.name for entry in load_manifest(args.manifest)}
+    if args.temporal is not None:
+        _requeue_lost(args, url, names)
     batches = select_batches(
         FleetStore(url).batches(names=None if names is None else sorted(names)),
         names=names,
@@ -261,6 +275,28 @@ def _status(args: argparse.Namespace, url: DatabaseURL) -> int:
         with reader_may_leave(run=True):
             print(overview(batches, datetime.now(UTC)).line())  # noqa: T201
     return 0
+
+
+def _requeue_lost(args: argparse.Namespace, url: DatabaseURL, names: set[str] | None) -> None:
+    """Queue again the open batches Temporal lost; a line on stderr for each."""
+    from payrun.fleet import FleetStore, SubmitOptions, requeuer
+
+    options = SubmitOptions(
+        temporal=args.temporal,
+        ledger_url=url,
+        namespace=args.namespace,
+        task_queue=args.task_queue,
+        heartbeat_seconds=_heartbeat_seconds(None),
+    )
+    if names is None:
+        names = {b.name for b in FleetStore(url).open_batches(args.task_queue)}
+
+    async def body() -> list[str]:
+        return await (await requeuer(options, names))()
+
+    for name in anyio.run(body):
+        with reader_may_leave(sys.stderr, run=True):
+            print(f"batch {name}: Temporal had lost it; queued again", file=sys.stderr)  # noqa: T201
 
 
 def _since(text: str) -> datetime:
@@ -333,6 +369,8 @@ def _worker(args: argparse.Namespace, url: DatabaseURL) -> int:
         keys=Path(args.keys),
         max_batches=args.max_batches,
         settle_wait=DEFAULT_SETTLE_WAIT if settle_wait is None else settle_wait,
+        heartbeat_seconds=_heartbeat_seconds(None),
+        say=_say,
     )
 
     def ready(identity: str) -> None:
@@ -346,6 +384,12 @@ def _worker(args: argparse.Namespace, url: DatabaseURL) -> int:
     with reader_may_leave(sys.stderr, run=True):
         print("worker stopped: its batches were recorded and handed back", file=sys.stderr)  # noqa: T201
     return 0
+
+
+def _say(line: str) -> None:
+    """The worker's log: one line on stderr."""
+    with reader_may_leave(sys.stderr, run=True):
+        print(line, file=sys.stderr, flush=True)  # noqa: T201
 
 
 def _print_batches(batches: list[Any], *, as_json: bool, extra: bool = False) -> None:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from payrun.fleet._submit import SubmitOptions as SubmitOptions
     from payrun.fleet._submit import fleet_exit_code as fleet_exit_code
     from payrun.fleet._submit import follow as follow
+    from payrun.fleet._submit import requeuer as requeuer
     from payrun.fleet._submit import submit as submit
     from payrun.fleet._worker import WorkerOptions as WorkerOptions
     from payrun.fleet._worker import run_worker as run_worker
@@ -42,6 +43,7 @@ _HOMES = {
     "SubmitOptions": "payrun.fleet._submit",
     "fleet_exit_code": "payrun.fleet._submit",
     "follow": "payrun.fleet._submit",
+    "requeuer": "payrun.fleet._submit",
     "submit": "payrun.fleet._submit",
     "WorkerOptions": "payrun.fleet._worker",
     "run_worker": "payrun.fleet._worker",

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from payrun.config import check_base_url, parse_settle_wait
 from payrun.errors import ConfigError, UsageError
 
-__all__ = ["BatchEntry", "lane_of", "load_manifest"]
+__all__ = ["BatchEntry", "load_manifest"]
 
 _KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _AMOUNT = re.compile(r"[0-9]+(\.[0-9]{1,2})?")
@@ -112,16 +112,6 @@ class BatchEntry:
     cutoff: datetime | None
     confirm_payees: bool = True
     settle_wait: float | None = None
-
-    @property
-    def lane(self) -> str:
-        """The organization lane: one batch of it pays at a time (base URL and key name)."""
-        return lane_of(self.base_url, self.key)
-
-
-def lane_of(base_url: str, key: str) -> str:
-    """A lane's name as status shows it: the key name at the bank's base URL."""
-    return f"{key}@{base_url}"
 
 
 def load_manifest(path: Path) -> list[BatchEntry]:

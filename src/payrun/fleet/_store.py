@@ -51,6 +51,9 @@ CREATE TABLE IF NOT EXISTS payrun_fleet (
     submitted_at text NOT NULL,
     ended_at text
 );
+ALTER TABLE payrun_fleet ADD COLUMN IF NOT EXISTS task_queue text;
+ALTER TABLE payrun_fleet ADD COLUMN IF NOT EXISTS lane_id text;
+ALTER TABLE payrun_fleet ADD COLUMN IF NOT EXISTS lane_label text;
 """
 _COUNTS = """
 SELECT b.name, r.status, count(*) FROM payrun_rows r JOIN payrun_batches b ON b.id = r.batch_id
@@ -79,12 +82,17 @@ class FleetBatch:
     worker: str | None
     message: str | None
     submitted_at: datetime | None = None
+    task_queue: str | None = None
+    # The lane's workflow id and name once a worker found the key's organization
+    lane_id: str | None = None
+    lane_label: str | None = None
     rows: dict[str, int] = field(default_factory=dict)
 
     @property
     def lane(self) -> str:
-        """The organization lane: the key name at the bank's base URL."""
-        return f"{self.key}@{self.base_url}"
+        """The organization lane: the organization at its bank once known (before that,
+        the key name at the bank's base URL)."""
+        return self.lane_label or f"{self.key}@{self.base_url}"
 
     @property
     def final(self) -> bool:
@@ -140,18 +148,22 @@ class FleetStore:
             ).fetchall()
         return {str(name): sha for name, sha in rows}
 
-    def register(self, entry: BatchEntry, options: dict[str, Any]) -> None:
-        """Record (or record again) a submitted batch as queued."""
+    def register(
+        self, entry: BatchEntry, options: dict[str, Any], *, task_queue: str = "payrun"
+    ) -> None:
+        """Record (or record again) a submitted batch as queued, for ``task_queue``."""
         cutoff = None if entry.cutoff is None else entry.cutoff.isoformat()
         with self._connection() as db:
             db.execute(
                 "INSERT INTO payrun_fleet (name, file, base_url, key_name, cutoff, options,"
-                " state, submitted_at) VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s)"
+                " state, submitted_at, task_queue)"
+                " VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s, %s)"
                 " ON CONFLICT (name) DO UPDATE SET file = EXCLUDED.file,"
                 " base_url = EXCLUDED.base_url, key_name = EXCLUDED.key_name,"
                 " cutoff = EXCLUDED.cutoff, options = EXCLUDED.options, state = 'queued',"
                 " worker = NULL, message = NULL, submitted_at = EXCLUDED.submitted_at,"
-                " ended_at = NULL",
+                " ended_at = NULL, task_queue = EXCLUDED.task_queue, lane_id = NULL,"
+                " lane_label = NULL",
                 (
                     entry.name,
                     str(entry.file),
@@ -160,8 +172,25 @@ class FleetStore:
                     cutoff,
                     json.dumps(options, sort_keys=True),
                     utc_now().isoformat(),
+                    task_queue,
                 ),
             )
+
+    def set_lane(self, name: str, lane_id: str, label: str) -> None:
+        """Record the lane a worker found for the batch (its organization at its bank)."""
+        with self._connection() as db:
+            db.execute(
+                "UPDATE payrun_fleet SET lane_id = %s, lane_label = %s WHERE name = %s",
+                (lane_id, label, name),
+            )
+
+    def open_batches(self, task_queue: str) -> list[FleetBatch]:
+        """The batches of ``task_queue`` that have not ended (rows not counted)."""
+        return [
+            batch
+            for batch in self.batches(count_rows=False)
+            if not batch.final and batch.task_queue == task_queue
+        ]
 
     def batch(self, name: str) -> FleetBatch | None:
         """The submitted batch ``name`` (rows not counted), or None."""
@@ -178,7 +207,7 @@ class FleetStore:
                 return []
             select = (
                 "SELECT name, file, base_url, key_name, cutoff, options, state, worker,"
-                " message, submitted_at FROM payrun_fleet"
+                " message, submitted_at, task_queue, lane_id, lane_label FROM payrun_fleet"
             )
             if names is None:
                 records = db.execute(select + " ORDER BY name").fetchall()
@@ -216,7 +245,8 @@ class FleetStore:
 
 
 def _batch_of(record: tuple[Any, ...]) -> FleetBatch:
-    name, file, base_url, key, cutoff, options, state, worker, message, submitted = record
+    name, file, base_url, key, cutoff, options, state, worker, message, submitted = record[:10]
+    task_queue, lane_id, lane_label = record[10:]
     return FleetBatch(
         name=name,
         file=file,
@@ -228,4 +258,7 @@ def _batch_of(record: tuple[Any, ...]) -> FleetBatch:
         worker=worker,
         message=message,
         submitted_at=datetime.fromisoformat(submitted),
+        task_queue=task_queue,
+        lane_id=lane_id,
+        lane_label=lane_label,
     )

@@ -12,20 +12,23 @@ With ``wait`` it then follows the batches in the database until each has ended.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+
+from temporalio.service import RPCError
 
 from payrun._models import RowStatus, RowVerdict
 from payrun.config import DEFAULT_HEARTBEAT_TIMEOUT, DatabaseURL, RunOptions, ValidationOptions
 from payrun.errors import InterruptedRunError, LedgerError, LedgerMismatchError, UsageError
 from payrun.fleet._manifest import BatchEntry, load_manifest
+from payrun.fleet._requeue import queue_batch, requeue_lost
 from payrun.fleet._store import FleetBatch, FleetStore
 from payrun.fleet._temporal import connect_temporal
-from payrun.fleet._workflow import BatchTicket, LaneInput, LaneWorkflow, lane_workflow_id
 from payrun.intake import read_batch
 from payrun.ledger import DatabaseLedger
 from payrun.run import StopSignal
@@ -34,14 +37,18 @@ from payrun.validation import plain_or_verdicts
 __all__ = [
     "DEFAULT_BATCH_BOUND",
     "READ_FAILURE_BOUND",
+    "REQUEUE_EVERY",
     "SubmitOptions",
     "fleet_exit_code",
     "follow",
+    "requeuer",
     "submit",
 ]
 
 DEFAULT_BATCH_BOUND = 24 * 3600.0
 """A batch without a cut-off ends ``incomplete`` this long after it was submitted."""
+REQUEUE_EVERY = 15.0
+"""How often ``--wait`` looks for its batches that Temporal lost (and queues them again)."""
 READ_FAILURE_BOUND = 300.0
 """How long ``--wait`` keeps trying a ledger database it cannot read before exit 3."""
 _POLL_SECONDS = 0.5
@@ -82,16 +89,17 @@ async def submit(manifest: Path, options: SubmitOptions) -> list[str]:
     for entry in entries:
         if recorded.get(entry.name) is None:
             await asyncio.to_thread(_store_rows, entry, options.ledger_url)
-        await asyncio.to_thread(store.register, entry, _batch_options(entry))
+        await asyncio.to_thread(
+            store.register, entry, _batch_options(entry), task_queue=options.task_queue
+        )
     for entry in entries:
         cutoff = None if entry.cutoff is None else entry.cutoff.astimezone(UTC).isoformat()
-        await client.start_workflow(
-            LaneWorkflow.run,
-            LaneInput(heartbeat_seconds=options.heartbeat_seconds),
-            id=lane_workflow_id(entry.base_url, entry.key),
+        await queue_batch(
+            client,
+            entry.name,
+            cutoff,
             task_queue=options.task_queue,
-            start_signal="add",
-            start_signal_args=[BatchTicket(entry.name, cutoff)],
+            heartbeat_seconds=options.heartbeat_seconds,
         )
     return [entry.name for entry in entries]
 
@@ -103,47 +111,86 @@ async def follow(
     *,
     give_up_after: float | None = None,
     seen: Callable[[list[FleetBatch]], None] | None = None,
+    requeue: Callable[[], Awaitable[object]] | None = None,
 ) -> list[FleetBatch]:
     """Poll the database until every named batch has ended, ``stop``, or
     ``give_up_after`` seconds; the last view (``seen`` gets each view). A database that
     cannot be read is tried again with backoff; ``InterruptedRunError`` (exit 3: the
-    batches go on) once it has failed for ``READ_FAILURE_BOUND`` seconds in a row."""
-    store = FleetStore(url)
-    started = time.monotonic()
-    last: list[FleetBatch] = []
-    failing_since: float | None = None
-    pause = _POLL_SECONDS
+    batches go on) once it has failed for ``READ_FAILURE_BOUND`` seconds in a row.
+    ``requeue`` runs every ``REQUEUE_EVERY`` seconds (queue again what Temporal lost)."""
+    reader = _PatientReader(FleetStore(url), names)
+    started = requeued = time.monotonic()
     while True:
-        try:
-            last = await asyncio.to_thread(store.batches, names)
-        except LedgerError as exc:
-            now = time.monotonic()
-            failing_since = now if failing_since is None else failing_since
-            if now - failing_since >= READ_FAILURE_BOUND:
-                msg = (
-                    f"stopped following: the ledger database could not be read for"
-                    f" {now - failing_since:.0f} s ({exc}); the batches go on: see them with"
-                    " payrun fleet status"
-                )
-                raise InterruptedRunError(msg) from None
-            pause = min(pause * 2, _READ_BACKOFF_MAX)
-        else:
-            failing_since, pause = None, _POLL_SECONDS
+        if requeue is not None and time.monotonic() - requeued >= REQUEUE_EVERY:
+            requeued = time.monotonic()
+            with contextlib.suppress(LedgerError, RPCError):
+                await requeue()
+        if await reader.read():
             if seen is not None:
-                seen(last)
-            if all(batch.final for batch in last):
-                return last
+                seen(reader.last)
+            if all(batch.final for batch in reader.last):
+                return reader.last
         if stop.is_set():
-            return last
+            return reader.last
         if give_up_after is not None and time.monotonic() - started >= give_up_after:
-            if failing_since is not None:
+            if reader.failing_since is not None:
                 msg = (
                     f"stopped following after --wait-timeout {give_up_after:g} s, the ledger"
                     " database unreadable: the batches go on: see them with payrun fleet status"
                 )
                 raise InterruptedRunError(msg)
-            return last
-        await asyncio.sleep(pause)
+            return reader.last
+        await asyncio.sleep(reader.pause)
+
+
+@dataclass(slots=True)
+class _PatientReader:
+    """Reads the named batches; a failed read backs off, and fails for good (exit 3) only
+    after ``READ_FAILURE_BOUND`` seconds of failures in a row."""
+
+    store: FleetStore
+    names: list[str]
+    last: list[FleetBatch] = field(default_factory=list)
+    failing_since: float | None = None
+    pause: float = _POLL_SECONDS
+
+    async def read(self) -> bool:
+        """Read again; True when this read succeeded (``last`` holds it)."""
+        try:
+            self.last = await asyncio.to_thread(self.store.batches, self.names)
+        except LedgerError as exc:
+            now = time.monotonic()
+            self.failing_since = now if self.failing_since is None else self.failing_since
+            if now - self.failing_since >= READ_FAILURE_BOUND:
+                msg = (
+                    f"stopped following: the ledger database could not be read for"
+                    f" {now - self.failing_since:.0f} s ({exc}); the batches go on: see them"
+                    " with payrun fleet status"
+                )
+                raise InterruptedRunError(msg) from None
+            self.pause = min(self.pause * 2, _READ_BACKOFF_MAX)
+            return False
+        self.failing_since, self.pause = None, _POLL_SECONDS
+        return True
+
+
+async def requeuer(
+    options: SubmitOptions, names: Collection[str]
+) -> Callable[[], Awaitable[list[str]]]:
+    """What ``follow`` calls to queue again the batches of ``names`` Temporal lost."""
+    client = await connect_temporal(options.temporal, options.namespace)
+    store = FleetStore(options.ledger_url)
+
+    async def requeue() -> list[str]:
+        return await requeue_lost(
+            client,
+            store,
+            task_queue=options.task_queue,
+            heartbeat_seconds=options.heartbeat_seconds,
+            names=names,
+        )
+
+    return requeue
 
 
 def fleet_exit_code(batches: list[FleetBatch], *, interrupted: bool = False) -> int:

@@ -10,24 +10,31 @@ hands them back, then exits; a second signal cuts in-flight requests off.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from payrun.config import DEFAULT_SETTLE_WAIT, DatabaseURL
-from payrun.errors import ConfigError
+from temporalio.service import RPCError
+
+from payrun.config import DEFAULT_HEARTBEAT_TIMEOUT, DEFAULT_SETTLE_WAIT, DatabaseURL
+from payrun.errors import ConfigError, LedgerError
 from payrun.fleet._activities import FleetActivities
+from payrun.fleet._requeue import requeue_lost
 from payrun.fleet._store import FleetStore
 from payrun.fleet._temporal import connect_temporal
-from payrun.fleet._workflow import LaneWorkflow
+from payrun.fleet._workflow import LaneWorkflow, RouteWorkflow
 from payrun.run import STOP_GRACE_SECONDS, StopSignal
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from temporalio.client import Client
 
-__all__ = ["WorkerOptions", "run_worker"]
+__all__ = ["REQUEUE_SECONDS", "WorkerOptions", "run_worker"]
+
+REQUEUE_SECONDS = 30.0
+"""How often a worker looks for open batches that Temporal no longer holds."""
 
 _STOP_POLL_SECONDS = 0.25
 
@@ -43,6 +50,10 @@ class WorkerOptions:
     keys: Path
     max_batches: int = 20
     settle_wait: float = DEFAULT_SETTLE_WAIT
+    # The heartbeat timeout of the lanes this worker queues again
+    heartbeat_seconds: float = DEFAULT_HEARTBEAT_TIMEOUT
+    # The worker's log: one line per batch started and ended
+    say: Callable[[str], None] | None = None
 
 
 async def run_worker(
@@ -61,11 +72,13 @@ async def run_worker(
     activities = FleetActivities(
         options.ledger_url, options.keys, executor, settle_wait=options.settle_wait
     )
+    if options.say is not None:
+        activities.say = options.say
     worker = Worker(
         client,
         task_queue=options.task_queue,
-        workflows=[LaneWorkflow],
-        activities=[activities.pay_batch, activities.end_batch],
+        workflows=[LaneWorkflow, RouteWorkflow],
+        activities=[activities.route_batch, activities.pay_batch, activities.end_batch],
         max_concurrent_activities=options.max_batches,
         identity=activities.identity,
         # Drained batches finish their in-flight requests first
@@ -75,6 +88,7 @@ async def run_worker(
         ),
     )
     running = asyncio.ensure_future(worker.run())
+    watch = asyncio.ensure_future(_watch_lost_batches(client, activities, options))
     try:
         if ready is not None:
             ready(activities.identity)
@@ -97,4 +111,27 @@ async def run_worker(
         await stopping
         await running
     finally:
+        watch.cancel()
         executor.shutdown(wait=False)
+
+
+async def _watch_lost_batches(
+    client: Client, activities: FleetActivities, options: WorkerOptions
+) -> None:
+    """Every ``REQUEUE_SECONDS``, queue again the batches of this task queue that Temporal
+    lost (a restarted in-memory server); a failed look is tried at the next turn."""
+    store = FleetStore(options.ledger_url)
+    while not activities.draining:
+        await asyncio.sleep(REQUEUE_SECONDS)
+        try:
+            lost = await requeue_lost(
+                client,
+                store,
+                task_queue=options.task_queue,
+                heartbeat_seconds=options.heartbeat_seconds,
+            )
+        except (LedgerError, RPCError) as exc:
+            activities.say(f"could not look for lost batches ({exc}); trying again")
+            continue
+        for name in lost:
+            activities.say(f"batch {name}: Temporal had lost it; queued again")
