@@ -34,6 +34,7 @@ __all__ = ["execute", "register"]
 _HEARTBEAT_ENV = "PAYRUN_FLEET_HEARTBEAT_TIMEOUT"
 _HEARTBEAT_MAX = 300.0
 _HEARTBEAT_MIN = 3.0
+_NO_BATCHES = "no batches submitted to this ledger database"
 # A terminal following --wait hears at least this often
 _PROGRESS_SECONDS = 10.0
 
@@ -270,7 +271,9 @@ def _status(args: argparse.Namespace, url: DatabaseURL) -> int:
         states=args.state,
     )
     as_json = args.format == "json"
-    _print_batches(batches, as_json=as_json, extra=True)
+    filtered = args.manifest is not None or args.since is not None or args.state is not None
+    empty = "no batch of this ledger database matches" if filtered else _NO_BATCHES
+    _print_batches(batches, as_json=as_json, extra=True, empty=empty)
     if not as_json and batches:
         with reader_may_leave(run=True):
             print(overview(batches, datetime.now(UTC)).line())  # noqa: T201
@@ -392,14 +395,20 @@ def _say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)  # noqa: T201
 
 
-def _print_batches(batches: list[Any], *, as_json: bool, extra: bool = False) -> None:
+def _print_batches(
+    batches: list[Any],
+    *,
+    as_json: bool,
+    extra: bool = False,
+    empty: str = _NO_BATCHES,
+) -> None:
     """The batches as the contract's JSON object, or a table (one line per batch)."""
     with reader_may_leave(run=True):
         if as_json:
             print(json_text({"batches": [_document(b, extra=extra) for b in batches]}))  # noqa: T201
             return
         if not batches:
-            print("no batches submitted to this ledger database")  # noqa: T201
+            print(empty)  # noqa: T201
             return
         for batch in batches:
             rows = ", ".join(f"{count} {status}" for status, count in sorted(batch.rows.items()))
