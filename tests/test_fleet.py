@@ -229,6 +229,7 @@ def test_sigterm_drains_the_worker_and_hands_the_batch_back(
         first.kill(signal.SIGTERM)
         assert first.process.wait(60) == 0, first.output()
         assert "worker stopped" in first.output()
+        assert "Traceback" not in first.output(), first.output()
         state, holder = _state(url, name)
         assert (state, holder) == ("queued", None)
         statuses = {row["status"] for row in pg_rows(url, name)}

@@ -341,3 +341,19 @@ def test_a_restarted_in_memory_temporal_loses_no_queued_batch(
             finally:
                 worker.kill()
                 worker.process.wait(30)
+
+
+def test_a_worker_that_could_exhaust_the_database_connections_is_refused(
+    postgres: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--max-batches beyond what the ledger database's connections allow: exit 2, one
+    line naming the budget, before the worker takes any batch."""
+    url = new_database(postgres.url)
+    (tmp_path / "keys").mkdir()
+    argv = ["fleet", "worker", "--temporal", "127.0.0.1:9", "--ledger-url", url]
+    code = main([*argv, "--keys", str(tmp_path / "keys"), "--max-batches", "400"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "the ledger database allows 197 connections" in err, err
+    assert "lower --max-batches or raise the server's max_connections" in err
+    assert len(err.strip().splitlines()) == 1

@@ -136,6 +136,18 @@ class FleetStore:
             db.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_SPACE, _SCHEMA_LOCK))
             db.execute(_SCHEMA)
 
+    def free_connections(self) -> tuple[int, int]:
+        """The server's connections: how many it allows to ordinary users (those reserved
+        for superusers left out) and how many are in use now."""
+        with self._connection(readonly=True) as db:
+            row = db.execute(
+                "SELECT current_setting('max_connections')::int"
+                " - current_setting('superuser_reserved_connections')::int,"
+                " (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+            ).fetchone()
+        allowed, used = row if row else (0, 0)
+        return int(allowed), int(used)
+
     def recorded_sha256(self, names: Sequence[str]) -> dict[str, str | None]:
         """The file digest the ledger holds for each of ``names`` it knows (None: no rows)."""
         with self._connection(readonly=True) as db:

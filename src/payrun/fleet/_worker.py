@@ -31,8 +31,11 @@ from payrun.run import STOP_GRACE_SECONDS, StopSignal
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-__all__ = ["REQUEUE_SECONDS", "WorkerOptions", "run_worker"]
+__all__ = ["CONNECTIONS_PER_WORKER", "REQUEUE_SECONDS", "WorkerOptions", "run_worker"]
 
+CONNECTIONS_PER_WORKER = 3
+"""Ledger database connections a worker holds beside its paying batches' (the fleet's
+table, its look for lost batches, a refusal being recorded)."""
 REQUEUE_SECONDS = 30.0
 """How often a worker looks for open batches that Temporal no longer holds."""
 
@@ -66,7 +69,9 @@ async def run_worker(
     if not options.keys.is_dir():
         msg = f"--keys {options.keys} is not a folder (it holds one API key file per organization)"
         raise ConfigError(msg)
-    await asyncio.to_thread(FleetStore(options.ledger_url).ensure_schema)
+    store = FleetStore(options.ledger_url)
+    await asyncio.to_thread(store.ensure_schema)
+    await asyncio.to_thread(_check_connection_budget, store, options.max_batches)
     client = await connect_temporal(options.temporal, options.namespace)
     executor = ThreadPoolExecutor(options.max_batches, thread_name_prefix="payrun-batch")
     activities = FleetActivities(
@@ -113,6 +118,21 @@ async def run_worker(
     finally:
         watch.cancel()
         executor.shutdown(wait=False)
+
+
+def _check_connection_budget(store: FleetStore, max_batches: int) -> None:
+    """Refuse a worker whose batches could need more connections than the server has left:
+    each paying batch holds one for its life, and the worker a few of its own."""
+    allowed, used = store.free_connections()
+    needed = max_batches + CONNECTIONS_PER_WORKER
+    if used + needed > allowed:
+        msg = (
+            f"the ledger database allows {allowed} connections and {used} are in use: this"
+            f" worker could need {needed} more (--max-batches {max_batches} and"
+            f" {CONNECTIONS_PER_WORKER} of its own); lower --max-batches or raise the"
+            " server's max_connections (docs/fleet.md, Sizing)"
+        )
+        raise ConfigError(msg)
 
 
 async def _watch_lost_batches(
