@@ -58,9 +58,10 @@ def _temporal_binary() -> str:
 
 
 @contextlib.contextmanager
-def temporal_dev_server() -> Iterator[str]:
-    """Start ``temporal server start-dev`` in memory on a free loopback port; its address."""
-    port = _free_port()
+def temporal_dev_server(port: int | None = None) -> Iterator[str]:
+    """Start ``temporal server start-dev`` in memory on ``port`` (default: a free loopback
+    port); its address."""
+    port = port or _free_port()
     process = subprocess.Popen(
         [
             _temporal_binary(),
@@ -166,9 +167,17 @@ class Worker:
 
 
 def start_worker(
-    temporal: str, url: str, keys: Path, queue: str, log: Path, *, max_batches: int = 20
+    temporal: str,
+    url: str,
+    keys: Path,
+    queue: str,
+    log: Path,
+    *,
+    max_batches: int = 20,
+    env: dict[str, str] | None = None,
 ) -> Worker:
-    """Start a worker (giving banks 1 s after a killed run, as the kill -9 tests do)."""
+    """Start a worker (giving banks 1 s after a killed run, as the kill -9 tests do);
+    ``env`` adds to its environment."""
     handle = log.open("w")
     process = subprocess.Popen(
         [
@@ -187,7 +196,7 @@ def start_worker(
             "--max-batches",
             str(max_batches),
         ],
-        env=fleet_env(),
+        env={**fleet_env(), **(env or {})},
         stdin=subprocess.DEVNULL,
         stdout=handle,
         stderr=subprocess.STDOUT,

@@ -159,3 +159,29 @@ def throwaway_cluster(*, durable: bool = False) -> Iterator[Cluster]:
                 account.run([pg_ctl, f"--pgdata={data}", "--mode=immediate", "--wait", "stop"])
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def server_down(cluster: Cluster) -> Iterator[None]:
+    """Stop ``cluster``'s server (fast: sessions are ended) for the block, then start it
+    again on the same port: a database blip."""
+    binaries, why = find_binaries()
+    if binaries is None:
+        raise RuntimeError(why)
+    account = _account()
+    data, pg_ctl = cluster.folder / "data", str(binaries / "pg_ctl")
+    account.run([pg_ctl, f"--pgdata={data}", "--mode=fast", "--wait", "stop"])
+    try:
+        yield
+    finally:
+        settings = [
+            "-c listen_addresses=127.0.0.1",
+            f"-c port={cluster.port}",
+            f"-c unix_socket_directories={cluster.folder}",
+            "-c max_connections=200",
+            "-c fsync=off",
+        ]
+        account.run(
+            [pg_ctl, f"--pgdata={data}", f"--log={cluster.folder / 'server.log'}", "--wait"]
+            + ["--timeout=60", f"--options={' '.join(settings)}", "start"]
+        )

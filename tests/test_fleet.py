@@ -229,6 +229,7 @@ def test_sigterm_drains_the_worker_and_hands_the_batch_back(
         first.kill(signal.SIGTERM)
         assert first.process.wait(60) == 0, first.output()
         assert "worker stopped" in first.output()
+        assert "Traceback" not in first.output(), first.output()
         state, holder = _state(url, name)
         assert (state, holder) == ("queued", None)
         statuses = {row["status"] for row in pg_rows(url, name)}
@@ -270,19 +271,19 @@ def test_a_cutoff_in_the_past_pays_nothing(
     assert [g for g in stats(banks[0])["payments"] if g["reference"].startswith("F")] == []
 
 
-def _lane_started(temporal: str, bank: RunningSandbox, key: str) -> bool:
-    """True when the lane's workflow exists in Temporal."""
+def _queued_in_temporal(temporal: str, queue: str, batch: str) -> bool:
+    """True when the batch's route workflow (its way into a lane) exists in Temporal."""
     import asyncio
 
     from temporalio.client import Client
     from temporalio.service import RPCError
 
-    from payrun.fleet._workflow import lane_workflow_id
+    from payrun.fleet._workflow import route_workflow_id
 
     async def look() -> bool:
         client = await Client.connect(temporal)
         try:
-            await client.get_workflow_handle(lane_workflow_id(bank.base_url, key)).describe()
+            await client.get_workflow_handle(route_workflow_id(queue, batch)).describe()
         except RPCError:
             return False
         return True
@@ -309,7 +310,7 @@ def test_a_bad_manifest_or_unusable_file_submits_nothing(
     damage: str,
     says: str,
 ) -> None:
-    """One bad batch refuses the whole submit (exit 2): nothing stored, no lane started."""
+    """One bad batch refuses the whole submit (exit 2): nothing stored, nothing queued."""
     manifest, _ = _batches(tmp_path, banks[:2], rows=5)
     text = manifest.read_text()
     if damage == "missing file":
@@ -328,7 +329,7 @@ def test_a_bad_manifest_or_unusable_file_submits_nothing(
     assert says in done.stderr
     assert "Traceback" not in done.stderr
     assert _store(url).batches() == []
-    assert not any(_lane_started(temporal, bank, f"org{i}") for i, bank in enumerate(banks[:2]))
+    assert not any(_queued_in_temporal(temporal, queue, f"org{i}-2026-11") for i in range(2))
 
 
 def test_the_cutoff_timer_stops_a_paying_batch_and_ends_it_incomplete(

@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_MAX_AMOUNT",
     "DEFAULT_WAIT_TIMEOUT",
     "DEFAULT_MAX_ROWS",
+    "DEFAULT_HEARTBEAT_TIMEOUT",
     "DEFAULT_SETTLE_WAIT",
     "MAX_SETTLE_WAIT",
     "MAX_IN_FLIGHT_CAP",
@@ -67,6 +68,10 @@ DEFAULT_WAIT_TIMEOUT = 600.0
 """Seconds ``--wait`` follows submissions before giving up (exit 3: run again to keep waiting)."""
 REQUEST_TIMEOUT = 30.0
 """How long a request waits for the bank's answer."""
+DEFAULT_HEARTBEAT_TIMEOUT = 15.0
+"""Fleet: seconds without a heartbeat before Temporal gives a batch to another worker (a
+killed worker's database session ends at once on its machine's kernel; a dead machine's
+within the ledger connections' keepalives, about 25 s)."""
 DEFAULT_SETTLE_WAIT = 60.0
 """How long after a request whose answer was lost (a timeout, a crash of payrun) the bank
 may still carry it out: a row "in doubt" is checked with the bank, and sent again if the

@@ -7,21 +7,36 @@ prints the batches as a table or the contract's JSON object, and returns the exi
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from payrun.cli._output import file_path, json_text, reader_may_leave
-from payrun.config import DatabaseURL, database_url, ledger_url_from_env
+from payrun.config import (
+    DEFAULT_HEARTBEAT_TIMEOUT,
+    DEFAULT_SETTLE_WAIT,
+    DatabaseURL,
+    database_url,
+    ledger_url_from_env,
+    parse_settle_wait,
+    settle_wait_from_env,
+)
 from payrun.errors import ConfigError
 
 __all__ = ["execute", "register"]
 
 _HEARTBEAT_ENV = "PAYRUN_FLEET_HEARTBEAT_TIMEOUT"
-_HEARTBEAT_MAX = 30.0
+_HEARTBEAT_MAX = 300.0
 _HEARTBEAT_MIN = 3.0
+_NO_BATCHES = "no batches submitted to this ledger database"
+# A terminal following --wait hears at least this often
+_PROGRESS_SECONDS = 10.0
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -47,6 +62,20 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     _add_temporal(submit)
     _add_ledger(submit)
     submit.add_argument("--wait", action="store_true", help="follow the batches to their end")
+    submit.add_argument(
+        "--wait-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="with --wait: stop following after SECONDS (exit 3 while batches go on)",
+    )
+    submit.add_argument(
+        "--heartbeat-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="seconds without a heartbeat before another worker takes a batch (default"
+        f" {DEFAULT_HEARTBEAT_TIMEOUT:g}, or PAYRUN_FLEET_HEARTBEAT_TIMEOUT; {_HEARTBEAT_MIN:g}"
+        f" to {_HEARTBEAT_MAX:g})",
+    )
     _add_format(submit)
     worker = commands.add_parser(
         "worker",
@@ -66,6 +95,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="folder of API key files, one per organization, named as the manifests' key",
     )
     worker.add_argument(
+        "--settle-wait",
+        type=_settle_wait,
+        metavar="SECONDS",
+        help="how long after a lost answer the bank may still carry a request out (default"
+        " PAYRUN_SETTLE_WAIT, else 60); a batch's own settle_wait in the manifest wins",
+    )
+    worker.add_argument(
         "--max-batches",
         type=int,
         default=20,
@@ -75,9 +111,34 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     status = commands.add_parser(
         "status",
         allow_abbrev=False,
-        help="every submitted batch: rows by status, done or not, its lane and worker",
+        help="submitted batches: rows by status, where each stands, its lane and worker",
+        description="The batches the ledger database holds (all, or those the filters keep),"
+        " then one line: organizations done, paying and queued, rows paid of all, the time"
+        " left at the pace so far.",
     )
     _add_ledger(status)
+    status.add_argument(
+        "--temporal",
+        metavar="HOST:PORT",
+        help="also queue again the open batches Temporal lost (a restarted server)",
+    )
+    status.add_argument("--namespace", default="default", help="Temporal namespace (default)")
+    status.add_argument("--task-queue", default="payrun", help="task queue (default payrun)")
+    status.add_argument(
+        "--manifest", type=file_path, metavar="MANIFEST.toml", help="only this manifest's batches"
+    )
+    status.add_argument(
+        "--since",
+        type=_since,
+        metavar="WHEN",
+        help="only batches submitted at or after WHEN (YYYY-MM-DD, or a time with its zone)",
+    )
+    status.add_argument(
+        "--state",
+        type=_states,
+        metavar="STATE[,STATE]",
+        help="only batches in these states: queued, paying, done, incomplete, refused",
+    )
     _add_format(status)
     parser.set_defaults(handler=execute)
 
@@ -106,11 +167,7 @@ def execute(args: argparse.Namespace) -> int:
     if args.fleet_command == "worker":
         return _worker(args, url)
     if args.fleet_command == "status":
-        from payrun.fleet import FleetStore
-
-        batches = FleetStore(url).batches()
-        _print_batches(batches, as_json=args.format == "json", extra=True)
-        return 0
+        return _status(args, url)
     return _submit(args, url)
 
 
@@ -125,31 +182,53 @@ def _ledger_url(given: str | None) -> DatabaseURL:
     return url
 
 
-def _heartbeat_seconds() -> float:
-    import os
-
-    text = os.environ.get(_HEARTBEAT_ENV, "").strip()
-    if not text:
-        return _HEARTBEAT_MAX
+def _seconds(text: str) -> float:
+    """A number of seconds, more than 0."""
     try:
         value = float(text)
     except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        msg = f"{text!r} is not a number of seconds, more than 0"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _settle_wait(text: str) -> float:
+    """--settle-wait: seconds from 0 to a day."""
+    try:
+        return parse_settle_wait(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--settle-wait ")) from None
+
+
+def _heartbeat_seconds(given: float | None) -> float:
+    """--heartbeat-timeout, else PAYRUN_FLEET_HEARTBEAT_TIMEOUT, else the default."""
+    import os
+
+    text = os.environ.get(_HEARTBEAT_ENV, "").strip()
+    source = "--heartbeat-timeout" if given is not None else _HEARTBEAT_ENV
+    if given is None and not text:
+        return DEFAULT_HEARTBEAT_TIMEOUT
+    try:
+        value = given if given is not None else float(text)
+    except ValueError:
         value = -1.0
     if not _HEARTBEAT_MIN <= value <= _HEARTBEAT_MAX:
-        msg = f"{_HEARTBEAT_ENV} is seconds from {_HEARTBEAT_MIN:g} to {_HEARTBEAT_MAX:g}"
+        msg = f"{source} is seconds from {_HEARTBEAT_MIN:g} to {_HEARTBEAT_MAX:g}"
         raise ConfigError(msg)
     return value
 
 
 def _submit(args: argparse.Namespace, url: DatabaseURL) -> int:
-    from payrun.fleet import SubmitOptions, fleet_exit_code, follow, submit
+    from payrun.fleet import SubmitOptions, fleet_exit_code, follow, requeuer, submit
 
     options = SubmitOptions(
         temporal=args.temporal,
         ledger_url=url,
         namespace=args.namespace,
         task_queue=args.task_queue,
-        heartbeat_seconds=_heartbeat_seconds(),
+        heartbeat_seconds=_heartbeat_seconds(args.heartbeat_timeout),
     )
     as_json = args.format == "json"
 
@@ -163,11 +242,111 @@ def _submit(args: argparse.Namespace, url: DatabaseURL) -> int:
             if as_json:
                 _print_batches(batches, as_json=True)
             return 0
-        batches = await follow(url, names, args.stop)
+        batches = await follow(
+            url,
+            names,
+            args.stop,
+            give_up_after=args.wait_timeout,
+            seen=_progress_printer(),
+            requeue=await requeuer(options, names),
+        )
         _print_batches(batches, as_json=as_json)
         return fleet_exit_code(batches, interrupted=args.stop.is_set())
 
     return anyio.run(body)
+
+
+def _status(args: argparse.Namespace, url: DatabaseURL) -> int:
+    from payrun.fleet import FleetStore, load_manifest, overview, select_batches
+
+    names = None
+    if args.manifest is not None:
+        names = {entry.name for entry in load_manifest(args.manifest)}
+    if args.temporal is not None:
+        _requeue_lost(args, url, names)
+    batches = select_batches(
+        FleetStore(url).batches(names=None if names is None else sorted(names)),
+        names=names,
+        since=args.since,
+        states=args.state,
+    )
+    as_json = args.format == "json"
+    filtered = args.manifest is not None or args.since is not None or args.state is not None
+    empty = "no batch of this ledger database matches" if filtered else _NO_BATCHES
+    _print_batches(batches, as_json=as_json, extra=True, empty=empty)
+    if not as_json and batches:
+        with reader_may_leave(run=True):
+            print(overview(batches, datetime.now(UTC)).line())  # noqa: T201
+    return 0
+
+
+def _requeue_lost(args: argparse.Namespace, url: DatabaseURL, names: set[str] | None) -> None:
+    """Queue again the open batches Temporal lost; a line on stderr for each."""
+    from payrun.fleet import FleetStore, SubmitOptions, requeuer
+
+    options = SubmitOptions(
+        temporal=args.temporal,
+        ledger_url=url,
+        namespace=args.namespace,
+        task_queue=args.task_queue,
+        heartbeat_seconds=_heartbeat_seconds(None),
+    )
+    if names is None:
+        names = {b.name for b in FleetStore(url).open_batches(args.task_queue)}
+
+    async def body() -> list[str]:
+        return await (await requeuer(options, names))()
+
+    for name in anyio.run(body):
+        with reader_may_leave(sys.stderr, run=True):
+            print(f"batch {name}: Temporal had lost it; queued again", file=sys.stderr)  # noqa: T201
+
+
+def _since(text: str) -> datetime:
+    """--since: a date (midnight UTC) or a time with its zone."""
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        msg = f"{text!r} is not a date (YYYY-MM-DD) or a time with its zone"
+        raise argparse.ArgumentTypeError(msg) from None
+    if when.tzinfo is None:
+        if len(text.strip()) > len("YYYY-MM-DD"):
+            msg = f"{text!r} has no time zone: add one, such as Z or +01:00"
+            raise argparse.ArgumentTypeError(msg)
+        when = when.replace(tzinfo=UTC)
+    return when
+
+
+def _states(text: str) -> frozenset[str]:
+    """--state: one or more of the batch states, comma-separated."""
+    given = [part.strip() for part in text.split(",") if part.strip()]
+    known = ("queued", "paying", "done", "incomplete", "refused")
+    for state in given:
+        if state not in known:
+            msg = f"{state!r} is not a batch state: {', '.join(known)}"
+            raise argparse.ArgumentTypeError(msg)
+    if not given:
+        msg = f"name one or more states: {', '.join(known)}"
+        raise argparse.ArgumentTypeError(msg)
+    return frozenset(given)
+
+
+def _progress_printer() -> Callable[[list[Any]], None] | None:
+    """On a terminal, the overview line on stderr every ``_PROGRESS_SECONDS``; else None."""
+    if not sys.stderr.isatty():
+        return None
+    from payrun.fleet import overview
+
+    last = [-math.inf]
+
+    def show(batches: list[Any]) -> None:
+        now = time.monotonic()
+        if now - last[0] >= _PROGRESS_SECONDS:
+            last[0] = now
+            with reader_may_leave(sys.stderr, run=True):
+                print(overview(batches, datetime.now(UTC)).line(), file=sys.stderr)  # noqa: T201
+
+    return show
 
 
 def _batches(url: DatabaseURL, names: list[str]) -> list[Any]:
@@ -182,6 +361,9 @@ def _worker(args: argparse.Namespace, url: DatabaseURL) -> int:
     if not 1 <= args.max_batches <= 500:  # noqa: PLR2004 - a sanity bound
         msg = "--max-batches is a number from 1 to 500"
         raise ConfigError(msg)
+    settle_wait = args.settle_wait
+    if settle_wait is None:
+        settle_wait = settle_wait_from_env()
     options = WorkerOptions(
         temporal=args.temporal,
         namespace=args.namespace,
@@ -189,6 +371,9 @@ def _worker(args: argparse.Namespace, url: DatabaseURL) -> int:
         ledger_url=url,
         keys=Path(args.keys),
         max_batches=args.max_batches,
+        settle_wait=DEFAULT_SETTLE_WAIT if settle_wait is None else settle_wait,
+        heartbeat_seconds=_heartbeat_seconds(None),
+        say=_say,
     )
 
     def ready(identity: str) -> None:
@@ -204,14 +389,26 @@ def _worker(args: argparse.Namespace, url: DatabaseURL) -> int:
     return 0
 
 
-def _print_batches(batches: list[Any], *, as_json: bool, extra: bool = False) -> None:
+def _say(line: str) -> None:
+    """The worker's log: one line on stderr."""
+    with reader_may_leave(sys.stderr, run=True):
+        print(line, file=sys.stderr, flush=True)  # noqa: T201
+
+
+def _print_batches(
+    batches: list[Any],
+    *,
+    as_json: bool,
+    extra: bool = False,
+    empty: str = _NO_BATCHES,
+) -> None:
     """The batches as the contract's JSON object, or a table (one line per batch)."""
     with reader_may_leave(run=True):
         if as_json:
             print(json_text({"batches": [_document(b, extra=extra) for b in batches]}))  # noqa: T201
             return
         if not batches:
-            print("no batches submitted to this ledger database")  # noqa: T201
+            print(empty)  # noqa: T201
             return
         for batch in batches:
             rows = ", ".join(f"{count} {status}" for status, count in sorted(batch.rows.items()))
@@ -222,11 +419,12 @@ def _print_batches(batches: list[Any], *, as_json: bool, extra: bool = False) ->
 
 
 def _document(batch: Any, *, extra: bool) -> dict[str, Any]:
-    """One batch as the contract's object; status shows an unended batch as incomplete."""
+    """One batch as the contract's object (its status: queued, paying, done, incomplete,
+    refused)."""
     document: dict[str, Any] = {
         "name": batch.name,
         "file": batch.file,
-        "status": batch.state if batch.final else "incomplete",
+        "status": batch.state,
         "rows": dict(sorted(batch.rows.items())),
     }
     if extra:

@@ -19,11 +19,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from payrun.fleet._manifest import BatchEntry as BatchEntry
     from payrun.fleet._manifest import load_manifest as load_manifest
+    from payrun.fleet._overview import FleetOverview as FleetOverview
+    from payrun.fleet._overview import overview as overview
+    from payrun.fleet._overview import select_batches as select_batches
     from payrun.fleet._store import FleetBatch as FleetBatch
     from payrun.fleet._store import FleetStore as FleetStore
     from payrun.fleet._submit import SubmitOptions as SubmitOptions
     from payrun.fleet._submit import fleet_exit_code as fleet_exit_code
     from payrun.fleet._submit import follow as follow
+    from payrun.fleet._submit import requeuer as requeuer
     from payrun.fleet._submit import submit as submit
     from payrun.fleet._worker import WorkerOptions as WorkerOptions
     from payrun.fleet._worker import run_worker as run_worker
@@ -31,11 +35,15 @@ if TYPE_CHECKING:
 _HOMES = {
     "BatchEntry": "payrun.fleet._manifest",
     "load_manifest": "payrun.fleet._manifest",
+    "FleetOverview": "payrun.fleet._overview",
+    "overview": "payrun.fleet._overview",
+    "select_batches": "payrun.fleet._overview",
     "FleetBatch": "payrun.fleet._store",
     "FleetStore": "payrun.fleet._store",
     "SubmitOptions": "payrun.fleet._submit",
     "fleet_exit_code": "payrun.fleet._submit",
     "follow": "payrun.fleet._submit",
+    "requeuer": "payrun.fleet._submit",
     "submit": "payrun.fleet._submit",
     "WorkerOptions": "payrun.fleet._worker",
     "run_worker": "payrun.fleet._worker",

@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from payrun._models import RowStatus, utc_now
-from payrun.config import DatabaseURL, RunOptions, Settings, load_settings
+from payrun.config import DEFAULT_SETTLE_WAIT, DatabaseURL, RunOptions, Settings, load_settings
 from payrun.errors import (
+    AuthError,
     ConfigError,
     InterruptedRunError,
     LedgerError,
@@ -35,9 +38,19 @@ from payrun.errors import (
     first_payrun_error,
 )
 from payrun.fleet._store import FleetBatch, FleetStore, worker_identity
-from payrun.fleet._workflow import REFUSED, EndBatch
+from payrun.fleet._workflow import (
+    REFUSED,
+    EndBatch,
+    LaneInput,
+    RouteInput,
+    lane_workflow_id,
+    normalized_base_url,
+)
 from payrun.ledger import DatabaseLedger
 from payrun.run import RunOutcome, StopSignal
+
+if TYPE_CHECKING:
+    from payrun.bank import Organization
 
 __all__ = ["HEARTBEAT_SECONDS", "FleetActivities"]
 
@@ -60,7 +73,11 @@ class FleetActivities:
     ledger_url: DatabaseURL
     keys: Path
     executor: ThreadPoolExecutor
+    # The worker's settle wait (--settle-wait, PAYRUN_SETTLE_WAIT); a batch's own wins
+    settle_wait: float = DEFAULT_SETTLE_WAIT
     identity: str = field(default_factory=worker_identity)
+    # Where the worker's one line per batch started and ended goes
+    say: Callable[[str], None] = field(default=lambda _line: None)
     draining: bool = False
     running: dict[str, StopSignal] = field(default_factory=dict)
 
@@ -83,6 +100,46 @@ class FleetActivities:
             self.store.set_state, end.batch, "incomplete", message=message, unless_final=True
         )
 
+    @activity.defn(name="route_batch")
+    async def route_batch(self, route: RouteInput) -> str:
+        """Ask the bank whose key the batch's is and queue the batch in that organization's
+        lane (started if none runs); the lane's workflow id."""
+        name = route.ticket.batch
+        store = self.store
+        batch = await asyncio.to_thread(store.batch, name)
+        if batch is None:
+            msg = f"no batch {name} was submitted to the ledger database {self.ledger_url}"
+            raise _failure(msg, kind=REFUSED, non_retryable=True)
+        if batch.final:
+            return batch.lane_id or ""
+        try:
+            settings = _settings(batch, self.keys)
+            organization = await _organization(settings)
+        except ConfigError as exc:
+            await asyncio.to_thread(store.set_state, name, "refused", message=str(exc))
+            raise _failure(str(exc), kind=REFUSED, non_retryable=True) from None
+        except AuthError as exc:
+            message = f"batch {name}: the key {batch.key!r}: {exc}"
+            await asyncio.to_thread(store.set_state, name, "refused", message=message)
+            raise _failure(message, kind=REFUSED, non_retryable=True) from None
+        except PayrunError as exc:
+            # The bank away: the route is tried again
+            message = f"batch {name}: {exc}"
+            raise _failure(message, kind=type(exc).__name__) from None
+        task_queue = activity.info().task_queue
+        lane = lane_workflow_id(task_queue, batch.base_url, organization.url)
+        label = f"{organization.display_name}@{normalized_base_url(batch.base_url)}"
+        await asyncio.to_thread(store.set_lane, name, lane, label)
+        await activity.client().start_workflow(
+            "payrun-lane",
+            LaneInput(heartbeat_seconds=route.heartbeat_seconds),
+            id=lane,
+            task_queue=task_queue,
+            start_signal="add",
+            start_signal_args=[route.ticket],
+        )
+        return lane
+
     @activity.defn(name="pay_batch")
     async def pay_batch(self, name: str) -> str:
         """Pay the stored batch ``name``; its final state (``done``, ``incomplete``)."""
@@ -90,7 +147,7 @@ class FleetActivities:
         batch = await asyncio.to_thread(store.batch, name)
         if batch is None:
             msg = f"no batch {name} was submitted to the ledger database {self.ledger_url}"
-            raise ApplicationError(msg, type=REFUSED, non_retryable=True)
+            raise _failure(msg, kind=REFUSED, non_retryable=True)
         if batch.final:
             return batch.state
         if _cut_off(batch):
@@ -101,18 +158,25 @@ class FleetActivities:
             settings = _settings(batch, self.keys)
         except ConfigError as exc:
             await asyncio.to_thread(store.set_state, name, "refused", message=str(exc))
-            raise ApplicationError(str(exc), type=REFUSED, non_retryable=True) from None
+            raise _failure(str(exc), kind=REFUSED, non_retryable=True) from None
         if self.draining:
             msg = f"worker {self.identity} is stopping: the batch goes to another"
-            raise ApplicationError(msg, type=HANDED_BACK)
+            raise _failure(msg, kind=HANDED_BACK)
         await asyncio.to_thread(store.set_state, name, "paying", worker=self.identity)
+        self.say(f"batch {name} ({batch.lane}): paying")
         stop = StopSignal()
         self.running[name] = stop
         try:
             outcome = await self._pay(batch, settings, stop)
         finally:
             del self.running[name]
-        return await asyncio.to_thread(self._record, batch, outcome)
+        try:
+            state = await asyncio.to_thread(self._record, batch, outcome)
+        except ApplicationError as exc:
+            self.say(f"batch {name}: {exc.message}")
+            raise
+        self.say(f"batch {name}: {state}")
+        return state
 
     async def _pay(
         self, batch: FleetBatch, settings: Settings, stop: StopSignal
@@ -143,18 +207,18 @@ class FleetActivities:
                 return "incomplete"
             store.set_state(batch.name, "queued", message=f"handed back by {self.identity}")
             msg = f"worker {self.identity} stopped: the batch is handed back"
-            raise ApplicationError(msg, type=HANDED_BACK)
+            raise _failure(msg, kind=HANDED_BACK)
         if isinstance(outcome, PayrunError):
             if _mendable(outcome):
                 store.set_state(batch.name, "queued", message=str(outcome))
-                raise ApplicationError(str(outcome), type=type(outcome).__name__)
+                raise _failure(str(outcome), kind=type(outcome).__name__)
             store.set_state(batch.name, "refused", message=str(outcome))
-            raise ApplicationError(str(outcome), type=REFUSED, non_retryable=True)
+            raise _failure(str(outcome), kind=REFUSED, non_retryable=True)
         if any(row.status in _UNFINISHED for row in outcome.rows):
             # The bank could not be reached for some rows: try again
             message = "some rows are not paid yet (the bank did not answer); trying again"
             store.set_state(batch.name, "queued", message=message)
-            raise ApplicationError(message, type="BatchUnfinished")
+            raise _failure(message, kind="BatchUnfinished")
         store.set_state(batch.name, "done")
         return "done"
 
@@ -168,8 +232,11 @@ def _pay_in_thread(
     from payrun.run import event_loop_options, run_stored_batch
 
     # Unattended: the submit, with its control totals, is the person's go-ahead
+    settle_wait = batch.options.get("settle_wait")
     options = RunOptions(
-        confirm_payees=bool(batch.options.get("confirm_payees", True)), assume_yes=True
+        confirm_payees=bool(batch.options.get("confirm_payees", True)),
+        assume_yes=True,
+        settle_wait=owner.settle_wait if settle_wait is None else float(settle_wait),
     )
     try:
         return anyio.run(
@@ -194,6 +261,25 @@ async def _heartbeat(batch: FleetBatch, stop: StopSignal) -> None:
         if _cut_off(batch) and not stop.is_set():
             stop.request()
         await asyncio.sleep(HEARTBEAT_SECONDS)
+
+
+async def _organization(settings: Settings) -> Organization:
+    """The organization the bank says the key belongs to (its errors as payrun's)."""
+    from payrun.bank import BankClient, make_transport
+
+    async with BankClient(make_transport(), settings) as client:
+        return await client.organization()
+
+
+def _failure(message: str, *, kind: str, non_retryable: bool = False) -> ApplicationError:
+    """An expected end of an attempt (handed back, refused, the bank away): benign, so
+    the worker's log gets payrun's one line, not the SDK's warning with a traceback."""
+    return ApplicationError(
+        message,
+        type=kind,
+        non_retryable=non_retryable,
+        category=ApplicationErrorCategory.BENIGN,
+    )
 
 
 def _cut_off(batch: FleetBatch) -> bool:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from payrun.config import check_base_url
+from payrun.config import check_base_url, parse_settle_wait
 from payrun.errors import ConfigError, UsageError
 
-__all__ = ["BatchEntry", "lane_of", "load_manifest"]
+__all__ = ["BatchEntry", "load_manifest"]
 
 _KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _AMOUNT = re.compile(r"[0-9]+(\.[0-9]{1,2})?")
@@ -43,6 +43,8 @@ class _Batch(BaseModel):
     # Quoted, as the contract writes it, or a TOML date-time
     cutoff: datetime | None = Field(default=None, strict=False)
     confirm_payees: bool = True
+    # Seconds, as --settle-wait: an integer or a decimal number in TOML
+    settle_wait: float | None = Field(default=None, strict=False)
 
     @field_validator("name")
     @classmethod
@@ -69,6 +71,16 @@ class _Batch(BaseModel):
         if value is not None and not _AMOUNT.fullmatch(value.strip()):
             msg = 'an amount in pounds as a string, such as "1234.50"'
             raise ValueError(msg)
+        return value
+
+    @field_validator("settle_wait")
+    @classmethod
+    def _settle_wait(cls, value: float | None) -> float | None:
+        if value is not None:
+            try:
+                parse_settle_wait(str(value), source="settle_wait")
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix("settle_wait ")) from None
         return value
 
     @field_validator("cutoff")
@@ -99,16 +111,7 @@ class BatchEntry:
     expect_total: Decimal | None
     cutoff: datetime | None
     confirm_payees: bool = True
-
-    @property
-    def lane(self) -> str:
-        """The organization lane: one batch of it pays at a time (base URL and key name)."""
-        return lane_of(self.base_url, self.key)
-
-
-def lane_of(base_url: str, key: str) -> str:
-    """A lane's name as status shows it: the key name at the bank's base URL."""
-    return f"{key}@{base_url}"
+    settle_wait: float | None = None
 
 
 def load_manifest(path: Path) -> list[BatchEntry]:
@@ -157,6 +160,7 @@ def _entry(path: Path, index: int, batch: _Batch) -> BatchEntry:
         expect_total=None if batch.expect_total is None else Decimal(batch.expect_total.strip()),
         cutoff=batch.cutoff,
         confirm_payees=batch.confirm_payees,
+        settle_wait=batch.settle_wait,
     )
 
 
@@ -174,5 +178,5 @@ def _first_problem(path: Path, error: ValidationError) -> str:
         reason = "missing (required)"
     elif first["type"] == "extra_forbidden":
         reason = "not a manifest field (name, file, base_url, key, source_account,"
-        reason += " expect_count, expect_total, cutoff, confirm_payees)"
+        reason += " expect_count, expect_total, cutoff, confirm_payees, settle_wait)"
     return f"the manifest {path}: {place}: {field}: {reason}"

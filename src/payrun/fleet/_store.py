@@ -51,6 +51,9 @@ CREATE TABLE IF NOT EXISTS payrun_fleet (
     submitted_at text NOT NULL,
     ended_at text
 );
+ALTER TABLE payrun_fleet ADD COLUMN IF NOT EXISTS task_queue text;
+ALTER TABLE payrun_fleet ADD COLUMN IF NOT EXISTS lane_id text;
+ALTER TABLE payrun_fleet ADD COLUMN IF NOT EXISTS lane_label text;
 """
 _COUNTS = """
 SELECT b.name, r.status, count(*) FROM payrun_rows r JOIN payrun_batches b ON b.id = r.batch_id
@@ -78,12 +81,18 @@ class FleetBatch:
     state: str
     worker: str | None
     message: str | None
+    submitted_at: datetime | None = None
+    task_queue: str | None = None
+    # The lane's workflow id and name once a worker found the key's organization
+    lane_id: str | None = None
+    lane_label: str | None = None
     rows: dict[str, int] = field(default_factory=dict)
 
     @property
     def lane(self) -> str:
-        """The organization lane: the key name at the bank's base URL."""
-        return f"{self.key}@{self.base_url}"
+        """The organization lane: the organization at its bank once known (before that,
+        the key name at the bank's base URL)."""
+        return self.lane_label or f"{self.key}@{self.base_url}"
 
     @property
     def final(self) -> bool:
@@ -127,6 +136,18 @@ class FleetStore:
             db.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_SPACE, _SCHEMA_LOCK))
             db.execute(_SCHEMA)
 
+    def free_connections(self) -> tuple[int, int]:
+        """The server's connections: how many it allows to ordinary users (those reserved
+        for superusers left out) and how many are in use now."""
+        with self._connection(readonly=True) as db:
+            row = db.execute(
+                "SELECT current_setting('max_connections')::int"
+                " - current_setting('superuser_reserved_connections')::int,"
+                " (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+            ).fetchone()
+        allowed, used = row if row else (0, 0)
+        return int(allowed), int(used)
+
     def recorded_sha256(self, names: Sequence[str]) -> dict[str, str | None]:
         """The file digest the ledger holds for each of ``names`` it knows (None: no rows)."""
         with self._connection(readonly=True) as db:
@@ -139,18 +160,22 @@ class FleetStore:
             ).fetchall()
         return {str(name): sha for name, sha in rows}
 
-    def register(self, entry: BatchEntry, options: dict[str, Any]) -> None:
-        """Record (or record again) a submitted batch as queued."""
+    def register(
+        self, entry: BatchEntry, options: dict[str, Any], *, task_queue: str = "payrun"
+    ) -> None:
+        """Record (or record again) a submitted batch as queued, for ``task_queue``."""
         cutoff = None if entry.cutoff is None else entry.cutoff.isoformat()
         with self._connection() as db:
             db.execute(
                 "INSERT INTO payrun_fleet (name, file, base_url, key_name, cutoff, options,"
-                " state, submitted_at) VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s)"
+                " state, submitted_at, task_queue)"
+                " VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s, %s)"
                 " ON CONFLICT (name) DO UPDATE SET file = EXCLUDED.file,"
                 " base_url = EXCLUDED.base_url, key_name = EXCLUDED.key_name,"
                 " cutoff = EXCLUDED.cutoff, options = EXCLUDED.options, state = 'queued',"
                 " worker = NULL, message = NULL, submitted_at = EXCLUDED.submitted_at,"
-                " ended_at = NULL",
+                " ended_at = NULL, task_queue = EXCLUDED.task_queue, lane_id = NULL,"
+                " lane_label = NULL",
                 (
                     entry.name,
                     str(entry.file),
@@ -159,8 +184,25 @@ class FleetStore:
                     cutoff,
                     json.dumps(options, sort_keys=True),
                     utc_now().isoformat(),
+                    task_queue,
                 ),
             )
+
+    def set_lane(self, name: str, lane_id: str, label: str) -> None:
+        """Record the lane a worker found for the batch (its organization at its bank)."""
+        with self._connection() as db:
+            db.execute(
+                "UPDATE payrun_fleet SET lane_id = %s, lane_label = %s WHERE name = %s",
+                (lane_id, label, name),
+            )
+
+    def open_batches(self, task_queue: str) -> list[FleetBatch]:
+        """The batches of ``task_queue`` that have not ended (rows not counted)."""
+        return [
+            batch
+            for batch in self.batches(count_rows=False)
+            if not batch.final and batch.task_queue == task_queue
+        ]
 
     def batch(self, name: str) -> FleetBatch | None:
         """The submitted batch ``name`` (rows not counted), or None."""
@@ -177,7 +219,7 @@ class FleetStore:
                 return []
             select = (
                 "SELECT name, file, base_url, key_name, cutoff, options, state, worker,"
-                " message FROM payrun_fleet"
+                " message, submitted_at, task_queue, lane_id, lane_label FROM payrun_fleet"
             )
             if names is None:
                 records = db.execute(select + " ORDER BY name").fetchall()
@@ -186,7 +228,8 @@ class FleetStore:
                     select + " WHERE name = ANY(%s) ORDER BY name", (list(names),)
                 ).fetchall()
             batches = [_batch_of(record) for record in records]
-            if count_rows and batches:
+            counted = db.execute("SELECT to_regclass('payrun_rows') IS NOT NULL").fetchone()
+            if count_rows and batches and counted and counted[0]:
                 by_name = {b.name: b for b in batches}
                 for name, status, count in db.execute(_COUNTS, ([b.name for b in batches],)):
                     by_name[name].rows[status] = int(count)
@@ -214,7 +257,8 @@ class FleetStore:
 
 
 def _batch_of(record: tuple[Any, ...]) -> FleetBatch:
-    name, file, base_url, key, cutoff, options, state, worker, message = record
+    name, file, base_url, key, cutoff, options, state, worker, message, submitted = record[:10]
+    task_queue, lane_id, lane_label = record[10:]
     return FleetBatch(
         name=name,
         file=file,
@@ -225,4 +269,8 @@ def _batch_of(record: tuple[Any, ...]) -> FleetBatch:
         state=state,
         worker=worker,
         message=message,
+        submitted_at=datetime.fromisoformat(submitted),
+        task_queue=task_queue,
+        lane_id=lane_id,
+        lane_label=lane_label,
     )

@@ -12,26 +12,47 @@ With ``wait`` it then follows the batches in the database until each has ended.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from datetime import UTC
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
+from temporalio.service import RPCError
+
 from payrun._models import RowStatus, RowVerdict
-from payrun.config import DatabaseURL, RunOptions, ValidationOptions
-from payrun.errors import LedgerMismatchError, UsageError
+from payrun.config import DEFAULT_HEARTBEAT_TIMEOUT, DatabaseURL, RunOptions, ValidationOptions
+from payrun.errors import InterruptedRunError, LedgerError, LedgerMismatchError, UsageError
 from payrun.fleet._manifest import BatchEntry, load_manifest
+from payrun.fleet._requeue import queue_batch, requeue_lost
 from payrun.fleet._store import FleetBatch, FleetStore
 from payrun.fleet._temporal import connect_temporal
-from payrun.fleet._workflow import BatchTicket, LaneInput, LaneWorkflow, lane_workflow_id
 from payrun.intake import read_batch
 from payrun.ledger import DatabaseLedger
 from payrun.run import StopSignal
 from payrun.validation import plain_or_verdicts
 
-__all__ = ["SubmitOptions", "fleet_exit_code", "follow", "submit"]
+__all__ = [
+    "DEFAULT_BATCH_BOUND",
+    "READ_FAILURE_BOUND",
+    "REQUEUE_EVERY",
+    "SubmitOptions",
+    "fleet_exit_code",
+    "follow",
+    "requeuer",
+    "submit",
+]
 
+DEFAULT_BATCH_BOUND = 24 * 3600.0
+"""A batch without a cut-off ends ``incomplete`` this long after it was submitted."""
+REQUEUE_EVERY = 15.0
+"""How often ``--wait`` looks for its batches that Temporal lost (and queues them again)."""
+READ_FAILURE_BOUND = 300.0
+"""How long ``--wait`` keeps trying a ledger database it cannot read before exit 3."""
 _POLL_SECONDS = 0.5
+_READ_BACKOFF_MAX = 10.0
 _NOT_PAID = frozenset(
     {
         RowStatus.INVALID.value,
@@ -51,12 +72,12 @@ class SubmitOptions:
     ledger_url: DatabaseURL
     namespace: str = "default"
     task_queue: str = "payrun"
-    heartbeat_seconds: float = 30.0
+    heartbeat_seconds: float = DEFAULT_HEARTBEAT_TIMEOUT
 
 
 async def submit(manifest: Path, options: SubmitOptions) -> list[str]:
     """Check, store and hand over every batch of ``manifest``; their names, in order."""
-    entries = load_manifest(manifest)
+    entries = [_bounded(entry) for entry in load_manifest(manifest)]
     for entry in entries:
         await asyncio.to_thread(_check_file, entry)
     store = FleetStore(options.ledger_url)
@@ -68,28 +89,108 @@ async def submit(manifest: Path, options: SubmitOptions) -> list[str]:
     for entry in entries:
         if recorded.get(entry.name) is None:
             await asyncio.to_thread(_store_rows, entry, options.ledger_url)
-        await asyncio.to_thread(store.register, entry, {"confirm_payees": entry.confirm_payees})
+        await asyncio.to_thread(
+            store.register, entry, _batch_options(entry), task_queue=options.task_queue
+        )
     for entry in entries:
         cutoff = None if entry.cutoff is None else entry.cutoff.astimezone(UTC).isoformat()
-        await client.start_workflow(
-            LaneWorkflow.run,
-            LaneInput(heartbeat_seconds=options.heartbeat_seconds),
-            id=lane_workflow_id(entry.base_url, entry.key),
+        await queue_batch(
+            client,
+            entry.name,
+            cutoff,
             task_queue=options.task_queue,
-            start_signal="add",
-            start_signal_args=[BatchTicket(entry.name, cutoff)],
+            heartbeat_seconds=options.heartbeat_seconds,
         )
     return [entry.name for entry in entries]
 
 
-async def follow(url: DatabaseURL, names: list[str], stop: StopSignal) -> list[FleetBatch]:
-    """Poll the database until every named batch has ended (or ``stop``); the last view."""
-    store = FleetStore(url)
+async def follow(
+    url: DatabaseURL,
+    names: list[str],
+    stop: StopSignal,
+    *,
+    give_up_after: float | None = None,
+    seen: Callable[[list[FleetBatch]], None] | None = None,
+    requeue: Callable[[], Awaitable[object]] | None = None,
+) -> list[FleetBatch]:
+    """Poll the database until every named batch has ended, ``stop``, or
+    ``give_up_after`` seconds; the last view (``seen`` gets each view). A database that
+    cannot be read is tried again with backoff; ``InterruptedRunError`` (exit 3: the
+    batches go on) once it has failed for ``READ_FAILURE_BOUND`` seconds in a row.
+    ``requeue`` runs every ``REQUEUE_EVERY`` seconds (queue again what Temporal lost)."""
+    reader = _PatientReader(FleetStore(url), names)
+    started = requeued = time.monotonic()
     while True:
-        batches = await asyncio.to_thread(store.batches, names)
-        if all(batch.final for batch in batches) or stop.is_set():
-            return batches
-        await asyncio.sleep(_POLL_SECONDS)
+        if requeue is not None and time.monotonic() - requeued >= REQUEUE_EVERY:
+            requeued = time.monotonic()
+            with contextlib.suppress(LedgerError, RPCError):
+                await requeue()
+        if await reader.read():
+            if seen is not None:
+                seen(reader.last)
+            if all(batch.final for batch in reader.last):
+                return reader.last
+        if stop.is_set():
+            return reader.last
+        if give_up_after is not None and time.monotonic() - started >= give_up_after:
+            if reader.failing_since is not None:
+                msg = (
+                    f"stopped following after --wait-timeout {give_up_after:g} s, the ledger"
+                    " database unreadable: the batches go on: see them with payrun fleet status"
+                )
+                raise InterruptedRunError(msg)
+            return reader.last
+        await asyncio.sleep(reader.pause)
+
+
+@dataclass(slots=True)
+class _PatientReader:
+    """Reads the named batches; a failed read backs off, and fails for good (exit 3) only
+    after ``READ_FAILURE_BOUND`` seconds of failures in a row."""
+
+    store: FleetStore
+    names: list[str]
+    last: list[FleetBatch] = field(default_factory=list)
+    failing_since: float | None = None
+    pause: float = _POLL_SECONDS
+
+    async def read(self) -> bool:
+        """Read again; True when this read succeeded (``last`` holds it)."""
+        try:
+            self.last = await asyncio.to_thread(self.store.batches, self.names)
+        except LedgerError as exc:
+            now = time.monotonic()
+            self.failing_since = now if self.failing_since is None else self.failing_since
+            if now - self.failing_since >= READ_FAILURE_BOUND:
+                msg = (
+                    f"stopped following: the ledger database could not be read for"
+                    f" {now - self.failing_since:.0f} s ({exc}); the batches go on: see them"
+                    " with payrun fleet status"
+                )
+                raise InterruptedRunError(msg) from None
+            self.pause = min(self.pause * 2, _READ_BACKOFF_MAX)
+            return False
+        self.failing_since, self.pause = None, _POLL_SECONDS
+        return True
+
+
+async def requeuer(
+    options: SubmitOptions, names: Collection[str]
+) -> Callable[[], Awaitable[list[str]]]:
+    """What ``follow`` calls to queue again the batches of ``names`` Temporal lost."""
+    client = await connect_temporal(options.temporal, options.namespace)
+    store = FleetStore(options.ledger_url)
+
+    async def requeue() -> list[str]:
+        return await requeue_lost(
+            client,
+            store,
+            task_queue=options.task_queue,
+            heartbeat_seconds=options.heartbeat_seconds,
+            names=names,
+        )
+
+    return requeue
 
 
 def fleet_exit_code(batches: list[FleetBatch], *, interrupted: bool = False) -> int:
@@ -102,6 +203,22 @@ def fleet_exit_code(batches: list[FleetBatch], *, interrupted: bool = False) -> 
     if any(status in _NOT_PAID for batch in batches for status in batch.rows):
         return 1
     return 0
+
+
+def _bounded(entry: BatchEntry) -> BatchEntry:
+    """The entry with a cut-off: its own, else ``DEFAULT_BATCH_BOUND`` from now, so a bank
+    that stays down cannot keep a batch retrying forever."""
+    if entry.cutoff is not None:
+        return entry
+    return replace(entry, cutoff=datetime.now(UTC) + timedelta(seconds=DEFAULT_BATCH_BOUND))
+
+
+def _batch_options(entry: BatchEntry) -> dict[str, object]:
+    """What the workers need of the manifest's options (stored beside the batch)."""
+    options: dict[str, object] = {"confirm_payees": entry.confirm_payees}
+    if entry.settle_wait is not None:
+        options["settle_wait"] = entry.settle_wait
+    return options
 
 
 def _validation(entry: BatchEntry) -> ValidationOptions:

@@ -10,24 +10,34 @@ hands them back, then exits; a second signal cuts in-flight requests off.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from payrun.config import DatabaseURL
-from payrun.errors import ConfigError
+from temporalio.service import RPCError
+
+from payrun.config import DEFAULT_HEARTBEAT_TIMEOUT, DEFAULT_SETTLE_WAIT, DatabaseURL
+from payrun.errors import ConfigError, LedgerError
 from payrun.fleet._activities import FleetActivities
+from payrun.fleet._requeue import requeue_lost
 from payrun.fleet._store import FleetStore
 from payrun.fleet._temporal import connect_temporal
-from payrun.fleet._workflow import LaneWorkflow
+from payrun.fleet._workflow import LaneWorkflow, RouteWorkflow
 from payrun.run import STOP_GRACE_SECONDS, StopSignal
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from temporalio.client import Client
 
-__all__ = ["WorkerOptions", "run_worker"]
+__all__ = ["CONNECTIONS_PER_WORKER", "REQUEUE_SECONDS", "WorkerOptions", "run_worker"]
+
+CONNECTIONS_PER_WORKER = 3
+"""Ledger database connections a worker holds beside its paying batches' (the fleet's
+table, its look for lost batches, a refusal being recorded)."""
+REQUEUE_SECONDS = 30.0
+"""How often a worker looks for open batches that Temporal no longer holds."""
 
 _STOP_POLL_SECONDS = 0.25
 
@@ -42,6 +52,11 @@ class WorkerOptions:
     ledger_url: DatabaseURL
     keys: Path
     max_batches: int = 20
+    settle_wait: float = DEFAULT_SETTLE_WAIT
+    # The heartbeat timeout of the lanes this worker queues again
+    heartbeat_seconds: float = DEFAULT_HEARTBEAT_TIMEOUT
+    # The worker's log: one line per batch started and ended
+    say: Callable[[str], None] | None = None
 
 
 async def run_worker(
@@ -54,15 +69,21 @@ async def run_worker(
     if not options.keys.is_dir():
         msg = f"--keys {options.keys} is not a folder (it holds one API key file per organization)"
         raise ConfigError(msg)
-    await asyncio.to_thread(FleetStore(options.ledger_url).ensure_schema)
+    store = FleetStore(options.ledger_url)
+    await asyncio.to_thread(store.ensure_schema)
+    await asyncio.to_thread(_check_connection_budget, store, options.max_batches)
     client = await connect_temporal(options.temporal, options.namespace)
     executor = ThreadPoolExecutor(options.max_batches, thread_name_prefix="payrun-batch")
-    activities = FleetActivities(options.ledger_url, options.keys, executor)
+    activities = FleetActivities(
+        options.ledger_url, options.keys, executor, settle_wait=options.settle_wait
+    )
+    if options.say is not None:
+        activities.say = options.say
     worker = Worker(
         client,
         task_queue=options.task_queue,
-        workflows=[LaneWorkflow],
-        activities=[activities.pay_batch, activities.end_batch],
+        workflows=[LaneWorkflow, RouteWorkflow],
+        activities=[activities.route_batch, activities.pay_batch, activities.end_batch],
         max_concurrent_activities=options.max_batches,
         identity=activities.identity,
         # Drained batches finish their in-flight requests first
@@ -72,6 +93,7 @@ async def run_worker(
         ),
     )
     running = asyncio.ensure_future(worker.run())
+    watch = asyncio.ensure_future(_watch_lost_batches(client, activities, options))
     try:
         if ready is not None:
             ready(activities.identity)
@@ -94,4 +116,42 @@ async def run_worker(
         await stopping
         await running
     finally:
+        watch.cancel()
         executor.shutdown(wait=False)
+
+
+def _check_connection_budget(store: FleetStore, max_batches: int) -> None:
+    """Refuse a worker whose batches could need more connections than the server has left:
+    each paying batch holds one for its life, and the worker a few of its own."""
+    allowed, used = store.free_connections()
+    needed = max_batches + CONNECTIONS_PER_WORKER
+    if used + needed > allowed:
+        msg = (
+            f"the ledger database allows {allowed} connections and {used} are in use: this"
+            f" worker could need {needed} more (--max-batches {max_batches} and"
+            f" {CONNECTIONS_PER_WORKER} of its own); lower --max-batches or raise the"
+            " server's max_connections (docs/fleet.md, Sizing)"
+        )
+        raise ConfigError(msg)
+
+
+async def _watch_lost_batches(
+    client: Client, activities: FleetActivities, options: WorkerOptions
+) -> None:
+    """Every ``REQUEUE_SECONDS``, queue again the batches of this task queue that Temporal
+    lost (a restarted in-memory server); a failed look is tried at the next turn."""
+    store = FleetStore(options.ledger_url)
+    while not activities.draining:
+        await asyncio.sleep(REQUEUE_SECONDS)
+        try:
+            lost = await requeue_lost(
+                client,
+                store,
+                task_queue=options.task_queue,
+                heartbeat_seconds=options.heartbeat_seconds,
+            )
+        except (LedgerError, RPCError) as exc:
+            activities.say(f"could not look for lost batches ({exc}); trying again")
+            continue
+        for name in lost:
+            activities.say(f"batch {name}: Temporal had lost it; queued again")

@@ -30,7 +30,11 @@ __all__ = [
     "EndBatch",
     "LaneInput",
     "LaneWorkflow",
+    "RouteInput",
+    "RouteWorkflow",
     "lane_workflow_id",
+    "normalized_base_url",
+    "route_workflow_id",
 ]
 
 BATCHES_PER_HISTORY = 50
@@ -49,6 +53,7 @@ _END_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=15), maximum_attempt
 _PAY_TIMEOUT = timedelta(days=7)
 _END_TIMEOUT = timedelta(seconds=60)
 _FIRST_SIGNAL_WAIT = timedelta(seconds=30)
+_ROUTE_TIMEOUT = timedelta(seconds=120)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +80,61 @@ class EndBatch:
     why: str
 
 
-def lane_workflow_id(base_url: str, key: str) -> str:
-    """The lane's workflow id: a digest of the bank's address and the key's name (neither
-    appears in Temporal as text)."""
-    digest = hashlib.sha256(f"{base_url}\n{key}".encode()).hexdigest()[:24]
-    return f"payrun-lane-{digest}"
+@dataclass(frozen=True, slots=True)
+class RouteInput:
+    """A batch to place in its organization's lane, and the lane's heartbeat timeout."""
+
+    ticket: BatchTicket
+    heartbeat_seconds: float = 30.0
+
+
+def lane_workflow_id(task_queue: str, base_url: str, organization_url: str) -> str:
+    """The lane's workflow id: a digest of the task queue (one deployment's workers and
+    ledger database), the bank's normalized address and the organization's URL there
+    (neither address appears in Temporal as text)."""
+    text = f"{task_queue}\n{normalized_base_url(base_url)}\n{organization_url}"
+    return f"payrun-lane-{hashlib.sha256(text.encode()).hexdigest()[:24]}"
+
+
+def route_workflow_id(task_queue: str, batch: str) -> str:
+    """The id of the workflow that places ``batch`` (of the deployment serving
+    ``task_queue``) in its lane."""
+    digest = hashlib.sha256(f"{task_queue}\n{batch}".encode()).hexdigest()[:24]
+    return f"payrun-route-{digest}"
+
+
+def normalized_base_url(base_url: str) -> str:
+    """A bank's address as one spelling: scheme and host in lower case, no default port,
+    no trailing slash."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url.strip())
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    default = {"http": 80, "https": 443}.get(scheme)
+    port = "" if parts.port is None or parts.port == default else f":{parts.port}"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}{port}{parts.path.rstrip('/')}"
+
+
+@workflow.defn(name="payrun-route")
+class RouteWorkflow:
+    """Places one submitted batch in its organization's lane (a worker asks the bank whose
+    key it is: the key stays on the workers)."""
+
+    @workflow.run
+    async def run(self, route: RouteInput) -> None:
+        """Run the ``route_batch`` activity until it placed the batch or refused it."""
+        try:
+            await workflow.execute_activity(
+                "route_batch",
+                route,
+                start_to_close_timeout=_ROUTE_TIMEOUT,
+                retry_policy=_PAY_RETRY,
+            )
+        except ActivityError:
+            # A refusal (no key, a refused key) is recorded by the activity
+            return
 
 
 @workflow.defn(name="payrun-lane")
@@ -95,6 +150,11 @@ class LaneWorkflow:
         if all(waiting.batch != ticket.batch for waiting in self._queue[1:]):
             self._queue.append(ticket)
 
+    @workflow.query(name="batches")
+    def batches(self) -> list[str]:
+        """The batches this lane holds: the one paying first, then those waiting."""
+        return [ticket.batch for ticket in self._queue]
+
     @workflow.run
     async def run(self, lane: LaneInput) -> None:
         """Pay each queued batch; end when none is left, continue as new after many."""
@@ -109,6 +169,9 @@ class LaneWorkflow:
             paid += 1
 
     async def _pay(self, ticket: BatchTicket, heartbeat: timedelta) -> None:
+        # What Temporal's UI shows of the lane: the batch it pays and its cut-off
+        if workflow.patched("lane-memo"):
+            workflow.upsert_memo({"batch": ticket.batch, "cutoff": ticket.cutoff})
         cutoff = None if ticket.cutoff is None else datetime.fromisoformat(ticket.cutoff)
         if cutoff is not None and workflow.now() >= cutoff:
             await self._end(ticket.batch, "cutoff")
