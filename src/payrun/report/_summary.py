@@ -251,8 +251,10 @@ def _attention_blocks(outcome: RunOutcome) -> list[RenderableType]:
     for cause in causes[:_MAX_CAUSES]:
         style = _STATUS_STYLES.get(cause.status)
         if len(cause.rows) == 1:
-            row = cause.rows[0]
-            line = f"row {row.row} ({visible(row.payee_name)}): {cause.status}: {cause.reason}"
+            row, detail = cause.rows[0], cause.details[0]
+            # The bank's suggested name, as for a cause of many rows
+            named = visible(row.payee_name) + (f"; {detail}" if detail else "")
+            line = f"row {row.row} ({named}): {cause.status}: {cause.reason}"
             blocks.append(Padding(Text(line, style=style or ""), (0, 0, 0, 2), expand=False))
             continue
         where = f" from {cause.account}" if cause.account else ""
