@@ -5,9 +5,10 @@ Once the socket accepts connections, the first two lines on stdout are exactly
 (the contract's lines with its optional ``export `` prefix, so they paste into a shell;
 flushed at once, so scripts can read them); the third is
 ``export PAYRUN_SETTLE_WAIT=<seconds>``, the longest this bank may take to carry out a
-request after it arrived (a run given it need not wait the default 60 s for rows in doubt); everything else goes to stderr. A host that is not loopback
-is refused unless ``--public`` is given. ``--require-signatures PUBLIC.pem --signing-key-id
-ID`` serves a live-mode organization that refuses unsigned requests.
+request after it arrived (a run given it need not wait the default 60 s for rows in doubt);
+everything else goes to stderr. A host that is not loopback is refused unless ``--public``
+is given. ``--require-signatures PUBLIC.pem --signing-key-id ID`` serves a live-mode
+organization that refuses unsigned requests.
 """
 
 from __future__ import annotations
