@@ -91,11 +91,21 @@ class BarObserver:
         self._early: list[LedgerRow] = []
         self._lines = 0
 
-    def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
-        """Show the bar: say why rows were not paid before it, and when the run resumes."""
-        self._done = self._first = done
+    def started(
+        self,
+        *,
+        total: int,
+        done: int,
+        not_paid: int = 0,
+        settled: int = 0,
+        settled_not_paid: int = 0,
+    ) -> None:
+        """Show the bar: say why rows were not paid before it, and when the run resumes.
+        Rows this run ``settled`` before it (an account paid while another was checked)
+        are drawn done: their changes came before the bar showed."""
+        self._done = self._first = done + settled
         self._total = total
-        self._bad = not_paid
+        self._bad = not_paid + settled_not_paid
         self._start = time.monotonic()
         for line in _early_lines(self._early):
             self._print(line, style="red")
@@ -256,9 +266,18 @@ class LineObserver:
         with reader_may_leave(self._stream, run=True):
             print(line, file=self._stream, flush=True)
 
-    def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
-        """Log the start of payments (and that the run resumes, when rows were done before)."""
-        self._total, self._done, self._paying = total, done, True
+    def started(
+        self,
+        *,
+        total: int,
+        done: int,
+        not_paid: int = 0,
+        settled: int = 0,
+        settled_not_paid: int = 0,  # noqa: ARG002 - the log names each row not paid
+    ) -> None:
+        """Log the start of payments (and that the run resumes, when rows were done before);
+        rows this run ``settled`` before it count as done."""
+        self._total, self._done, self._paying = total, done + settled, True
         paid_before = done - not_paid
         if paid_before > 0:
             self._emit(
@@ -274,6 +293,8 @@ class LineObserver:
             total=total,
             done=done,
         )
+        if settled:
+            self._progress(force=self._done == total)
 
     def row_changed(self, before: LedgerRow, after: LedgerRow) -> None:
         """Log failed and held rows, and progress every few seconds."""
@@ -291,15 +312,19 @@ class LineObserver:
             and before.status not in self._done_states
         ):
             self._done += 1
-            now = time.monotonic()
-            if now - self._last >= _LINE_EVERY_SECONDS or self._done == self._total:
-                self._last = now
-                self._emit(
-                    "progress",
-                    f"{self._done} of {self._total} rows done",
-                    done=self._done,
-                    total=self._total,
-                )
+            self._progress(force=self._done == self._total)
+
+    def _progress(self, *, force: bool) -> None:
+        """Log the rows done, every few seconds (and when ``force``)."""
+        now = time.monotonic()
+        if force or now - self._last >= _LINE_EVERY_SECONDS:
+            self._last = now
+            self._emit(
+                "progress",
+                f"{self._done} of {self._total} rows done",
+                done=self._done,
+                total=self._total,
+            )
 
     def note(self, message: str) -> None:
         """Log a phase."""
@@ -364,7 +389,7 @@ def finished_line(outcome: RunOutcome, *, report: Path | None) -> None:
 class QuietObserver:
     """``--quiet``: no bar and no log lines (errors and the JSON log's last line still show)."""
 
-    def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
+    def started(self, *, total: int, done: int, not_paid: int = 0, **_: int) -> None:
         """Say nothing."""
 
     def row_changed(self, before: LedgerRow, after: LedgerRow) -> None:

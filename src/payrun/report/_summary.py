@@ -253,8 +253,8 @@ def _attention_blocks(outcome: RunOutcome) -> list[RenderableType]:
         if len(cause.rows) == 1:
             row, detail = cause.rows[0], cause.details[0]
             # The bank's suggested name, as for a cause of many rows
-            named = visible(row.payee_name) + (f"; {detail}" if detail else "")
-            line = f"row {row.row} ({named}): {cause.status}: {cause.reason}"
+            who = visible(row.payee_name) + (f"; {detail}" if detail else "")
+            line = f"row {row.row} ({who}): {cause.status}: {cause.reason}"
             blocks.append(Padding(Text(line, style=style or ""), (0, 0, 0, 2), expand=False))
             continue
         where = f" from {cause.account}" if cause.account else ""
