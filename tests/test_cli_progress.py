@@ -286,3 +286,40 @@ def test_the_last_frame_shows_the_end_of_a_run_whose_first_account_paid_early(
     assert frames, screen.getvalue()
     label, done, total = frames[-1]
     assert (label, done, total) == ("paid", "20", "20"), screen.getvalue()[-2000:]
+
+
+def test_a_pipe_gets_an_account_short_of_funds_once_with_its_rows(tmp_path: Path) -> None:
+    """Not on a terminal, the 15 rows each of two accounts cannot cover are one log line
+    per account naming the reason and the rows, not 30 lines with the same reasons."""
+    from _run_helpers import make_rows, run, write_batch  # noqa: PLC0415
+    from payrun.sandbox import default_seed  # noqa: PLC0415
+
+    seed = default_seed()
+    for account in seed["accounts"]:
+        account["balance"] = "10.00"
+    with serve_in_thread(seed=seed) as bank:
+        batch = write_batch(tmp_path / "pay.csv", make_rows(5, 30, tag="F"))
+        done = run(bank, batch, tmp_path / "pay.sqlite")
+    assert done.returncode == 1, done.describe()
+    reasons = [line for line in done.stderr.splitlines() if "short of" in line]
+    assert len(reasons) == 2, done.stderr
+    assert all("15 rows failed: the available balance" in line for line in reasons), reasons
+    assert "(rows 2, 4, 6," in reasons[0] and "(rows 3, 5, 7," in reasons[1], reasons
+
+
+def test_json_lines_group_the_rows_the_checks_stopped() -> None:
+    """JSON lines: rows stopped before paying with one reason are one "rows" event listing
+    them, said before paying starts; a row not paid while paying is its own "row" event."""
+    stream = io.StringIO()
+    lines = LineObserver(stream, json_lines=True, create_only=False)
+    for number in (2, 3):
+        lines.row_changed(
+            _row(RowStatus.PENDING, row=number),
+            _row(RowStatus.FAILED, error="account frozen", row=number),
+        )
+    lines.started(total=3, done=2, not_paid=2)
+    lines.row_changed(_row(RowStatus.CREATING, row=4), _row(RowStatus.FAILED, error="no", row=4))
+    lines.close()
+    events = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [e["event"] for e in events] == ["rows", "started", "row", "progress"], events
+    assert events[0]["rows"] == [2, 3] and events[0]["error"] == "account frozen"

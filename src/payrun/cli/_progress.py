@@ -250,6 +250,8 @@ class LineObserver:
         self._done = 0
         self._last = 0.0
         self._paying = False
+        # Rows not paid before paying began (the checks): said once per cause, not per row
+        self._early: list[LedgerRow] | None = []
 
     def _emit(self, event: str, message: str, **fields: object) -> None:
         if self._json:
@@ -278,6 +280,7 @@ class LineObserver:
         """Log the start of payments (and that the run resumes, when rows were done before);
         rows this run ``settled`` before it count as done."""
         self._total, self._done, self._paying = total, done + settled, True
+        self._say_early()
         paid_before = done - not_paid
         if paid_before > 0:
             self._emit(
@@ -297,8 +300,11 @@ class LineObserver:
             self._progress(force=self._done == total)
 
     def row_changed(self, before: LedgerRow, after: LedgerRow) -> None:
-        """Log failed and held rows, and progress every few seconds."""
-        if after.status in _BAD:
+        """Log failed and held rows (those of the checks once per cause), and progress
+        every few seconds."""
+        if after.status in _BAD and self._early is not None:
+            self._early.append(after)
+        elif after.status in _BAD:
             self._emit(
                 "row",
                 f"row {after.row}: {after.status}: {after.error}",
@@ -326,6 +332,34 @@ class LineObserver:
                 total=self._total,
             )
 
+    def _say_early(self) -> None:
+        """Log the rows the checks stopped, one line per cause with its rows (an account
+        short of funds stops all its rows with one reason), once."""
+        early, self._early = self._early or [], None
+        if not early:
+            return
+        if not self._json:
+            for line in _early_lines(early):
+                self._emit("rows", line)
+            return
+        # The report's grouping, loaded only when rows were stopped
+        from payrun.report import group_causes
+
+        for cause in group_causes(early):
+            details = {
+                str(row.row): detail
+                for row, detail in zip(cause.rows, cause.details, strict=True)
+                if detail
+            }
+            self._emit(
+                "rows",
+                f"{_rows(cause.rows)} {cause.status}: {cause.reason}",
+                status=cause.status,
+                error=cause.reason,
+                rows=[row.row for row in cause.rows],
+                **({"details": details} if details else {}),
+            )
+
     def note(self, message: str) -> None:
         """Log a phase."""
         self._emit("note", message)
@@ -342,7 +376,13 @@ class LineObserver:
             )
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Log the rows the checks stopped, if paying never began."""
+        self._say_early()
+
+
+def _rows(rows: tuple[LedgerRow, ...]) -> str:
+    """'row 7' for one row, else '30 rows'."""
+    return f"row {rows[0].row}" if len(rows) == 1 else f"{len(rows):,} rows"
 
 
 def doubt_message(count: int, until: datetime | None) -> str | None:
