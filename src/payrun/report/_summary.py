@@ -100,6 +100,8 @@ def _closing(
     if outcome.interrupted and outcome.exit_code == _INCOMPLETE:
         return _INTERRUPTED
     explain = _EXPLAIN.get(outcome.exit_code, "").format(where=where)
+    if outcome.changed == 0 and not create_only and outcome.exit_code in (0, 1):
+        return _nothing_to_pay(outcome, where=where)
     # Submitted is not paid yet: the payee's bank may still fail or return it
     if not create_only and outcome.exit_code == 0 and open_rows:
         return "done: every valid row was submitted (not yet delivered; add --wait to follow them)"
@@ -116,6 +118,22 @@ def _closing(
     if not submitted:
         return f"done: every valid row was created, and none submitted: {approve}"
     return f"done: every valid row was created, {submitted} of them submitted: {approve}"
+
+
+def _nothing_to_pay(outcome: RunOutcome, *, where: str) -> str:
+    """A rerun that changed no row: what the rows already were, not a second 'done'."""
+    paid = [r.status for r in outcome.rows if r.status in _NOTHING_TO_DO]
+    states = sorted({str(status) for status in paid}, reverse=True)
+    were = " or ".join(states) or "paid"
+    if outcome.exit_code == 0:
+        every = "the 1 row was" if len(paid) == 1 else f"all {len(paid):,} rows were"
+        return f"nothing to pay: {every} already {were}"
+    unpaid = sum(1 for r in outcome.rows if r.status in _NAMED)
+    already = f"{_many(len(paid), 'row')} already {were}, " if paid else ""
+    return (
+        f"nothing new to pay: {already}{_many(unpaid, 'row')} not paid (invalid, held,"
+        f" failed, returned or rejected): see {where}"
+    )
 
 
 def _money(amount: Decimal) -> str:

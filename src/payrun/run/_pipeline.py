@@ -123,6 +123,9 @@ class RunOutcome:
     exit_code: int = 0
     # Why --wait ended with payments not final (ran out, no answer)
     wait_ended: str | None = None
+    # Rows whose status this run changed: 0 is a rerun that found nothing to do (None: not
+    # counted)
+    changed: int | None = None
 
 
 class _Quiet:
@@ -238,8 +241,15 @@ async def _pay_ledger(
 ) -> RunOutcome:
     """Pay the open ledger's rows, then close it; a refused first run removes it."""
     stop = stop or StopSignal()
+    changed = 0
+
+    def row_changed(before: LedgerRow, after: LedgerRow) -> None:
+        nonlocal changed
+        changed += before.status is not after.status
+        watcher.row_changed(before, after)
+
     try:
-        book = RowBook(ledger.rows(), ledger=ledger, on_change=watcher.row_changed)
+        book = RowBook(ledger.rows(), ledger=ledger, on_change=row_changed)
         with _collector_tuned():
             outcome = await _with_client(
                 settings,
@@ -260,6 +270,7 @@ async def _pay_ledger(
         raise
     finally:
         ledger.close()
+    outcome.changed = changed
     return outcome
 
 
