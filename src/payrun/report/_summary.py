@@ -107,6 +107,11 @@ def _closing(
         return "done: every valid row was submitted (not yet delivered; add --wait to follow them)"
     if not create_only or outcome.exit_code not in (0, 1):
         return explain
+    return _created_closing(outcome, explain)
+
+
+def _created_closing(outcome: RunOutcome, explain: str) -> str:
+    """A --create-only run's last line (exit 0 or 1): the payments waiting for approval."""
     waiting = sum(1 for r in outcome.rows if r.status is RowStatus.CREATED)
     submitted = sum(1 for r in outcome.rows if r.status in _NOTHING_TO_DO)
     payments = "payment" if waiting == 1 else "payments"
