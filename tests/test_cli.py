@@ -256,3 +256,25 @@ def test_ctrl_c_while_the_command_line_loads_is_exit_3_without_a_traceback(
     assert "KeyboardInterrupt" not in done.stderr
     assert "interrupted before anything was done" in done.stderr
     assert done.stdout == ""
+
+
+def test_run_help_groups_its_options_and_ends_with_three_examples(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`payrun run --help`: the options in the groups what to pay, the bank, safety and
+    output (in that order, each with options), then three examples payrun accepts."""
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    titles = [f"\n{title}:\n" for title in ("what to pay", "the bank", "safety", "output")]
+    places = [out.find(title) for title in titles]
+    assert -1 not in places and places == sorted(places), out
+    for title, then in zip(titles, [*titles[1:], "\nother options:\n"], strict=True):
+        section = out[out.index(title) : out.index(then)]
+        assert len(re.findall(r"^  --", section, re.MULTILINE)) >= 3, section
+    assert out.index("\nsafety:\n") < out.index("--expect-total") < out.index("\noutput:\n")
+    examples = out[out.index("\nexamples:\n") :]
+    commands = [line.split()[1:] for line in examples.splitlines() if line.startswith("  payrun ")]
+    assert len(commands) == 3, examples
+    for argv in commands:
+        build_parser().parse_args(argv)
