@@ -323,3 +323,21 @@ def test_json_lines_group_the_rows_the_checks_stopped() -> None:
     events = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert [e["event"] for e in events] == ["rows", "started", "row", "progress"], events
     assert events[0]["rows"] == [2, 3] and events[0]["error"] == "account frozen"
+
+
+def test_a_reason_repeated_while_paying_is_logged_once_then_its_rows_at_the_end() -> None:
+    """While paying, the first row of a reason is logged as it happens; the others with the
+    same reason are one line at the end naming their rows, not one line each."""
+    stream = io.StringIO()
+    lines = LineObserver(stream, json_lines=False, create_only=False)
+    lines.started(total=31, done=0)
+    for number in range(2, 32):
+        lines.row_changed(
+            _row(RowStatus.CREATING, row=number),
+            _row(RowStatus.FAILED, error="insufficient funds", row=number),
+        )
+    lines.close()
+    text = stream.getvalue()
+    assert text.count("insufficient funds") == 2, text
+    assert "row 2: failed: insufficient funds" in text, text
+    assert "29 rows failed: insufficient funds (rows 3-31)" in text, text

@@ -252,6 +252,9 @@ class LineObserver:
         self._paying = False
         # Rows not paid before paying began (the checks): said once per cause, not per row
         self._early: list[LedgerRow] | None = []
+        # While paying, a reason is said with its first row; its other rows at the end
+        self._said: set[tuple[str, str | None]] = set()
+        self._repeats: list[LedgerRow] = []
 
     def _emit(self, event: str, message: str, **fields: object) -> None:
         if self._json:
@@ -302,9 +305,13 @@ class LineObserver:
     def row_changed(self, before: LedgerRow, after: LedgerRow) -> None:
         """Log failed and held rows (those of the checks once per cause), and progress
         every few seconds."""
+        said = (str(after.status), after.error)
         if after.status in _BAD and self._early is not None:
             self._early.append(after)
+        elif after.status in _BAD and said in self._said:
+            self._repeats.append(after)
         elif after.status in _BAD:
+            self._said.add(said)
             self._emit(
                 "row",
                 f"row {after.row}: {after.status}: {after.error}",
@@ -336,16 +343,20 @@ class LineObserver:
         """Log the rows the checks stopped, one line per cause with its rows (an account
         short of funds stops all its rows with one reason), once."""
         early, self._early = self._early or [], None
-        if not early:
+        self._say_grouped(early)
+
+    def _say_grouped(self, rows: list[LedgerRow], *, prefix: str = "") -> None:
+        """One line (a "rows" event) per cause of ``rows``, with their row numbers."""
+        if not rows:
             return
         if not self._json:
-            for line in _early_lines(early):
-                self._emit("rows", line)
+            for line in _early_lines(rows):
+                self._emit("rows", prefix + line)
             return
         # The report's grouping, loaded only when rows were stopped
         from payrun.report import group_causes
 
-        for cause in group_causes(early):
+        for cause in group_causes(rows):
             details = {
                 str(row.row): detail
                 for row, detail in zip(cause.rows, cause.details, strict=True)
@@ -353,7 +364,7 @@ class LineObserver:
             }
             self._emit(
                 "rows",
-                f"{_rows(cause.rows)} {cause.status}: {cause.reason}",
+                f"{prefix}{_rows(cause.rows)} {cause.status}: {cause.reason}",
                 status=cause.status,
                 error=cause.reason,
                 rows=[row.row for row in cause.rows],
@@ -376,8 +387,11 @@ class LineObserver:
             )
 
     def close(self) -> None:
-        """Log the rows the checks stopped, if paying never began."""
+        """Log the rows the checks stopped, if paying never began, and the other rows of
+        each reason said while paying."""
         self._say_early()
+        repeats, self._repeats = self._repeats, []
+        self._say_grouped(repeats, prefix="for the same reason as above, ")
 
 
 def _rows(rows: tuple[LedgerRow, ...]) -> str:
