@@ -61,20 +61,26 @@ def bank(tmp_path: Path) -> Iterator[tuple[RunningSandbox, Path]]:
         yield live, private
 
 
+def _the_page() -> tuple[str, dict[str, str]]:
+    """The page's wrapper script and environment file, once its cron line and systemd
+    unit are checked to start that wrapper with that file's settings."""
+    wrapper_path = "/usr/local/bin/payroll-run"
+    env_path = "/etc/payrun/payrun.env"
+    script = _block_after(f"`{wrapper_path}`")
+    assert script.startswith("#!/bin/bash\n")
+    cron = [ln for ln in _block_after("`crontab -e`").splitlines() if ln[:1].isdigit()]
+    assert [line.split()[5:] for line in cron] == [[wrapper_path]]
+    unit = _settings(_block_after("`/etc/systemd/system/payroll.service`"))
+    assert (unit["ExecStart"], unit["EnvironmentFile"]) == (wrapper_path, env_path)
+    assert f"env_file=${{PAYRUN_ENV_FILE:-{env_path}}}" in script
+    return script, _settings(_block_after(f"`{env_path}`"))
+
+
 class Schedule:
     """The page's set-up in a temporary folder: the scheduler's command, run for a month."""
 
     def __init__(self, root: Path, bank: RunningSandbox, signing_key: Path) -> None:
-        wrapper_path = "/usr/local/bin/payroll-run"
-        env_path = "/etc/payrun/payrun.env"
-        script = _block_after(f"`{wrapper_path}`")
-        assert script.startswith("#!/bin/bash\n")
-        # The page's scheduler lines start the wrapper, and systemd reads the same settings
-        cron = [ln for ln in _block_after("`crontab -e`").splitlines() if ln[:1].isdigit()]
-        assert [line.split()[5:] for line in cron] == [[wrapper_path]]
-        unit = _settings(_block_after("`/etc/systemd/system/payroll.service`"))
-        assert (unit["ExecStart"], unit["EnvironmentFile"]) == (wrapper_path, env_path)
-        assert f"env_file=${{PAYRUN_ENV_FILE:-{env_path}}}" in script
+        script, shown = _the_page()
         self.dir = root / "payroll"
         self.dir.mkdir()
         (root / "api-key").write_text(bank.api_key + "\n", encoding="utf-8")
@@ -84,7 +90,6 @@ class Schedule:
             "PAYRUN_SIGNING_KEY_FILE": str(signing_key),
             "PAYRUN_SIGNING_KEY_ID": KEY_ID,
         }
-        shown = _settings(_block_after(f"`{env_path}`"))
         assert set(shown) == set(ours), shown
         env_file = root / "payrun.env"
         env_file.write_text("".join(f"{k}={v}\n" for k, v in ours.items()), encoding="utf-8")
