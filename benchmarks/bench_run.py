@@ -263,8 +263,12 @@ def start_sandbox(
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
     log.close()
     assert process.stdout is not None
-    base_url = process.stdout.readline().strip().removeprefix("PAYRUN_BASE_URL=")
-    api_key = process.stdout.readline().strip().removeprefix("PAYRUN_API_KEY=")
+    base_url = (
+        process.stdout.readline().strip().removeprefix("export ").removeprefix("PAYRUN_BASE_URL=")
+    )
+    api_key = (
+        process.stdout.readline().strip().removeprefix("export ").removeprefix("PAYRUN_API_KEY=")
+    )
     if not base_url.startswith("http"):
         process.kill()
         msg = "the sandbox did not start"

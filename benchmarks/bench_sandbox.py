@@ -67,8 +67,12 @@ def _start_sandbox(seed: Path, *, pin: bool) -> tuple[subprocess.Popen[str], str
         command = ["taskset", "-c", "1", *command]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
-    base_url = process.stdout.readline().strip().removeprefix("PAYRUN_BASE_URL=")
-    api_key = process.stdout.readline().strip().removeprefix("PAYRUN_API_KEY=")
+    base_url = (
+        process.stdout.readline().strip().removeprefix("export ").removeprefix("PAYRUN_BASE_URL=")
+    )
+    api_key = (
+        process.stdout.readline().strip().removeprefix("export ").removeprefix("PAYRUN_API_KEY=")
+    )
     return process, base_url, api_key
 
 

@@ -89,7 +89,9 @@ def start_server(kind: str, latency_ms: int) -> Iterator[tuple[str, str, subproc
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)  # noqa: S603
     try:
         assert proc.stdout is not None
-        lines = dict(proc.stdout.readline().strip().split("=", 1) for _ in range(2))
+        lines = dict(
+            proc.stdout.readline().strip().removeprefix("export ").split("=", 1) for _ in range(2)
+        )
         yield lines["PAYRUN_BASE_URL"], lines["PAYRUN_API_KEY"], proc
     finally:
         proc.terminate()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -139,24 +140,47 @@ def test_version_prints_the_installed_version_and_exits_0(
 
 
 @pytest.mark.parametrize(
-    ("argv", "said", "usage"),
+    ("argv", "said"),
     [
-        (["rnu", "x.csv"], "unknown command (not shown): did you mean run?", "usage: payrun "),
-        (["validate", "x.csv", "--formt", "json"], "did you mean --format?", "payrun validate"),
-        (["run", "x.csv", "--sandbx"], "did you mean --sandbox?", "usage: payrun run "),
-        (["report", "x", "--format", "jsn"], "did you mean json?", "usage: payrun report "),
+        (["rnu", "x.csv"], "payrun: error: unknown command 'rnu': did you mean run? (commands:"),
+        (
+            ["validate", "x.csv", "--formt", "json"],
+            "unknown option --formt: did you mean --format?",
+        ),
+        (["run", "x.csv", "--sandbx"], "payrun run: error: unknown option --sandbx: did you mean"),
+        (["report", "x", "--format", "jsn"], "invalid choice: 'jsn' (choose from"),
     ],
 )
-def test_a_typo_gets_a_suggestion_and_the_subcommands_usage(
-    argv: list[str], said: str, usage: str, capsys: pytest.CaptureFixture[str]
+def test_a_typo_is_one_line_with_a_suggestion(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A mistyped command, option or choice exits 2 with 'did you mean ...?' under the
-    usage of the subcommand it was typed for."""
+    """A mistyped command, option or choice exits 2 with one line: what was not known (a
+    command's or option's name is no secret) and 'did you mean ...?', no usage dump."""
     with pytest.raises(SystemExit) as info:
         main(argv)
     assert info.value.code == 2
     err = capsys.readouterr().err
-    assert said in err and usage in err, err
+    (line,) = err.splitlines()
+    assert said in line and "did you mean" in line and "not shown" not in line, err
+
+
+def test_an_unknown_option_value_stays_hidden(capsys: pytest.CaptureFixture[str]) -> None:
+    """The value after an unknown option may be a secret: the line names the option only."""
+    with pytest.raises(SystemExit):
+        main(["run", "x.csv", "--dryrun", KEY])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == "payrun run: error: unknown option --dryrun: did you mean --dry-run?", line
+
+
+def test_payrun_alone_lists_the_commands_one_line_each(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`payrun` with no arguments lists every command with its one-line help (exit 2)."""
+    assert main([]) == 2
+    out = capsys.readouterr().out
+    for command in ("validate", "run", "check", "report", "template", "sandbox", "fleet"):
+        assert re.search(rf"^  {command} +\S", out, re.MULTILINE), out
+    assert "error" not in out and len(out.splitlines()) <= 15, out
 
 
 def test_the_shell_completes_commands_options_and_choices(tmp_path: Path) -> None:
@@ -232,3 +256,25 @@ def test_ctrl_c_while_the_command_line_loads_is_exit_3_without_a_traceback(
     assert "KeyboardInterrupt" not in done.stderr
     assert "interrupted before anything was done" in done.stderr
     assert done.stdout == ""
+
+
+def test_run_help_groups_its_options_and_ends_with_three_examples(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`payrun run --help`: the options in the groups what to pay, the bank, safety and
+    output (in that order, each with options), then three examples payrun accepts."""
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    titles = [f"\n{title}:\n" for title in ("what to pay", "the bank", "safety", "output")]
+    places = [out.find(title) for title in titles]
+    assert -1 not in places and places == sorted(places), out
+    for title, then in zip(titles, [*titles[1:], "\nother options:\n"], strict=True):
+        section = out[out.index(title) : out.index(then)]
+        assert len(re.findall(r"^  --", section, re.MULTILINE)) >= 3, section
+    assert out.index("\nsafety:\n") < out.index("--expect-total") < out.index("\noutput:\n")
+    examples = out[out.index("\nexamples:\n") :]
+    commands = [line.split()[1:] for line in examples.splitlines() if line.startswith("  payrun ")]
+    assert len(commands) == 3, examples
+    for argv in commands:
+        build_parser().parse_args(argv)

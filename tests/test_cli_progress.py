@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import csv
 import io
 import json
+import re
 from decimal import Decimal
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from _run_helpers import account_urls
 from payrun._models import LedgerRow, RowStatus
 from payrun.cli._progress import BarObserver, LineObserver, make_observer
+from payrun.sandbox import serve_in_thread
+from payrun.sandbox.seed import load_directory
 
 
 def _row(status: RowStatus, *, error: str | None = None, row: int = 2) -> LedgerRow:
@@ -197,3 +205,139 @@ def test_rows_in_doubt_are_said_with_their_time_and_shown_on_the_bar() -> None:
     bar.in_doubt(count=0, until=None)
     bar.close()
     assert task.fields["doubt"] == ""
+
+
+def _two_accounts_file(path: Path) -> Path:
+    """10 rows from the operational account to its 5 existing payees (paid as soon as its
+    own checks pass), 10 from the client money account to new payees, one of them a close
+    match (held)."""
+    directory = {e["account-holder"]: e for e in load_directory()}
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        out = csv.writer(handle)
+        out.writerow(
+            ["payee_name", "sort_code", "account_number", "amount", "reference"]
+            + ["source_account"]
+        )
+        names = list(directory)
+        for n, name in enumerate(names[:5] * 2):
+            entry = directory[name]
+            out.writerow(
+                [
+                    name,
+                    entry["sort-code"],
+                    entry["account-number"],
+                    f"{10 + n}.00",
+                    "PAY",
+                    "040004 30000001",
+                ]
+            )
+        for n, name in enumerate(names[5:15]):
+            entry = directory[name]
+            shown = name[:-1] + "x" if n == 0 else name
+            out.writerow(
+                [
+                    shown,
+                    entry["sort-code"],
+                    entry["account-number"],
+                    f"{30 + n}.00",
+                    "PAY",
+                    "040004 30000002",
+                ]
+            )
+    return path
+
+
+def test_the_last_frame_shows_the_end_of_a_run_whose_first_account_paid_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two accounts, one row held: the first account pays while the second is still checked
+    (its reads answer 1 s late), before the bar shows; the bar's last frame still shows
+    every row done, 20/20, and nothing left to pay."""
+    import anyio  # noqa: PLC0415
+
+    from payrun.config import RunOptions, Secret, Settings, ValidationOptions  # noqa: PLC0415
+    from payrun.run import run_batch  # noqa: PLC0415
+
+    with serve_in_thread(deliver_after_ms=20) as bank:
+        slow = account_urls(bank)["040004 30000002"].rsplit("/", 1)[-1]
+        serve_api = bank.app._serve_api  # noqa: SLF001 - the server's own request handler
+
+        async def late(scope: Any, receive: Any, send: Any) -> None:
+            if scope["method"] == "GET" and slow in scope["path"] + scope["query_string"].decode():
+                await asyncio.sleep(1.0)
+            await serve_api(scope, receive, send)
+
+        monkeypatch.setattr(bank.app, "_serve_api", late)
+        bar, screen = _bar_on_screen()
+        batch = _two_accounts_file(tmp_path / "pay.csv")
+        outcome = anyio.run(
+            lambda: run_batch(
+                batch,
+                Settings(base_url=bank.base_url, api_key=Secret(bank.api_key)),
+                validation=ValidationOptions(),
+                options=RunOptions(ledger_path=tmp_path / "pay.sqlite", settle_wait=1),
+                observer=bar,
+            )
+        )
+        bar.close()
+    assert outcome.exit_code == 1
+    assert sum(r.status is RowStatus.HELD for r in outcome.rows) == 1
+    frames = re.findall(r"(paying|paid|nothing paid) .*?([0-9,]+)/([0-9,]+)", screen.getvalue())
+    assert frames, screen.getvalue()
+    label, done, total = frames[-1]
+    assert (label, done, total) == ("paid", "20", "20"), screen.getvalue()[-2000:]
+
+
+def test_a_pipe_gets_an_account_short_of_funds_once_with_its_rows(tmp_path: Path) -> None:
+    """Not on a terminal, the 15 rows each of two accounts cannot cover are one log line
+    per account naming the reason and the rows, not 30 lines with the same reasons."""
+    from _run_helpers import make_rows, run, write_batch  # noqa: PLC0415
+    from payrun.sandbox import default_seed  # noqa: PLC0415
+
+    seed = default_seed()
+    for account in seed["accounts"]:
+        account["balance"] = "10.00"
+    with serve_in_thread(seed=seed) as bank:
+        batch = write_batch(tmp_path / "pay.csv", make_rows(5, 30, tag="F"))
+        done = run(bank, batch, tmp_path / "pay.sqlite")
+    assert done.returncode == 1, done.describe()
+    reasons = [line for line in done.stderr.splitlines() if "short of" in line]
+    assert len(reasons) == 2, done.stderr
+    assert all("15 rows failed: the available balance" in line for line in reasons), reasons
+    assert "(rows 2, 4, 6," in reasons[0] and "(rows 3, 5, 7," in reasons[1], reasons
+
+
+def test_json_lines_group_the_rows_the_checks_stopped() -> None:
+    """JSON lines: rows stopped before paying with one reason are one "rows" event listing
+    them, said before paying starts; a row not paid while paying is its own "row" event."""
+    stream = io.StringIO()
+    lines = LineObserver(stream, json_lines=True, create_only=False)
+    for number in (2, 3):
+        lines.row_changed(
+            _row(RowStatus.PENDING, row=number),
+            _row(RowStatus.FAILED, error="account frozen", row=number),
+        )
+    lines.started(total=3, done=2, not_paid=2)
+    lines.row_changed(_row(RowStatus.CREATING, row=4), _row(RowStatus.FAILED, error="no", row=4))
+    lines.close()
+    events = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [e["event"] for e in events] == ["rows", "started", "row", "progress"], events
+    assert events[0]["rows"] == [2, 3] and events[0]["error"] == "account frozen"
+
+
+def test_a_reason_repeated_while_paying_is_logged_once_then_its_rows_at_the_end() -> None:
+    """While paying, the first row of a reason is logged as it happens; the others with the
+    same reason are one line at the end naming their rows, not one line each."""
+    stream = io.StringIO()
+    lines = LineObserver(stream, json_lines=False, create_only=False)
+    lines.started(total=31, done=0)
+    for number in range(2, 32):
+        lines.row_changed(
+            _row(RowStatus.CREATING, row=number),
+            _row(RowStatus.FAILED, error="insufficient funds", row=number),
+        )
+    lines.close()
+    text = stream.getvalue()
+    assert text.count("insufficient funds") == 2, text
+    assert "row 2: failed: insufficient funds" in text, text
+    assert "29 rows failed: insufficient funds (rows 3-31)" in text, text

@@ -146,6 +146,23 @@ def test_run_pays_every_row_once_and_rerun_pays_nothing(
     assert all(g["payments"] == 1 and g["submissions"] == 1 for g in groups)
 
 
+def test_a_rerun_that_pays_nothing_says_so(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first run ends 'done'; the same command again pays nothing and says that every
+    row was already submitted, not 'done' a second time; `report -o` says what it wrote."""
+    start_bank()
+    batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
+    assert main(["run", str(batch)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("done: every valid row")
+    assert main(["run", str(batch)]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == "nothing to pay: all 4 rows were already submitted", last
+    assert main(["report", str(batch), "-o", str(tmp_path / "r.xlsx")]) == 0
+    said = capsys.readouterr()
+    assert said.out == "" and said.err == f"wrote {tmp_path / 'r.xlsx'}: 4 rows\n", said
+
+
 def test_dry_run_creates_nothing(
     start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -26,9 +26,10 @@ def test_announces_url_and_key_then_stops_on_sigterm() -> None:
     try:
         assert process.stdout is not None
         first, second = process.stdout.readline(), process.stdout.readline()
-        assert first.startswith("PAYRUN_BASE_URL=http://127.0.0.1:")
-        assert second.startswith("PAYRUN_API_KEY=sandbox-")
-        assert process.stdout.readline() == "PAYRUN_SETTLE_WAIT=1.25\n"
+        # `export `-prefixed (the contract's optional form): pasted, the shell exports them
+        assert first.startswith("export PAYRUN_BASE_URL=http://127.0.0.1:")
+        assert second.startswith("export PAYRUN_API_KEY=sandbox-")
+        assert process.stdout.readline() == "export PAYRUN_SETTLE_WAIT=1.25\n"
         base_url, key = first.strip().split("=", 1)[1], second.strip().split("=", 1)[1]
         response = httpx.get(
             f"{base_url}/v0/index", headers={"Authorization": f"ServiceAPIKey {key}"}

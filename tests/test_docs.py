@@ -48,7 +48,8 @@ def _shown_commands() -> list[tuple[str, list[str]]]:
             for word in words:
                 if word in _SHELL_ENDS or word.startswith((">", "2>")):
                     break
-                argv.append(word)
+                # A script's "$count": a value the script fills in (checked as a number)
+                argv.append("1" if word.startswith("$") else word)
             shown.append((f"{path.name}: {line.strip()}", argv))
     return shown
 

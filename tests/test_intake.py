@@ -366,3 +366,41 @@ def test_mutated_workbooks_raise_only_batch_file_errors(tmp_path: Path) -> None:
             read_all(path)
         except BatchFileError:
             pass
+
+
+def _ods(path: Path) -> Path:
+    """An OpenDocument spreadsheet's container: the mimetype member first, stored."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("mimetype", "application/vnd.oasis.opendocument.spreadsheet")
+        archive.writestr("content.xml", "<office:document-content/>", zipfile.ZIP_DEFLATED)
+    return path
+
+
+def _numbers(path: Path) -> Path:
+    """An Apple Numbers document as one file: a zip of .iwa parts."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("Index/Document.iwa", b"\x00\x01")
+        archive.writestr("Metadata/Properties.plist", "<plist/>")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "name", "said"),
+    [
+        (_ods, "pay.ods", "save a copy as Excel 2007-365 (.xlsx) or Text CSV"),
+        # Renamed, still told by its content
+        (_ods, "pay.xlsx", "is an OpenDocument spreadsheet (.ods)"),
+        (_numbers, "pay.numbers", "File > Export To > Excel (.xlsx) or CSV"),
+        (lambda p: (p.mkdir(), p)[1], "pay.numbers", "File > Export To > Excel (.xlsx) or CSV"),
+    ],
+    ids=["ods", "ods-renamed", "numbers", "numbers-package"],
+)
+def test_other_spreadsheets_say_how_to_export_from_their_program(
+    tmp_path: Path, make: Any, name: str, said: str
+) -> None:
+    """An .ods or .numbers file (a Numbers package is a folder) says to export it as .xlsx
+    or CSV from the program that made it, not 'a zip archive'."""
+    path = make(tmp_path / name)
+    with pytest.raises(BatchFileError) as info:
+        read_batch(path)
+    assert said in str(info.value) and "zip archive" not in str(info.value), info.value

@@ -108,3 +108,27 @@ def test_json_logs_carry_the_live_mode_refusal_as_one_object(tmp_path: Path) -> 
     assert done.returncode == 2, done.describe()
     error = json.loads(done.stdout)
     assert error["exit_code"] == 2 and "PAYRUN_SIGNING_KEY_ID" in error["message"]
+
+
+def test_an_unsigned_run_names_the_missing_signing_key_first(
+    live_bank: RunningSandbox, tmp_path: Path
+) -> None:
+    """A 401 to a run with no signing key names the missing signing key first, not 'the
+    bank refused the API key' (which sent a user after a key that was fine)."""
+    batch = write_batch(tmp_path / "pay.csv", make_rows(5, 2, tag="K"))
+    done = run(live_bank, batch, tmp_path / "pay.ledger.sqlite")
+    assert done.returncode == 2, done.describe()
+    (line,) = done.stderr.strip().splitlines()
+    assert "no signing key is configured" in line[:90], line
+    assert "refused the API key" not in line, line
+
+
+def test_a_bare_401_without_a_signing_key_names_the_signing_key_before_the_api_key() -> None:
+    """A 401 that says nothing of signatures, to an unsigned request: the signing key
+    settings come before the API key's."""
+    from payrun.bank._refusals import error_from_response  # noqa: PLC0415
+
+    error = error_from_response("GET", "/v0/index", 401, "{}", signed=False)
+    text = str(error)
+    assert text.startswith("the bank refused the request (HTTP 401 on GET /v0/index)"), text
+    assert text.index("PAYRUN_SIGNING_KEY_FILE") < text.index("PAYRUN_API_KEY"), text

@@ -93,6 +93,17 @@ def test_the_summary_at_80_columns() -> None:
     assert len(attention) <= 15, text
 
 
+def test_one_close_match_keeps_the_name_the_bank_suggests() -> None:
+    """Exactly one row held by a close match: its line still names the bank's suggestion."""
+    rows = [
+        _row(2, RowStatus.SUBMITTED),
+        _row(3, RowStatus.HELD, payee_name="Willow Hal", error=CLOSE.format(name="Willow Hall")),
+    ]
+    outcome = RunOutcome(rows=rows, plans=[], ledger_path=Path("p.sqlite"), exit_code=1)
+    text = _flat("\n".join(summary_lines(outcome, report_path=None, create_only=False)))
+    assert "row 3 (Willow Hal; bank: 'Willow Hall'): held: Confirmation of Payee" in text, text
+
+
 def test_thirty_rows_short_of_funds_are_a_few_lines() -> None:
     """A short balance on one account stopping 30 rows is said in a few lines, not 67."""
     rows = [_row(n, RowStatus.FAILED, source_account=CLIENT, error=SHORT) for n in range(2, 32)]

@@ -66,20 +66,29 @@ _GATEWAY_GAVE_UP = frozenset({504, 524})
 """A gateway stopped waiting for the bank (504; Cloudflare's 524): the bank may still finish."""
 
 
-def _unauthorized(where: str, *, signed: bool) -> str:
-    """What a 401 asks the user to check: the API key, and the signature or its absence."""
-    if signed:
+def _unauthorized(where: str, *, signed: bool, detail: str | None = None) -> str:
+    """What a 401 asks the user to check: the API key, and the signature or its absence.
+    Unsigned, the missing signing key comes first: a live-mode organization refuses every
+    unsigned request, however good the key (and a bank that says so is taken at its word)."""
+    if not signed and "signature" in (detail or "").lower():
         return (
-            f"the bank refused the API key or the request's signature (HTTP 401 on {where}):"
-            " check PAYRUN_API_KEY or PAYRUN_API_KEY_FILE, and that PAYRUN_SIGNING_KEY_ID is"
-            " the id the bank issued for the public half of PAYRUN_SIGNING_KEY_FILE (payrun"
-            " check tests the signature)"
+            f"the bank wants every request signed, and no signing key is configured (HTTP 401"
+            f" on {where}: {detail}): set PAYRUN_SIGNING_KEY_FILE and PAYRUN_SIGNING_KEY_ID"
+            " (see docs/live-mode.md); the answer is about the signature, not the API key"
+        )
+    if not signed:
+        return (
+            f"the bank refused the request (HTTP 401 on {where}), and no signing key is"
+            " configured: a live-mode organization refuses every unsigned request, so set"
+            " PAYRUN_SIGNING_KEY_FILE and PAYRUN_SIGNING_KEY_ID (see docs/live-mode.md); for"
+            " a test-mode organization, check the API key (PAYRUN_API_KEY or"
+            " PAYRUN_API_KEY_FILE) and PAYRUN_AUTH_SCHEME for the Authorization scheme word"
         )
     return (
-        f"the bank refused the API key (HTTP 401 on {where}): check PAYRUN_API_KEY or"
-        " PAYRUN_API_KEY_FILE, and PAYRUN_AUTH_SCHEME for the Authorization scheme word; a"
-        " live-mode organization also needs every request signed (PAYRUN_SIGNING_KEY_FILE and"
-        " PAYRUN_SIGNING_KEY_ID)"
+        f"the bank refused the API key or the request's signature (HTTP 401 on {where}):"
+        " check PAYRUN_API_KEY or PAYRUN_API_KEY_FILE, and that PAYRUN_SIGNING_KEY_ID is"
+        " the id the bank issued for the public half of PAYRUN_SIGNING_KEY_FILE (payrun"
+        " check tests the signature)"
     )
 
 
@@ -105,7 +114,10 @@ def error_from_response(
     where = secrets.mask(f"{method} {path}")
     if status == _HTTP_UNAUTHORIZED:
         return AuthError(
-            _unauthorized(where, signed=signed), status=status, code=code, detail=detail
+            _unauthorized(where, signed=signed, detail=detail),
+            status=status,
+            code=code,
+            detail=detail,
         )
     if status == _HTTP_FORBIDDEN:
         msg = f"the bank refused this API key's role (HTTP 403 on {where}): {detail or 'forbidden'}"

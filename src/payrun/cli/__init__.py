@@ -52,6 +52,9 @@ EXIT_CODES: tuple[tuple[type[PayrunError], int], ...] = (
 _COMMANDS = ("validate", "run", "check", "report", "template", "sandbox", "fleet")
 """Subcommand modules ``payrun.cli._<name>``, imported when the parser is built."""
 
+# A word shown back as the unknown command it was taken for: letters, as a command is (one
+# with digits, or longer, may be a pasted key: not shown)
+_COMMAND_LIKE = re.compile(r"[A-Za-z][A-Za-z-]{0,19}")
 # How alike a mistyped word must be to a command or option to be suggested (difflib's ratio)
 _CLOSE_ENOUGH = 0.6
 
@@ -67,26 +70,29 @@ class _Parser(argparse.ArgumentParser):
     key_given = False
 
     def error(self, message: str) -> NoReturn:
-        """Exit 2 with the usage error: argparse's text, or one JSON line for schedulers.
+        """Exit 2 with the usage error on one line (no usage dump), or one JSON line for
+        schedulers; a typo gets the closest command, option or choice.
 
         A message that could quote a secret is replaced: with an --api-key-like word on
-        the command line, or argparse quoting an unknown command.
+        the command line. An unknown command is named (a command's name is no secret),
+        unless it does not look like a word someone meant as one.
         """
         if _Parser.key_given:
             message = _KEY_ON_COMMAND_LINE
         elif "invalid choice" in message and message.startswith("argument COMMAND"):
-            maybe = _did_you_mean(_chosen(message), _COMMANDS)
-            message = f"unknown command (not shown){maybe}; choose one of: {', '.join(_COMMANDS)}"
-            if maybe:
-                message = f"unknown command (not shown){maybe} (commands: {', '.join(_COMMANDS)})"
+            word = _chosen(message)
+            maybe = _did_you_mean(word, _COMMANDS)
+            shown = f"'{word}'" if _COMMAND_LIKE.fullmatch(word) else "(not shown)"
+            message = f"unknown command {shown}{maybe} (commands: {', '.join(_COMMANDS)})"
         elif "invalid choice" in message:
             choices = re.findall(r"'([^']*)'", message.partition("(choose from")[2])
             message += _did_you_mean(_chosen(message), choices)
+        hint = "" if "--help" in message else f"; see {self.prog} --help"
         if _Parser.json_errors:
-            hint = "" if "--help" in message else f"; see {self.prog} --help"
             error_line(f"{message}{hint}", as_json=True, exit_code=2)
             raise SystemExit(2)
-        super().error(message)
+        # A suggestion is enough: the help is one command away
+        self.exit(2, f"{self.prog}: error: {message}{'' if 'did you mean' in message else hint}\n")
 
 
 def _chosen(message: str) -> str:
@@ -213,6 +219,9 @@ def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, obje
 
     if completion_requested():
         _complete(parser)
+    if not words:
+        _list_commands(parser)
+        return 2
     args, extras = parser.parse_known_args(argv)
     if extras:
         # The usage shown is the subcommand's, whose options were mistyped
@@ -243,6 +252,26 @@ def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, obje
     return code
 
 
+def _list_commands(parser: argparse.ArgumentParser) -> None:
+    """`payrun` alone: the commands, one line each, and where to read more (as git does)."""
+    helps = {
+        action.dest: action.help or ""
+        for group in parser._subparsers._group_actions  # type: ignore[union-attr]
+        if isinstance(group, argparse._SubParsersAction)
+        for action in group._choices_actions
+    }
+    width = max(len(name) for name in helps)
+    lines = [
+        "usage: payrun COMMAND [options]   (payrun COMMAND --help: a command's options)",
+        "",
+        "commands:",
+        *(f"  {name:<{width}}  {text}" for name, text in helps.items()),
+        "",
+        "Start with: payrun run samples/payroll.csv --sandbox --dry-run",
+    ]
+    print("\n".join(lines))  # noqa: T201 - what a person typing `payrun` wants to see
+
+
 def _complete(parser: argparse.ArgumentParser) -> None:
     """Answer the shell's tab completion (bash, zsh, fish) from the parser, then exit."""
     # Loaded only when a shell asks: no cost to a run
@@ -258,12 +287,12 @@ def _unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
     if any(_looks_like_key_option(option) for option in options):
         return _KEY_ON_COMMAND_LINE
     if not options:
-        return f"{len(extras)} unexpected argument(s) (not shown); see --help"
+        return f"{len(extras)} unexpected argument(s) (not shown)"
     known = [name for action in parser._actions for name in action.option_strings]
     maybe = _did_you_mean(options[0], known) if len(options) == 1 else ""
-    if maybe:
-        return f"unrecognized option {options[0]} (value not shown){maybe} (see --help)"
-    return f"unrecognized options: {' '.join(options)} (values not shown); see --help"
+    if len(options) == 1:
+        return f"unknown option {options[0]}{maybe}"
+    return f"unknown options: {' '.join(options)}"
 
 
 def _looks_like_key_option(word: str) -> bool:

@@ -22,6 +22,7 @@ def add_bank_key_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--api-key-file",
         type=file_path,
+        metavar="FILE",
         help="file holding the API key (default PAYRUN_API_KEY or PAYRUN_API_KEY_FILE)",
     )
     parser.add_argument(

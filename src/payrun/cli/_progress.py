@@ -91,11 +91,21 @@ class BarObserver:
         self._early: list[LedgerRow] = []
         self._lines = 0
 
-    def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
-        """Show the bar: say why rows were not paid before it, and when the run resumes."""
-        self._done = self._first = done
+    def started(
+        self,
+        *,
+        total: int,
+        done: int,
+        not_paid: int = 0,
+        settled: int = 0,
+        settled_not_paid: int = 0,
+    ) -> None:
+        """Show the bar: say why rows were not paid before it, and when the run resumes.
+        Rows this run ``settled`` before it (an account paid while another was checked)
+        are drawn done: their changes came before the bar showed."""
+        self._done = self._first = done + settled
         self._total = total
-        self._bad = not_paid
+        self._bad = not_paid + settled_not_paid
         self._start = time.monotonic()
         for line in _early_lines(self._early):
             self._print(line, style="red")
@@ -240,6 +250,11 @@ class LineObserver:
         self._done = 0
         self._last = 0.0
         self._paying = False
+        # Rows not paid before paying began (the checks): said once per cause, not per row
+        self._early: list[LedgerRow] | None = []
+        # While paying, a reason is said with its first row; its other rows at the end
+        self._said: set[tuple[str, str | None]] = set()
+        self._repeats: list[LedgerRow] = []
 
     def _emit(self, event: str, message: str, **fields: object) -> None:
         if self._json:
@@ -256,9 +271,19 @@ class LineObserver:
         with reader_may_leave(self._stream, run=True):
             print(line, file=self._stream, flush=True)
 
-    def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
-        """Log the start of payments (and that the run resumes, when rows were done before)."""
-        self._total, self._done, self._paying = total, done, True
+    def started(
+        self,
+        *,
+        total: int,
+        done: int,
+        not_paid: int = 0,
+        settled: int = 0,
+        settled_not_paid: int = 0,  # noqa: ARG002 - the log names each row not paid
+    ) -> None:
+        """Log the start of payments (and that the run resumes, when rows were done before);
+        rows this run ``settled`` before it count as done."""
+        self._total, self._done, self._paying = total, done + settled, True
+        self._say_early()
         paid_before = done - not_paid
         if paid_before > 0:
             self._emit(
@@ -274,10 +299,19 @@ class LineObserver:
             total=total,
             done=done,
         )
+        if settled:
+            self._progress(force=self._done == total)
 
     def row_changed(self, before: LedgerRow, after: LedgerRow) -> None:
-        """Log failed and held rows, and progress every few seconds."""
-        if after.status in _BAD:
+        """Log failed and held rows (those of the checks once per cause), and progress
+        every few seconds."""
+        said = (str(after.status), after.error)
+        if after.status in _BAD and self._early is not None:
+            self._early.append(after)
+        elif after.status in _BAD and said in self._said:
+            self._repeats.append(after)
+        elif after.status in _BAD:
+            self._said.add(said)
             self._emit(
                 "row",
                 f"row {after.row}: {after.status}: {after.error}",
@@ -291,15 +325,51 @@ class LineObserver:
             and before.status not in self._done_states
         ):
             self._done += 1
-            now = time.monotonic()
-            if now - self._last >= _LINE_EVERY_SECONDS or self._done == self._total:
-                self._last = now
-                self._emit(
-                    "progress",
-                    f"{self._done} of {self._total} rows done",
-                    done=self._done,
-                    total=self._total,
-                )
+            self._progress(force=self._done == self._total)
+
+    def _progress(self, *, force: bool) -> None:
+        """Log the rows done, every few seconds (and when ``force``)."""
+        now = time.monotonic()
+        if force or now - self._last >= _LINE_EVERY_SECONDS:
+            self._last = now
+            self._emit(
+                "progress",
+                f"{self._done} of {self._total} rows done",
+                done=self._done,
+                total=self._total,
+            )
+
+    def _say_early(self) -> None:
+        """Log the rows the checks stopped, one line per cause with its rows (an account
+        short of funds stops all its rows with one reason), once."""
+        early, self._early = self._early or [], None
+        self._say_grouped(early)
+
+    def _say_grouped(self, rows: list[LedgerRow], *, prefix: str = "") -> None:
+        """One line (a "rows" event) per cause of ``rows``, with their row numbers."""
+        if not rows:
+            return
+        if not self._json:
+            for line in _early_lines(rows):
+                self._emit("rows", prefix + line)
+            return
+        # The report's grouping, loaded only when rows were stopped
+        from payrun.report import group_causes
+
+        for cause in group_causes(rows):
+            details = {
+                str(row.row): detail
+                for row, detail in zip(cause.rows, cause.details, strict=True)
+                if detail
+            }
+            self._emit(
+                "rows",
+                f"{prefix}{_rows(cause.rows)} {cause.status}: {cause.reason}",
+                status=cause.status,
+                error=cause.reason,
+                rows=[row.row for row in cause.rows],
+                **({"details": details} if details else {}),
+            )
 
     def note(self, message: str) -> None:
         """Log a phase."""
@@ -317,7 +387,16 @@ class LineObserver:
             )
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Log the rows the checks stopped, if paying never began, and the other rows of
+        each reason said while paying."""
+        self._say_early()
+        repeats, self._repeats = self._repeats, []
+        self._say_grouped(repeats, prefix="for the same reason as above, ")
+
+
+def _rows(rows: tuple[LedgerRow, ...]) -> str:
+    """'row 7' for one row, else '30 rows'."""
+    return f"row {rows[0].row}" if len(rows) == 1 else f"{len(rows):,} rows"
 
 
 def doubt_message(count: int, until: datetime | None) -> str | None:
@@ -364,7 +443,7 @@ def finished_line(outcome: RunOutcome, *, report: Path | None) -> None:
 class QuietObserver:
     """``--quiet``: no bar and no log lines (errors and the JSON log's last line still show)."""
 
-    def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
+    def started(self, *, total: int, done: int, not_paid: int = 0, **_: int) -> None:
         """Say nothing."""
 
     def row_changed(self, before: LedgerRow, after: LedgerRow) -> None:

@@ -97,6 +97,9 @@ def execute(args: argparse.Namespace) -> int:
         # A folder, a missing folder, or what the report must never overwrite, said plainly
         check_report_path(output, keep=kept)
         write_report(output, rows)
+        # Said on stderr: stdout carries a report only when no -o is given
+        with reader_may_leave(sys.stderr):
+            print(f"wrote {output}: {_many_rows(len(rows))}", file=sys.stderr)  # noqa: T201
         return 0
     if fmt == "xlsx":
         msg = "an .xlsx report needs a file: add -o report.xlsx"
@@ -118,6 +121,10 @@ def execute(args: argparse.Namespace) -> int:
         )
         raise ConfigError(msg) from None
     return 0
+
+
+def _many_rows(count: int) -> str:
+    return "1 row" if count == 1 else f"{count:,} rows"
 
 
 def _location(named: str | None, given: Path | DatabaseURL | None) -> LedgerLocation:

@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 
 from payrun.cli._bank import add_bank_key_options, bank_settings
+from payrun.cli._help import HelpFormatter, OptionGroup, group_options
 from payrun.cli._output import file_path, ledger_arg, reader_may_leave
 from payrun.config import (
     DEFAULT_DUPLICATE_WINDOW_DAYS,
@@ -43,7 +44,73 @@ from payrun.config import (
 from payrun.errors import ConfigError, RefusedMidRunError, UsageError
 from payrun.intake import extension_note, sheet_note
 
-__all__ = ["execute", "register"]
+__all__ = ["RUN_HELP_GROUPS", "execute", "register"]
+
+RUN_HELP_GROUPS: tuple[OptionGroup, ...] = (
+    (
+        "what to pay",
+        "the batch file, how it is read, and which rows it may hold",
+        (
+            "--source-account",
+            "--sheet",
+            "--input-format",
+            "--pay-date",
+            "--plan",
+            "--max-amount",
+            "--max-rows",
+            "--allow-duplicates",
+        ),
+    ),
+    (
+        "the bank",
+        "which bank, its keys, and how hard to drive it",
+        (
+            "--sandbox",
+            "--base-url",
+            "--api-key-file",
+            "--signing-key-file",
+            "--signing-key-id",
+            "--max-in-flight",
+            "--per-account-submits",
+            "--wait",
+            "--wait-timeout",
+            "--settle-wait",
+        ),
+    ),
+    (
+        "safety",
+        "what is checked before money moves, and what is held rather than paid",
+        (
+            "--dry-run",
+            "--expect-count",
+            "--expect-total",
+            "--yes",
+            "--pay-now",
+            "--create-only",
+            "--confirm-payees",
+            "--accept-close-match",
+            "--accept-changed-details",
+            "--duplicate-window",
+            "--allow-repeat",
+        ),
+    ),
+    (
+        "output",
+        "where the results go and how much the run says",
+        ("--ledger", "--report", "--log-format", "--format", "--quiet"),
+    ),
+)
+"""`payrun run --help`'s groups, in order: the one place an option is given its group (an
+option no group names shows under "other options")."""
+
+_EXAMPLES = """\
+examples:
+  # rehearse against the built-in sandbox bank: no real money, nothing created
+  payrun run payroll.csv --sandbox --dry-run
+  # pay, refusing a file that does not add up to what the payroll system said
+  payrun run payroll.csv --expect-count 412 --expect-total 123456.78
+  # a scheduled run: no question asked, JSON log; run it again after exit 3 to resume
+  payrun run payroll.csv --yes --expect-count 412 --expect-total 123456.78 --log-format json"""
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -51,6 +118,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
         "run",
         allow_abbrev=False,
+        usage="%(prog)s BATCH [options]",
+        formatter_class=HelpFormatter,
+        epilog=_EXAMPLES,
         help="create and submit one payment per valid row, exactly once",
         description="Pay every valid row of BATCH through the bank API. Running the same"
         " command again resumes: rows already paid are never paid again. Exit 0 when every"
@@ -63,6 +133,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     _add_ledger_and_bank_options(parser)
     _add_payment_options(parser)
     _add_output_options(parser)
+    group_options(parser, RUN_HELP_GROUPS)
     parser.set_defaults(handler=execute)
 
 
@@ -73,13 +144,17 @@ def _add_file_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--source-account",
+        metavar="ACCOUNT",
         help="account to pay from for rows without one (no source_account column, or a"
         " blank cell): an account URL or 'SORTCODE ACCOUNTNUMBER'",
     )
-    parser.add_argument("--sheet", help="the .xlsx sheet to read (default: the first)")
+    parser.add_argument(
+        "--sheet", metavar="NAME", help="the .xlsx sheet to read (default: the first)"
+    )
     parser.add_argument(
         "--max-amount",
         type=_money,
+        metavar="AMOUNT",
         default=DEFAULT_MAX_AMOUNT,
         help="largest amount allowed per payment (default 1,000,000.00)",
     )
@@ -107,16 +182,21 @@ def _add_ledger_and_bank_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ledger",
         type=ledger_arg,
+        metavar="PATH|URL",
         help="the result ledger: a file (default BATCH.ledger.sqlite), or a PostgreSQL"
         " database's postgresql:// URL (default PAYRUN_LEDGER_URL, if set)",
     )
-    parser.add_argument("--report", type=file_path, help="write a report: .csv, .xlsx or .json")
+    parser.add_argument(
+        "--report", type=file_path, metavar="FILE", help="write a report: .csv, .xlsx or .json"
+    )
     parser.add_argument(
         "--sandbox",
         action="store_true",
         help="run against the embedded sandbox bank (no real money)",
     )
-    parser.add_argument("--base-url", help="bank API base address (default PAYRUN_BASE_URL)")
+    parser.add_argument(
+        "--base-url", metavar="URL", help="bank API base address (default PAYRUN_BASE_URL)"
+    )
     add_bank_key_options(parser)
 
 
@@ -125,12 +205,14 @@ def _add_payment_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-in-flight",
         type=int,
+        metavar="N",
         default=MAX_IN_FLIGHT_CAP,
         help=f"requests in flight for the organization (1..{MAX_IN_FLIGHT_CAP})",
     )
     parser.add_argument(
         "--per-account-submits",
         type=int,
+        metavar="N",
         default=PER_ACCOUNT_SUBMITS_CAP,
         help=f"concurrent submits per source account (1..{PER_ACCOUNT_SUBMITS_CAP})",
     )
@@ -140,6 +222,7 @@ def _add_payment_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wait-timeout",
         type=_seconds,
+        metavar="SECONDS",
         help="seconds --wait keeps following (default 600; only with --wait)",
     )
     parser.add_argument(
@@ -151,8 +234,12 @@ def _add_payment_options(parser: argparse.ArgumentParser) -> None:
         " has nothing, only then (default PAYRUN_SETTLE_WAIT, else 60; --sandbox: the"
         " sandbox's own bound)",
     )
-    parser.add_argument("--expect-count", type=_count, help="control total: number of valid rows")
-    parser.add_argument("--expect-total", type=_money, help="control total: sum of valid rows")
+    parser.add_argument(
+        "--expect-count", type=_count, metavar="N", help="control total: number of valid rows"
+    )
+    parser.add_argument(
+        "--expect-total", type=_money, metavar="AMOUNT", help="control total: sum of valid rows"
+    )
     parser.add_argument(
         "--create-only",
         action="store_true",
@@ -172,6 +259,7 @@ def _add_payment_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--duplicate-window",
         type=_days,
+        metavar="DAYS",
         default=DEFAULT_DUPLICATE_WINDOW_DAYS,
         help="days of the accounts' payments checked for repeats (default 3; 0: no check)",
     )

@@ -1,12 +1,14 @@
 """`payrun sandbox`: serve the sandbox bank on this machine until Ctrl-C or SIGTERM.
 
 Once the socket accepts connections, the first two lines on stdout are exactly
-``PAYRUN_BASE_URL=http://127.0.0.1:PORT`` and ``PAYRUN_API_KEY=<secret>`` (flushed at once,
-so scripts can read them); the third is ``PAYRUN_SETTLE_WAIT=<seconds>``, the longest this bank
-may take to carry out a request after it arrived (a run given it need not wait the default
-60 s for rows in doubt); everything else goes to stderr. A host that is not loopback
-is refused unless ``--public`` is given. ``--require-signatures PUBLIC.pem --signing-key-id
-ID`` serves a live-mode organization that refuses unsigned requests.
+``export PAYRUN_BASE_URL=http://127.0.0.1:PORT`` and ``export PAYRUN_API_KEY=<secret>``
+(the contract's lines with its optional ``export `` prefix, so they paste into a shell;
+flushed at once, so scripts can read them); the third is
+``export PAYRUN_SETTLE_WAIT=<seconds>``, the longest this bank may take to carry out a
+request after it arrived (a run given it need not wait the default 60 s for rows in doubt);
+everything else goes to stderr. A host that is not loopback is refused unless ``--public``
+is given. ``--require-signatures PUBLIC.pem --signing-key-id ID`` serves a live-mode
+organization that refuses unsigned requests.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         allow_abbrev=False,
         help="serve the sandbox bank locally (for rehearsals, tests and benchmarks)",
         description="Serve the sandbox bank API until Ctrl-C or SIGTERM. The first two stdout "
-        "lines are PAYRUN_BASE_URL=... and PAYRUN_API_KEY=..., printed once it accepts "
-        "connections.",
+        "lines are export PAYRUN_BASE_URL=... and export PAYRUN_API_KEY=..., printed once it"
+        " accepts connections: paste them into a shell (or read them in a script).",
     )
     add = parser.add_argument
     add("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -151,10 +153,11 @@ def execute(args: argparse.Namespace) -> int:
     # A reader that leaves (| head -2) stops no server
     def announce(base_url: str) -> None:
         with reader_may_leave():
-            print(f"PAYRUN_BASE_URL={base_url}", flush=True)  # noqa: T201 - the contract's lines
-            print(f"PAYRUN_API_KEY={app.api_key}", flush=True)  # noqa: T201
+            # `export `: pasted into a shell, the runs started from it see them
+            print(f"export PAYRUN_BASE_URL={base_url}", flush=True)  # noqa: T201 - the contract's
+            print(f"export PAYRUN_API_KEY={app.api_key}", flush=True)  # noqa: T201
             # Its own bound, for the settle wait of runs against it (after the contract's two)
-            print(f"PAYRUN_SETTLE_WAIT={app.settle_wait_s:g}", flush=True)  # noqa: T201
+            print(f"export PAYRUN_SETTLE_WAIT={app.settle_wait_s:g}", flush=True)  # noqa: T201
         with reader_may_leave(sys.stderr):
             message = f"payrun sandbox: serving {base_url}; Ctrl-C to stop"
             print(message, file=sys.stderr, flush=True)  # noqa: T201

@@ -67,7 +67,10 @@ def _read_head(path: Path) -> bytes:
     except FileNotFoundError:
         msg = f"cannot find the batch file {path}"
     except IsADirectoryError:
-        msg = f"{path} is a directory, not a batch file"
+        # A Numbers document may be a folder (a macOS package)
+        from payrun.intake._zip import other_spreadsheet
+
+        msg = other_spreadsheet(path) or f"{path} is a directory, not a batch file"
     except OSError as exc:
         msg = f"cannot read the batch file {path}: {exc.strerror or exc}"
     raise BatchFileError(msg, path=path)

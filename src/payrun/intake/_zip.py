@@ -16,6 +16,7 @@ import collections
 import posixpath
 import zipfile
 import zlib
+from collections.abc import Collection
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -28,6 +29,7 @@ __all__ = [
     "MAX_UNCOMPRESSED_BYTES",
     "SheetMarks",
     "check_workbook_zip",
+    "other_spreadsheet",
     "sheet_choice",
     "sheet_extent",
     "sheet_marks",
@@ -46,12 +48,16 @@ def check_workbook_zip(path: Path) -> None:
     try:
         with zipfile.ZipFile(path) as archive:
             entries = archive.infolist()
+            names = {entry.filename for entry in entries}
+            # An OpenDocument file names its kind in its first member, a few bytes long
+            kind = archive.read("mimetype")[:100] if "mimetype" in names else b""
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError) as exc:
         msg = f"{path.name} is a corrupt .xlsx workbook (broken zip): save it again from Excel"
         raise BatchFileError(msg, path=path) from exc
-    names = {entry.filename for entry in entries}
     if "xl/workbook.xml" not in names:
-        msg = f"{path.name} is a zip archive, not an Excel .xlsx workbook"
+        msg = other_spreadsheet(path, names, kind) or (
+            f"{path.name} is a zip archive, not an Excel .xlsx workbook"
+        )
         raise BatchFileError(msg, path=path)
     # Readers disagree on which of two same-named parts counts: the checks could read one
     # and calamine lay out the other.
@@ -71,6 +77,26 @@ def check_workbook_zip(path: Path) -> None:
             f" {MAX_UNCOMPRESSED_BYTES // 1_048_576} MB limit (a zip bomb?); split the batch"
         )
         raise BatchFileError(msg, path=path)
+
+
+def other_spreadsheet(path: Path, names: Collection[str] = (), kind: bytes = b"") -> str | None:
+    """What to do with another program's spreadsheet (an OpenDocument .ods, an Apple
+    Numbers document), by its content or else its name; None for anything else."""
+    suffix = path.suffix.lower()
+    if kind.startswith(b"application/vnd.oasis.opendocument.spreadsheet") or (
+        suffix == ".ods" and not kind
+    ):
+        return (
+            f"{path.name} is an OpenDocument spreadsheet (.ods), which payrun does not read:"
+            " in LibreOffice Calc (or the program that made it) save a copy as Excel"
+            " 2007-365 (.xlsx) or Text CSV, and give payrun that file"
+        )
+    if suffix == ".numbers" or any(n.startswith("Index/") and n.endswith(".iwa") for n in names):
+        return (
+            f"{path.name} is an Apple Numbers document, which payrun does not read: in"
+            " Numbers choose File > Export To > Excel (.xlsx) or CSV, and give payrun that file"
+        )
+    return None
 
 
 def _check_relationship_ids(path: Path) -> None:

@@ -100,11 +100,18 @@ def _closing(
     if outcome.interrupted and outcome.exit_code == _INCOMPLETE:
         return _INTERRUPTED
     explain = _EXPLAIN.get(outcome.exit_code, "").format(where=where)
+    if outcome.changed == 0 and not create_only and outcome.exit_code in (0, 1):
+        return _nothing_to_pay(outcome, where=where)
     # Submitted is not paid yet: the payee's bank may still fail or return it
     if not create_only and outcome.exit_code == 0 and open_rows:
         return "done: every valid row was submitted (not yet delivered; add --wait to follow them)"
     if not create_only or outcome.exit_code not in (0, 1):
         return explain
+    return _created_closing(outcome, explain)
+
+
+def _created_closing(outcome: RunOutcome, explain: str) -> str:
+    """A --create-only run's last line (exit 0 or 1): the payments waiting for approval."""
     waiting = sum(1 for r in outcome.rows if r.status is RowStatus.CREATED)
     submitted = sum(1 for r in outcome.rows if r.status in _NOTHING_TO_DO)
     payments = "payment" if waiting == 1 else "payments"
@@ -116,6 +123,22 @@ def _closing(
     if not submitted:
         return f"done: every valid row was created, and none submitted: {approve}"
     return f"done: every valid row was created, {submitted} of them submitted: {approve}"
+
+
+def _nothing_to_pay(outcome: RunOutcome, *, where: str) -> str:
+    """A rerun that changed no row: what the rows already were, not a second 'done'."""
+    paid = [r.status for r in outcome.rows if r.status in _NOTHING_TO_DO]
+    states = sorted({str(status) for status in paid}, reverse=True)
+    were = " or ".join(states) or "paid"
+    if outcome.exit_code == 0:
+        every = "the 1 row was" if len(paid) == 1 else f"all {len(paid):,} rows were"
+        return f"nothing to pay: {every} already {were}"
+    unpaid = sum(1 for r in outcome.rows if r.status in _NAMED)
+    already = f"{_many(len(paid), 'row')} already {were}, " if paid else ""
+    return (
+        f"nothing new to pay: {already}{_many(unpaid, 'row')} not paid (invalid, held,"
+        f" failed, returned or rejected): see {where}"
+    )
 
 
 def _money(amount: Decimal) -> str:
@@ -251,8 +274,10 @@ def _attention_blocks(outcome: RunOutcome) -> list[RenderableType]:
     for cause in causes[:_MAX_CAUSES]:
         style = _STATUS_STYLES.get(cause.status)
         if len(cause.rows) == 1:
-            row = cause.rows[0]
-            line = f"row {row.row} ({visible(row.payee_name)}): {cause.status}: {cause.reason}"
+            row, detail = cause.rows[0], cause.details[0]
+            # The bank's suggested name, as for a cause of many rows
+            who = visible(row.payee_name) + (f"; {detail}" if detail else "")
+            line = f"row {row.row} ({who}): {cause.status}: {cause.reason}"
             blocks.append(Padding(Text(line, style=style or ""), (0, 0, 0, 2), expand=False))
             continue
         where = f" from {cause.account}" if cause.account else ""

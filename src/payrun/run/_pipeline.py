@@ -83,9 +83,20 @@ _NOT_PAID = (
 class RunObserver(Protocol):
     """Receives progress: the CLI draws a bar or writes log lines from it."""
 
-    def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
+    def started(
+        self,
+        *,
+        total: int,
+        done: int,
+        not_paid: int = 0,
+        settled: int = 0,
+        settled_not_paid: int = 0,
+    ) -> None:
         """The run begins paying ``total`` rows, ``done`` of them already finished, of which
-        ``not_paid`` will not be paid (invalid, held, failed, returned, rejected)."""
+        ``not_paid`` will not be paid (invalid, held, failed, returned, rejected).
+        ``settled``: rows this run already finished before this call (an account pays as
+        soon as its own checks pass, maybe before the others' end), ``settled_not_paid`` of
+        them not paid; their changes came before this call, and count as done."""
 
     def row_changed(self, before: LedgerRow, after: LedgerRow) -> None:
         """A row moved from one status to another (already committed to the ledger)."""
@@ -112,10 +123,13 @@ class RunOutcome:
     exit_code: int = 0
     # Why --wait ended with payments not final (ran out, no answer)
     wait_ended: str | None = None
+    # Rows whose status this run changed: 0 is a rerun that found nothing to do (None: not
+    # counted)
+    changed: int | None = None
 
 
 class _Quiet:
-    def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
+    def started(self, *, total: int, done: int, not_paid: int = 0, **_: int) -> None:
         """Ignore."""
 
     def row_changed(self, before: LedgerRow, after: LedgerRow) -> None:
@@ -227,8 +241,15 @@ async def _pay_ledger(
 ) -> RunOutcome:
     """Pay the open ledger's rows, then close it; a refused first run removes it."""
     stop = stop or StopSignal()
+    changed = 0
+
+    def row_changed(before: LedgerRow, after: LedgerRow) -> None:
+        nonlocal changed
+        changed += before.status is not after.status
+        watcher.row_changed(before, after)
+
     try:
-        book = RowBook(ledger.rows(), ledger=ledger, on_change=watcher.row_changed)
+        book = RowBook(ledger.rows(), ledger=ledger, on_change=row_changed)
         with _collector_tuned():
             outcome = await _with_client(
                 settings,
@@ -249,6 +270,7 @@ async def _pay_ledger(
         raise
     finally:
         ledger.close()
+    outcome.changed = changed
     return outcome
 
 
@@ -596,7 +618,18 @@ class _FirstPass:
         rows = [r for r in self._book.all() if r.row not in planned]
         done = sum(1 for r in rows if r.status not in settled)
         not_paid = sum(1 for r in rows if r.status in _NOT_PAID)
-        self._watcher.started(total=len(self._book), done=done, not_paid=not_paid)
+        # An account whose checks passed first may have paid rows already
+        unfinished = settled if not self._options.create_only else _UNPAID
+        paid_early = [
+            r for r in self._book.all() if r.row in planned and r.status not in unfinished
+        ]
+        self._watcher.started(
+            total=len(self._book),
+            done=done,
+            not_paid=not_paid,
+            settled=len(paid_early),
+            settled_not_paid=sum(1 for r in paid_early if r.status in _NOT_PAID),
+        )
         self.gate.open()
 
 

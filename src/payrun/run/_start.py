@@ -166,10 +166,18 @@ def _check_same_file(ledger: LedgerStore, info: BatchInfo, batch_path: Path) -> 
         if started
         else ""
     )
+    # A file name used for every month (current.csv) meets last month's ledger
+    new_batch = (
+        ""
+        if started
+        else "if it is a new batch (next month's, saved under this name), give it a file"
+        " name of its own (payroll-2026-12.csv) or a new --ledger: each batch has its own"
+        " ledger; if it corrects this batch, "
+    )
     msg = (
         f"the ledger {ledger.location} was made for a different content of {batch_path.name}"
-        f" (the file changed since its first run); first restore the original file and"
-        f" run it again until it finishes{unfinished}; only then put the corrected rows,"
+        f" (the file changed since its first run); {new_batch}first restore the original file"
+        f" and run it again until it finishes{unfinished}; only then put the corrected rows,"
         " and only those, in a new file of their own and pay that (the whole new file"
         " on a fresh ledger would hold the rows already paid as possible repeats)"
     )
