@@ -339,10 +339,11 @@ def test_the_cutoff_timer_stops_a_paying_batch_and_ends_it_incomplete(
     the batch ends incomplete (exit 3) and no row is paid twice."""
     import datetime
 
-    with serve_in_thread(latency_ms=150) as bank:
+    # 300 rows at 300 ms take about 17 s: the cut-off comes mid-batch even on a slow machine
+    with serve_in_thread(latency_ms=300) as bank:
         keys = write_keys(tmp_path / "keys", [bank])
         workers.append(start_worker(temporal, url, keys, queue, tmp_path / "w.log"))
-        soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=7)
+        soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=12)
         manifest, rows = _batches(tmp_path, [bank], cutoff=soon.isoformat())
         name = "org0-2026-11"
         done = submit(temporal, url, manifest, queue, "--wait", "--format", "json")

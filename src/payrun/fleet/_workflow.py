@@ -53,7 +53,8 @@ _END_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=15), maximum_attempt
 _PAY_TIMEOUT = timedelta(days=7)
 _END_TIMEOUT = timedelta(seconds=60)
 _FIRST_SIGNAL_WAIT = timedelta(seconds=30)
-_ROUTE_TIMEOUT = timedelta(seconds=120)
+# A bank call and a workflow start: a worker dead mid-route is noticed this soon
+_ROUTE_TIMEOUT = timedelta(seconds=20)
 
 
 @dataclass(frozen=True, slots=True)
