@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from payrun.errors import ConfigError, InterruptedRunError
 
@@ -49,6 +49,7 @@ __all__ = [
     "ledger_url_from_env",
     "load_settings",
     "mask_database_url",
+    "redact_url",
     "parse_settle_wait",
     "settle_wait_from_env",
     "without_userinfo",
@@ -267,6 +268,9 @@ def completion_requested() -> bool:
 
 _DATABASE_URL = re.compile(r"postgres(?:ql)?://", re.IGNORECASE)
 _MASK = "***"
+_NOT_A_URL = "(not a URL: not shown)"
+# A URL option whose value is a secret: password, sslpassword, a token, a key
+_SECRET_OPTION = re.compile(r"pass|secret|token|key", re.IGNORECASE)
 
 
 def database_url(text: str) -> DatabaseURL | None:
@@ -295,29 +299,43 @@ def ledger_url_from_env(environ: Mapping[str, str] | None = None) -> DatabaseURL
     return url
 
 
-def mask_database_url(url: str) -> str:
-    """``url`` with the password of its address and of its query (``?password=``) masked."""
+def redact_url(url: str) -> str:
+    """``url`` as it may be shown: scheme, user, host, port and path (a ledger's database)
+    only. A password shows as ``***``; the query (``?sslpassword=...``, ``?password=...``,
+    any option's value) and the fragment never show. The one way a URL that may hold
+    credentials (a ledger database's, the bank's) is printed, logged or put in an error."""
     try:
-        parts = urlsplit(url)
+        parts = urlsplit(url.strip())
     except ValueError:
         # Unparsable (a stray "["): nothing of it is shown
-        return f"{url.partition(':')[0]}://{_MASK}"
-    netloc = parts.netloc
-    userinfo, at, hosts = netloc.rpartition("@")
-    if at and ":" in userinfo:
-        netloc = f"{userinfo.partition(':')[0]}:{_MASK}@{hosts}"
-    query = parts.query
-    pairs = parse_qsl(query, keep_blank_values=True)
-    if any(key.lower() == "password" for key, _ in pairs):
-        query = urlencode(
-            [(k, _MASK if k.lower() == "password" else v) for k, v in pairs], safe="*/"
-        )
+        return f"{_scheme_of(url)}://{_MASK}"
+    # Not a URL at all (a key pasted in its place?): nothing of it is shown
+    if not parts.scheme or "://" not in url:
+        return _NOT_A_URL
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    if ":" in userinfo:
+        user += f":{_MASK}"
+    netloc = f"{user}@{hosts}" if at else hosts
     # Built by hand: urlunsplit drops the "//" of an empty host (a Unix socket's URL)
-    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+    return f"{parts.scheme}://{netloc}{parts.path}"
+
+
+def _scheme_of(url: str) -> str:
+    """The scheme of ``url`` when it has one of letters only, else ``url`` (shown as the
+    scheme of a URL that cannot be parsed: nothing else of it)."""
+    scheme = url.strip().partition(":")[0]
+    return scheme if scheme.isalpha() else "url"
+
+
+def mask_database_url(url: str) -> str:
+    """A ledger database's URL as it may be shown: ``redact_url``."""
+    return redact_url(url)
 
 
 def _url_passwords(url: str) -> list[str]:
-    """The passwords in the URL's address and query, as written and decoded, longest first."""
+    """The passwords in the URL's address and the values of its secret options (password,
+    sslpassword, a token or key), as written and decoded, longest first."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -325,8 +343,9 @@ def _url_passwords(url: str) -> list[str]:
         return [url.partition("://")[2]]
     query = parts.query
     found = [parts.password or ""]
-    found += [v for k, v in parse_qsl(query, keep_blank_values=True) if k.lower() == "password"]
-    found += [w.partition("=")[2] for w in query.split("&") if w.lower().startswith("password=")]
+    found += [v for k, v in parse_qsl(query, keep_blank_values=True) if _SECRET_OPTION.search(k)]
+    written = [word.partition("=") for word in query.split("&")]
+    found += [value for name, _, value in written if _SECRET_OPTION.search(name)]
     found += [unquote(text) for text in found]
     return sorted({text for text in found if text}, key=len, reverse=True)
 
@@ -353,7 +372,7 @@ def check_base_url(url: str, *, source: str = "PAYRUN_BASE_URL") -> None:
         )
         raise ConfigError(msg)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        msg = f"{source} {url!r} is not an http(s) address such as https://bank.example"
+        msg = f"{source} {redact_url(url)!r} is not an http(s) address such as https://bank.example"
         raise ConfigError(msg)
     if parts.scheme == "http" and not _is_loopback(parts.hostname):
         msg = (
