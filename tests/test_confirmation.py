@@ -69,6 +69,8 @@ def _signing_key(tmp_path_factory: pytest.TempPathFactory) -> None:
             serialization.NoEncryption(),
         )
     )
+    # Readable by its owner only, or payrun refuses it
+    path.chmod(0o600)
     _SIGNING.update(PAYRUN_SIGNING_KEY_FILE=str(path), PAYRUN_SIGNING_KEY_ID=KEY_ID)
 
 

@@ -11,6 +11,7 @@ import ipaddress
 import math
 import os
 import re
+import shlex
 import stat
 import threading
 from collections.abc import Callable, Mapping
@@ -140,12 +141,14 @@ class DatabaseURL:
 @dataclass(frozen=True, slots=True)
 class Settings:
     """How to reach the bank: base URL, API key, the Authorization scheme word, and the
-    signing key when requests are signed (``None``: unsigned)."""
+    signing key when requests are signed (``None``: unsigned); ``warnings``: what the
+    command should say about them (an API key file other users can read)."""
 
     base_url: str
     api_key: Secret = field(repr=False)
     auth_scheme: str = DEFAULT_AUTH_SCHEME
     signing: SigningKey | None = None
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -251,14 +254,16 @@ def load_settings(
         msg = "no bank address: set PAYRUN_BASE_URL or pass --base-url (or use --sandbox)"
         raise ConfigError(msg)
     check_base_url(url, source="--base-url" if base_url else "PAYRUN_BASE_URL")
-    key = _read_api_key(api_key_file, env, stopped)
+    key, warnings = _read_api_key(api_key_file, env, stopped)
     scheme = env.get("PAYRUN_AUTH_SCHEME", DEFAULT_AUTH_SCHEME).strip() or DEFAULT_AUTH_SCHEME
     # Sent before the key in every request's header
     if not _SCHEME.fullmatch(scheme):
         msg = "PAYRUN_AUTH_SCHEME must be one word of letters and digits, such as ServiceAPIKey"
         raise ConfigError(msg)
     signing = _read_signing_key(signing_key_file, signing_key_id, env, stopped)
-    return Settings(base_url=url, api_key=key, auth_scheme=scheme, signing=signing)
+    return Settings(
+        base_url=url, api_key=key, auth_scheme=scheme, signing=signing, warnings=warnings
+    )
 
 
 def completion_requested() -> bool:
@@ -393,15 +398,20 @@ def _is_loopback(host: str) -> bool:
 
 def _read_api_key(
     api_key_file: Path | None, env: Mapping[str, str], stopped: Callable[[], bool]
-) -> Secret:
-    # The file's name is never shown: a key pasted in its place would be echoed.
+) -> tuple[Secret, tuple[str, ...]]:
+    """The API key, and a warning when its file can be read by other users."""
+    # The file's name is shown only once it names a file (the chmod that fixes its
+    # permissions): a key pasted in its place would be echoed.
     source = "--api-key-file" if api_key_file else "PAYRUN_API_KEY_FILE"
     path_text = str(api_key_file) if api_key_file else env.get("PAYRUN_API_KEY_FILE", "")
     if path_text:
         where = f"the API key file named by {source}"
+        path = _home_expanded(path_text)
+        open_to = _open_to_others(path)
+        warnings = () if open_to is None else (_too_open(where, path, open_to, refused=False),)
         try:
             # Undecodable bytes become U+FFFD, which _checked_key refuses without showing.
-            data = _key_file_bytes(_home_expanded(path_text), where, stopped)
+            data = _key_file_bytes(path, where, stopped)
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             msg = f"cannot read {where}: {reason}; give the path of a file holding the key"
@@ -413,12 +423,45 @@ def _read_api_key(
         if not value:
             msg = f"{where} is empty: put the API key in it"
             raise ConfigError(msg)
-        return _checked_key(value, where)
+        return _checked_key(value, where), warnings
     value = env.get("PAYRUN_API_KEY", "").strip()
     if not value:
         msg = "no API key: set PAYRUN_API_KEY or PAYRUN_API_KEY_FILE (or use --sandbox)"
         raise ConfigError(msg)
-    return _checked_key(value, "PAYRUN_API_KEY")
+    return _checked_key(value, "PAYRUN_API_KEY"), ()
+
+
+_OTHERS_BITS = stat.S_IRWXG | stat.S_IRWXO
+"""Permission bits that let users other than the owner read (or change) a key file."""
+
+
+def _open_to_others(path: Path) -> int | None:
+    """The permission bits of the key file at ``path`` when users other than its owner
+    may read or change it, as ssh refuses a private key; None when only its owner can,
+    or it is no regular file (a pipe from a secret store, a device) or cannot be read."""
+    if os.name != "posix":
+        return None
+    try:
+        status = path.stat()
+    except (OSError, ValueError):
+        return None
+    mode = stat.S_IMODE(status.st_mode)
+    return mode if stat.S_ISREG(status.st_mode) and mode & _OTHERS_BITS else None
+
+
+def _too_open(where: str, path: Path, mode: int, *, refused: bool) -> str:
+    """The one line about a key file other users can read, with the chmod that fixes it."""
+    fix = f"chmod 600 {shlex.quote(str(path))}"
+    if refused:
+        return (
+            f"{where} can be read by other users (permissions {mode:04o}), so the key is not"
+            f" secret: payrun uses a signing key only its owner can read; run `{fix}`, and"
+            " replace the key if others may have copied it"
+        )
+    return (
+        f"{where} can be read by other users (permissions {mode:04o}): run `{fix}` so"
+        " that only you can read the API key"
+    )
 
 
 def _home_expanded(path_text: str) -> Path:
@@ -510,8 +553,13 @@ def _read_signing_key(
         )
         raise ConfigError(msg)
     where = f"the signing key file named by {file_source}"
+    path = _home_expanded(path_text)
+    open_to = _open_to_others(path)
+    # As ssh refuses a private key others can read: the key may no longer be secret
+    if open_to is not None:
+        raise ConfigError(_too_open(where, path, open_to, refused=True))
     try:
-        data = _key_file_bytes(_home_expanded(path_text), where, stopped)
+        data = _key_file_bytes(path, where, stopped)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         msg = f"cannot read {where}: {reason}; give the path of the Ed25519 private key file"

@@ -31,6 +31,7 @@ __all__ = [
     "reader_may_leave",
     "silence",
     "stream_console",
+    "warning_line",
 ]
 
 
@@ -70,6 +71,17 @@ def error_line(message: str, *, as_json: bool = False, exit_code: int | None = N
     with reader_may_leave(sys.stderr, run=True):
         for line in lines:
             print(line, file=sys.stderr)  # noqa: T201 - the CLI's one error line
+
+
+def warning_line(message: str, *, as_json: bool = False) -> None:
+    """Print one warning line on stderr (the command goes on); with ``--log-format json``,
+    as a JSON log object (``"event": "warning"``)."""
+    line = f"payrun: warning: {message}"
+    if as_json:
+        now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        line = json.dumps({"time": now, "event": "warning", "message": message})
+    with reader_may_leave(sys.stderr, run=True):
+        print(line, file=sys.stderr)  # noqa: T201 - a warning, the command goes on
 
 
 @contextlib.contextmanager

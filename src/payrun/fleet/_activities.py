@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +103,9 @@ class FleetActivities:
         except ConfigError as exc:
             await asyncio.to_thread(store.set_state, name, "refused", message=str(exc))
             raise ApplicationError(str(exc), type=REFUSED, non_retryable=True) from None
+        for warning in settings.warnings:
+            # The worker's log: an API key file other users can read
+            print(f"batch {name}: warning: {warning}", file=sys.stderr, flush=True)  # noqa: T201
         if self.draining:
             msg = f"worker {self.identity} is stopping: the batch goes to another"
             raise ApplicationError(msg, type=HANDED_BACK)
