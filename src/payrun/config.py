@@ -46,6 +46,7 @@ __all__ = [
     "ValidationOptions",
     "check_base_url",
     "completion_requested",
+    "configured_secrets",
     "database_url",
     "ledger_url_from_env",
     "load_settings",
@@ -266,6 +267,70 @@ def load_settings(
     )
 
 
+_SECRET_MIN_LENGTH = 6
+"""Shorter secret texts are not scrubbed from messages: they would cut words apart (a URL's
+password so short is masked where the URL is shown, all the same)."""
+_REMEMBERED: set[str] = set()
+"""Secret texts this process read (keys, passwords): ``configured_secrets`` includes them."""
+_FROM_ENV: dict[tuple[str, ...], frozenset[str]] = {}
+_SECRET_VARIABLES = (
+    "PAYRUN_API_KEY",
+    "PAYRUN_API_KEY_FILE",
+    "PAYRUN_SIGNING_KEY_FILE",
+    "PAYRUN_LEDGER_URL",
+)
+
+
+def _remember(*texts: str) -> None:
+    """Keep ``texts`` (secrets this process read) to scrub from every message."""
+    _REMEMBERED.update(text for text in texts if len(text) >= _SECRET_MIN_LENGTH)
+
+
+def _pem_lines(data: bytes) -> list[str]:
+    """The key material of a PEM file: its lines but the BEGIN and END ones."""
+    lines = data.decode("ascii", "replace").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("-----")]
+
+
+def configured_secrets(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Every secret text of this process, longest first: the keys and passwords it read,
+    and those the environment configures whether or not they were read yet (PAYRUN_API_KEY,
+    the files PAYRUN_API_KEY_FILE and PAYRUN_SIGNING_KEY_FILE name, PAYRUN_LEDGER_URL's
+    passwords). Never raises: a file that cannot be read adds nothing."""
+    env = os.environ if environ is None else environ
+    given = tuple(env.get(name, "") for name in _SECRET_VARIABLES)
+    if given not in _FROM_ENV:
+        _FROM_ENV[given] = frozenset(_env_secrets(*given))
+    found = {*_REMEMBERED, *_FROM_ENV[given]}
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def _env_secrets(api_key: str, api_key_file: str, signing_file: str, ledger: str) -> list[str]:
+    texts = [api_key.strip()]
+    texts += _file_lines(api_key_file)
+    texts += _file_lines(signing_file)
+    url = ledger.strip()
+    if _DATABASE_URL.match(url):
+        texts += _url_passwords(url)
+    return [text for text in texts if len(text) >= _SECRET_MIN_LENGTH]
+
+
+def _file_lines(path_text: str) -> list[str]:
+    """The key lines of the regular file at ``path_text`` (a pipe is never waited for)."""
+    if not path_text.strip():
+        return []
+    path = _home_expanded(path_text.strip())
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            return []
+        with path.open("rb") as handle:
+            data = handle.read(_KEY_FILE_LIMIT)
+    except (OSError, ValueError):
+        return []
+    text = data.decode("utf-8-sig", "replace").strip()
+    return [text, *_pem_lines(data)]
+
+
 def completion_requested() -> bool:
     """True when a shell asks for tab completions (argcomplete's ``_ARGCOMPLETE``)."""
     return "_ARGCOMPLETE" in os.environ
@@ -283,7 +348,9 @@ def database_url(text: str) -> DatabaseURL | None:
     ``postgres://``), else None (a ledger file's path)."""
     if not _DATABASE_URL.match(text.strip()):
         return None
-    return DatabaseURL(Secret(text.strip()))
+    url = DatabaseURL(Secret(text.strip()))
+    _remember(*url.passwords())
+    return url
 
 
 def ledger_url_from_env(environ: Mapping[str, str] | None = None) -> DatabaseURL | None:
@@ -423,11 +490,13 @@ def _read_api_key(
         if not value:
             msg = f"{where} is empty: put the API key in it"
             raise ConfigError(msg)
+        _remember(value)
         return _checked_key(value, where), warnings
     value = env.get("PAYRUN_API_KEY", "").strip()
     if not value:
         msg = "no API key: set PAYRUN_API_KEY or PAYRUN_API_KEY_FILE (or use --sandbox)"
         raise ConfigError(msg)
+    _remember(value)
     return _checked_key(value, "PAYRUN_API_KEY"), ()
 
 
@@ -564,6 +633,7 @@ def _read_signing_key(
         reason = exc.strerror or type(exc).__name__
         msg = f"cannot read {where}: {reason}; give the path of the Ed25519 private key file"
         raise ConfigError(msg) from None
+    _remember(*_pem_lines(data))
     return SigningKey(id_text, _ed25519_key(data, where))
 
 
