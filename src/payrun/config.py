@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_MAX_ROWS",
     "DEFAULT_SETTLE_WAIT",
     "MAX_SETTLE_WAIT",
+    "SHORT_SETTLE_WAIT",
     "MAX_IN_FLIGHT_CAP",
     "PER_ACCOUNT_SUBMITS_CAP",
     "DatabaseURL",
@@ -77,6 +78,10 @@ bank has nothing, only once that much time has passed since the request's last p
 send (``--settle-wait``, ``PAYRUN_SETTLE_WAIT``)."""
 MAX_SETTLE_WAIT = 86_400.0
 """A settle wait above a day is a mistake (a unit typed wrong), not a bank's bound."""
+SHORT_SETTLE_WAIT = 5.0
+"""A settle wait under 5 s is shorter than a real bank may take to carry out a request
+whose answer was lost (a gateway holds it, the bank's own timeouts run to seconds): a run
+with rows in doubt warns that they may be paid twice (a test bank's 1 s is fine)."""
 
 
 class Secret:
