@@ -67,3 +67,14 @@ def test_a_manifest_of_too_many_batches_is_refused_before_they_are_checked(
     with pytest.raises(UsageError) as refused:
         load_manifest(manifest)
     assert f"names {MAX_MANIFEST_BATCHES + 1:,} batches, over the" in str(refused.value)
+
+
+def test_a_lane_shows_the_bank_address_without_its_query(tmp_path: Path) -> None:
+    """A base_url with a token in its query: the lane status shows carries no option value."""
+    manifest = tmp_path / "one.toml"
+    manifest.write_text(
+        '[[batch]]\nname = "a"\nfile = "a.csv"\nkey = "acme"\n'
+        'base_url = "https://bank.example/v0?token=Tok-S3cret"\n'
+    )
+    (entry,) = load_manifest(manifest)
+    assert entry.lane == "acme@https://bank.example/v0"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from payrun.config import check_base_url
+from payrun.config import check_base_url, redact_url
 from payrun.errors import ConfigError, UsageError
 
 __all__ = ["MAX_MANIFEST_BATCHES", "MAX_MANIFEST_BYTES", "BatchEntry", "lane_of", "load_manifest"]
@@ -116,7 +116,7 @@ class BatchEntry:
 
 def lane_of(base_url: str, key: str) -> str:
     """A lane's name as status shows it: the key name at the bank's base URL."""
-    return f"{key}@{base_url}"
+    return f"{key}@{redact_url(base_url)}"
 
 
 def load_manifest(path: Path) -> list[BatchEntry]:

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from payrun._models import utc_now
-from payrun.config import DatabaseURL
+from payrun.config import DatabaseURL, redact_url
 from payrun.errors import LedgerError
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class FleetBatch:
     @property
     def lane(self) -> str:
         """The organization lane: the key name at the bank's base URL."""
-        return f"{self.key}@{self.base_url}"
+        return f"{self.key}@{redact_url(self.base_url)}"
 
     @property
     def final(self) -> bool:
