@@ -312,28 +312,29 @@ def configured_secrets(environ: Mapping[str, str] | None = None) -> tuple[str, .
 
 def _env_secrets(api_key: str, api_key_file: str, signing_file: str, ledger: str) -> list[str]:
     texts = [api_key.strip()]
-    texts += _file_lines(api_key_file)
-    texts += _file_lines(signing_file)
+    data = _file_bytes(api_key_file)
+    texts.append(data.decode("utf-8-sig", "replace").strip())
+    data = _file_bytes(signing_file)
+    texts += [data.decode("ascii", "replace").strip(), *_pem_lines(data)]
     url = ledger.strip()
     if _DATABASE_URL.match(url):
         texts += _url_passwords(url)
     return [text for text in texts if len(text) >= _SECRET_MIN_LENGTH]
 
 
-def _file_lines(path_text: str) -> list[str]:
-    """The key lines of the regular file at ``path_text`` (a pipe is never waited for)."""
+def _file_bytes(path_text: str) -> bytes:
+    """Up to ``_KEY_FILE_LIMIT`` bytes of the regular file at ``path_text``; nothing when
+    there is none or it cannot be read (a pipe is never waited for)."""
     if not path_text.strip():
-        return []
+        return b""
     path = _home_expanded(path_text.strip())
     try:
         if not stat.S_ISREG(path.stat().st_mode):
-            return []
+            return b""
         with path.open("rb") as handle:
-            data = handle.read(_KEY_FILE_LIMIT)
+            return handle.read(_KEY_FILE_LIMIT)
     except (OSError, ValueError):
-        return []
-    text = data.decode("utf-8-sig", "replace").strip()
-    return [text, *_pem_lines(data)]
+        return b""
 
 
 def completion_requested() -> bool:
