@@ -126,6 +126,8 @@ def write_keys(folder: Path, banks: Sequence[RunningSandbox]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for index, bank in enumerate(banks):
         (folder / f"org{index}").write_text(bank.api_key + "\n")
+        # Readable by its owner only, as a key file should be
+        (folder / f"org{index}").chmod(0o600)
     return folder
 
 

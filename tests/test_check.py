@@ -38,6 +38,8 @@ def key_file(tmp_path: Path, key: Ed25519PrivateKey) -> Path:
             serialization.NoEncryption(),
         )
     )
+    # Readable by its owner only, or payrun refuses it
+    path.chmod(0o600)
     return path
 
 
@@ -216,3 +218,51 @@ def test_check_help_states_the_exit_codes(capsys: pytest.CaptureFixture[str]) ->
     out = " ".join(capsys.readouterr().out.split())
     assert "Exit 0 when payrun can pay from this setup, 2 when something must be fixed" in out
     assert "--signing-key-file" in out and "--source-account" in out
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604], ids=["0644", "0640", "0604"])
+def test_a_signing_key_other_users_can_read_is_refused_with_the_chmod(
+    use_bank: Any,
+    key: Ed25519PrivateKey,
+    key_file: Path,
+    mode: int,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A signing key readable by group or others: exit 2, one line naming `chmod 600 PATH`."""
+    use_bank(signature_keys={KEY_ID: _public(key)})
+    key_file.chmod(mode)
+    capsys.readouterr()
+    assert main(["check", *_signing(key_file)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"can be read by other users (permissions {mode:04o})" in err, err
+    assert f"run `chmod 600 {key_file}`" in err, err
+    key_file.chmod(0o600)
+    assert main(["check", *_signing(key_file)]) == 0
+
+
+def test_an_api_key_file_other_users_can_read_is_warned_of_and_used(
+    use_bank: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An API key file readable by others: one warning line with the chmod; the check goes on."""
+    bank = use_bank()
+    monkeypatch.delenv("PAYRUN_API_KEY")
+    api_key = tmp_path / "api.key"
+    api_key.write_text(bank.api_key + "\n")
+    api_key.chmod(0o644)
+    capsys.readouterr()
+    assert main(["check", "--api-key-file", str(api_key)]) == 0
+    done = capsys.readouterr()
+    assert done.err == (
+        "payrun: warning: the API key file named by --api-key-file can be read by other users"
+        f" (permissions 0644): run `chmod 600 {api_key}` so that only you can read the API"
+        " key\n"
+    )
+    assert done.out.splitlines()[-1] == "ready to pay"
+    assert bank.api_key not in done.err
+    api_key.chmod(0o600)
+    assert main(["check", "--api-key-file", str(api_key)]) == 0
+    assert capsys.readouterr().err == ""

@@ -2287,3 +2287,31 @@ def test_a_ledger_deleted_or_replaced_mid_run_stops_it_with_exit_3(
     assert done.returncode == 3, done.describe()
     assert f"the ledger {ledger} was {how}" in done.stderr, done.describe()
     assert "done" not in done.stdout.splitlines()[-1:], done.describe()
+
+
+def test_a_settle_wait_under_five_seconds_warns_once_when_rows_are_in_doubt(
+    tmp_path: Path,
+) -> None:
+    """Rows in doubt (dropped answers) with a settle wait of 1 s: one warning line that they
+    may be paid twice; 5 s (SHORT_SETTLE_WAIT) says nothing; every row is still paid once."""
+    from _run_helpers import assert_exactly_once, run
+
+    warning = "s, under 5 s, and"
+    rows = make_rows(27, 8, tag="W")
+    with serve_in_thread(fault_rate=0.5, fault_kinds=("drop",), rng_seed=7) as bank:
+        short = write_trial_batch(tmp_path / "short.csv", rows[:4])
+        done = run(bank, short, tmp_path / "short.sqlite")
+        assert done.returncode == 0, done.describe()
+        assert bank.state.stats.faults_injected["drop"] > 0
+        said = [line for line in done.stderr.splitlines() if warning in line]
+        assert len(said) == 1, done.describe()
+        assert "warning: PAYRUN_SETTLE_WAIT is 1 s, under 5 s, and" in said[0]
+        assert "would pay them twice" in said[0]
+        assert_exactly_once(bank, rows[:4], tmp_path / "short.sqlite", done.describe())
+        drops = bank.state.stats.faults_injected["drop"]
+        safe = write_trial_batch(tmp_path / "safe.csv", rows[4:])
+        done = run(bank, safe, tmp_path / "safe.sqlite", "--settle-wait", "5")
+        assert done.returncode == 0, done.describe()
+        assert bank.state.stats.faults_injected["drop"] > drops
+        assert warning not in done.stderr, done.describe()
+        assert "in doubt" in done.stderr, done.describe()

@@ -69,6 +69,8 @@ def _signing_key(tmp_path_factory: pytest.TempPathFactory) -> None:
             serialization.NoEncryption(),
         )
     )
+    # Readable by its owner only, or payrun refuses it
+    path.chmod(0o600)
     _SIGNING.update(PAYRUN_SIGNING_KEY_FILE=str(path), PAYRUN_SIGNING_KEY_ID=KEY_ID)
 
 
@@ -243,6 +245,28 @@ def test_any_other_answer_creates_nothing(
         assert _created(bank) == before
     assert said in terminal.text
     assert "Traceback" not in terminal.text
+
+
+def test_yes_typed_before_the_question_is_not_its_answer(tmp_path: Path) -> None:
+    """Keys typed while the run starts (type-ahead) are discarded: the question still waits."""
+    batch = write_batch(tmp_path / "pay.csv", _rows())
+    with _bank() as bank, _on_terminal(bank, batch) as terminal:
+        before = _created(bank)
+        # Typed at once, long before the question: it waits in the terminal's input queue
+        terminal.type(b"yes\n")
+        terminal.wait_for(QUESTION)
+        asked = len(terminal.output)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and terminal.process.poll() is None:
+            terminal._pump(0.1)
+        # Still asking, nothing answered after the question, nothing created
+        assert terminal.process.poll() is None, terminal.text
+        assert b"not confirmed" not in terminal.output[asked:], terminal.text
+        assert _created(bank) == before
+        terminal.type(b"no\n")
+        assert terminal.finish() == 2, terminal.text
+        assert _created(bank) == before
+    assert "not confirmed: the answer was not yes, so nothing was created" in terminal.text
 
 
 def test_no_terminal_is_refused_with_exit_2_and_nothing_created(tmp_path: Path) -> None:

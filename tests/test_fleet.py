@@ -359,3 +359,40 @@ def test_the_cutoff_timer_stops_a_paying_batch_and_ends_it_incomplete(
         submitted = sum(1 for row in recorded if row["status"] == "submitted")
         assert sum(g["submissions"] for g in groups) == submitted
         _limits_held(bank)
+
+
+def test_a_worker_refuses_a_keys_folder_signing_key_others_can_read(tmp_path: Path) -> None:
+    """The worker's NAME.signing.pem readable by others refuses the batch (with the chmod);
+    its API key file NAME readable by others is a warning, the key still used."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from payrun.errors import ConfigError
+    from payrun.fleet._activities import _settings
+    from payrun.fleet._store import FleetBatch
+
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    (keys / "org").write_text("api-key-1\n")
+    (keys / "org").chmod(0o644)
+    pem = Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    (keys / "org.signing.pem").write_bytes(pem)
+    (keys / "org.signing.pem").chmod(0o644)
+    (keys / "org.keyid").write_text("k-1\n")
+    batch = FleetBatch(
+        "b", "pay.csv", "https://bank.example", "org", None, {}, "queued", None, None
+    )
+    with pytest.raises(ConfigError) as refused:
+        _settings(batch, keys)
+    message = str(refused.value)
+    assert "can be read by other users (permissions 0644)" in message, message
+    assert f"chmod 600 {keys / 'org.signing.pem'}" in message, message
+    (keys / "org.signing.pem").chmod(0o600)
+    settings = _settings(batch, keys)
+    assert settings.api_key.reveal() == "api-key-1" and settings.signing is not None
+    (warning,) = settings.warnings
+    assert f"chmod 600 {keys / 'org'}" in warning, warning

@@ -35,7 +35,7 @@ from _run_helpers import (
     write_batch,
 )
 from payrun._models import BatchInfo, PlainRow, RowStatus
-from payrun.config import DatabaseURL, Secret, database_url, mask_database_url
+from payrun.config import DatabaseURL, Secret, database_url, mask_database_url, redact_url
 from payrun.errors import LedgerError, LedgerLockedError, LedgerWriteError
 from payrun.ledger import DatabaseLedger, open_ledger
 from payrun.ledger._postgres import KEEPALIVES, batch_names
@@ -201,15 +201,27 @@ def test_a_database_of_another_schema_version_is_refused(database: str) -> None:
         open_ledger(_where(database, "second"))
 
 
-def test_the_url_shows_itself_masked() -> None:
-    """The password of the address and of the query is masked; the rest stays readable."""
+def test_the_url_shows_only_scheme_user_host_port_and_database() -> None:
+    """The address's password shows as ***; no query option's value ever shows."""
     assert mask_database_url("postgresql://u:p%40w@h:5432/db?sslmode=require&password=x") == (
-        "postgresql://u:***@h:5432/db?sslmode=require&password=***"
+        "postgresql://u:***@h:5432/db"
     )
-    assert mask_database_url("postgresql:///db?host=/run/pg") == "postgresql:///db?host=/run/pg"
-    url = DatabaseURL(Secret("postgres://u:s3cret@h/db"))
+    assert mask_database_url("postgresql:///db?host=/run/pg") == "postgresql:///db"
+    assert mask_database_url("postgres://u@h:5432/db?sslpassword=Ssl-pw&sslmode=require") == (
+        "postgres://u@h:5432/db"
+    )
+    url = DatabaseURL(Secret("postgres://u:s3cret@h/db?sslpassword=ssl%2Bpw"))
     assert "s3cret" not in f"{url} {url!r} {DatabaseLedger(url, 'b')}"
-    assert url.passwords() == ["s3cret"]
+    assert "ssl" not in f"{url} {url!r} {DatabaseLedger(url, 'b')}".replace("postgres", "")
+    # What driver messages are scrubbed of: every password, as written and decoded
+    assert sorted(url.passwords()) == ["s3cret", "ssl%2Bpw", "ssl+pw"]
+
+
+def test_redact_url_shows_no_query_and_nothing_of_a_text_that_is_no_url() -> None:
+    """A bank's address shows without its query or fragment; a non-URL shows nothing of itself."""
+    assert redact_url("https://bank.example/v0?token=T0k#frag") == "https://bank.example/v0"
+    assert redact_url("sk_live_4eC39HqLyjWDarjtT1zd") == "(not a URL: not shown)"
+    assert redact_url("postgresql://[u:pw@h/db") == "postgresql://***"
 
 
 def test_psycopg_is_imported_only_for_a_postgresql_ledger() -> None:
@@ -278,6 +290,28 @@ def test_a_wrong_password_is_refused_in_one_line_without_it(
     assert "Wr0ng-pw" not in said and "Traceback" not in said, said
     assert "cannot reach the ledger database postgresql://payrun:***@" in said, said
     assert "password authentication failed" in said, said
+
+
+def test_no_query_value_of_the_ledger_url_shows_in_run_or_report(
+    sandbox_server: RunningSandbox, database: str, tmp_path: Path
+) -> None:
+    """An sslpassword (or any option) in the ledger URL never shows: run, report and errors
+    show the URL as scheme, user, host, port and database only."""
+    url = f"{database}?sslpassword=Ssl-S3cret-pw&application_name=App-N4me"
+    env = {"PAYRUN_LEDGER_URL": url}
+    batch = write_batch(tmp_path / "ssl.csv", make_rows(5, 2, tag="S"))
+    said = [
+        _payrun(sandbox_server, "run", str(batch), "--no-confirm-payees", env=env),
+        _payrun(sandbox_server, "run", str(batch), "--ledger", url, "--log-format", "json"),
+        _payrun(sandbox_server, "report", str(batch), env=env),
+        _payrun(sandbox_server, "report", "no-such-batch", env=env),
+        _payrun(sandbox_server, "report", env=env),
+    ]
+    assert said[0].startswith("exit 0\n"), said[0]
+    assert said[3].startswith("exit 2\n") and "no-such-batch in the ledger" in said[3], said[3]
+    shown = "\n".join(said)
+    assert "postgresql://payrun:***@127.0.0.1" in shown, shown
+    assert "Ssl-S3cret-pw" not in shown and "App-N4me" not in shown, shown
 
 
 def test_report_reads_a_batch_by_its_file_or_its_name_and_lists_them_when_unnamed(

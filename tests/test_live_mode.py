@@ -30,6 +30,8 @@ def key_files(tmp_path: Path) -> tuple[Path, str]:
             serialization.NoEncryption(),
         )
     )
+    # Readable by its owner only, or payrun refuses it
+    private.chmod(0o600)
     public = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
@@ -61,6 +63,23 @@ def test_a_signed_run_pays_every_row_once_through_an_enforcing_bank(
     again = run(live_bank, batch, ledger, "--yes", env=_signing_env(key_files))
     assert again.returncode == 0, again.describe()
     assert_exactly_once(live_bank, rows, ledger, again.describe())
+
+
+def test_a_run_refuses_a_signing_key_other_users_can_read(
+    live_bank: RunningSandbox, key_files: tuple[Path, str], tmp_path: Path
+) -> None:
+    """A 0644 signing key: exit 2, one line with the chmod that fixes it, nothing made."""
+    key_files[0].chmod(0o644)
+    payees = len(live_bank.state.payees)
+    batch = write_batch(tmp_path / "pay.csv", make_rows(5, 2, tag="O"))
+    done = run(
+        live_bank, batch, tmp_path / "pay.ledger.sqlite", "--yes", env=_signing_env(key_files)
+    )
+    assert done.returncode == 2, done.describe()
+    (line,) = done.stderr.strip().splitlines()
+    assert "can be read by other users (permissions 0644)" in line, line
+    assert f"run `chmod 600 {key_files[0]}`" in line, line
+    assert not live_bank.state.payments and len(live_bank.state.payees) == payees
 
 
 def test_an_enforcing_bank_refuses_an_unsigned_run_before_anything_is_made(

@@ -39,6 +39,8 @@ def _signing_env(directory: Path) -> dict[str, str]:
             serialization.NoEncryption(),
         )
     )
+    # Readable by its owner only, or payrun refuses it
+    path.chmod(0o600)
     return {"PAYRUN_SIGNING_KEY_FILE": str(path), "PAYRUN_SIGNING_KEY_ID": _KEY_ID}
 
 

@@ -18,7 +18,14 @@ from payrun.bank import PreparedRequest
 from payrun.bank.signing import RequestSigner
 from payrun.cli import main
 from payrun.config import SigningKey
-from payrun.sandbox import RunningSandbox, SeedError, load_seed, serve_in_thread
+from payrun.sandbox import (
+    MAX_PUBLIC_KEY_FILE_BYTES,
+    MAX_SEED_BYTES,
+    RunningSandbox,
+    SeedError,
+    load_seed,
+    serve_in_thread,
+)
 
 KEY_ID = "payrun-live-1"
 VERIFY = "/v0/security/message-signature/verify"
@@ -244,6 +251,20 @@ def test_a_bad_signature_key_in_a_seed_file_is_a_seed_error(
     seed = tmp_path / "seed.json"
     seed.write_text(json.dumps({"message-signature-keys": [entry]}))
     with pytest.raises(SeedError, match=expected):
+        load_seed(seed)
+
+
+def test_a_seed_or_public_key_file_over_its_cap_is_refused_unread(tmp_path: Path) -> None:
+    """A seed over MAX_SEED_BYTES, or a public-key-file over its cap: a SeedError at once."""
+    seed = tmp_path / "seed.json"
+    with seed.open("w") as handle:
+        handle.write('{"payees": [' + " " * MAX_SEED_BYTES + "]}")
+    with pytest.raises(SeedError, match=r"seed .* is over 8,192 KiB"):
+        load_seed(seed)
+    (tmp_path / "big.pem").write_text("x" * (MAX_PUBLIC_KEY_FILE_BYTES + 1))
+    entry = {"key-id": "k", "public-key-file": "big.pem"}
+    seed.write_text(json.dumps({"message-signature-keys": [entry]}))
+    with pytest.raises(SeedError, match=r"public-key-file big.pem is over 64 KiB"):
         load_seed(seed)
 
 

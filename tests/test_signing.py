@@ -37,6 +37,8 @@ BASE = {"PAYRUN_BASE_URL": "https://bank.example", "PAYRUN_API_KEY": "g-test-key
 def _key_file(tmp_path: Path, pem: bytes, name: str = "signing.pem") -> Path:
     path = tmp_path / name
     path.write_bytes(pem)
+    # Readable by its owner only, or payrun refuses it
+    path.chmod(0o600)
     return path
 
 
@@ -265,6 +267,8 @@ def test_an_unusable_key_file_is_one_line_that_never_shows_the_key(
         )
     elif isinstance(content, bytes):
         path.write_bytes(content)
+    if path.exists():
+        path.chmod(0o600)
     environ = {**BASE, "PAYRUN_SIGNING_KEY_FILE": str(path), "PAYRUN_SIGNING_KEY_ID": "k"}
     with pytest.raises(ConfigError) as info:
         load_settings(environ=environ)

@@ -11,6 +11,7 @@ import ipaddress
 import math
 import os
 import re
+import shlex
 import stat
 import threading
 from collections.abc import Callable, Mapping
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from payrun.errors import ConfigError, InterruptedRunError
 
@@ -36,6 +37,7 @@ __all__ = [
     "DEFAULT_HEARTBEAT_TIMEOUT",
     "DEFAULT_SETTLE_WAIT",
     "MAX_SETTLE_WAIT",
+    "SHORT_SETTLE_WAIT",
     "MAX_IN_FLIGHT_CAP",
     "PER_ACCOUNT_SUBMITS_CAP",
     "DatabaseURL",
@@ -46,10 +48,12 @@ __all__ = [
     "ValidationOptions",
     "check_base_url",
     "completion_requested",
+    "configured_secrets",
     "database_url",
     "ledger_url_from_env",
     "load_settings",
     "mask_database_url",
+    "redact_url",
     "parse_settle_wait",
     "settle_wait_from_env",
     "without_userinfo",
@@ -79,6 +83,10 @@ bank has nothing, only once that much time has passed since the request's last p
 send (``--settle-wait``, ``PAYRUN_SETTLE_WAIT``)."""
 MAX_SETTLE_WAIT = 86_400.0
 """A settle wait above a day is a mistake (a unit typed wrong), not a bank's bound."""
+SHORT_SETTLE_WAIT = 5.0
+"""A settle wait under 5 s is shorter than a real bank may take to carry out a request
+whose answer was lost (a gateway holds it, the bank's own timeouts run to seconds): a run
+with rows in doubt warns that they may be paid twice (a test bank's 1 s is fine)."""
 
 
 class Secret:
@@ -144,12 +152,14 @@ class DatabaseURL:
 @dataclass(frozen=True, slots=True)
 class Settings:
     """How to reach the bank: base URL, API key, the Authorization scheme word, and the
-    signing key when requests are signed (``None``: unsigned)."""
+    signing key when requests are signed (``None``: unsigned); ``warnings``: what the
+    command should say about them (an API key file other users can read)."""
 
     base_url: str
     api_key: Secret = field(repr=False)
     auth_scheme: str = DEFAULT_AUTH_SCHEME
     signing: SigningKey | None = None
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -255,14 +265,81 @@ def load_settings(
         msg = "no bank address: set PAYRUN_BASE_URL or pass --base-url (or use --sandbox)"
         raise ConfigError(msg)
     check_base_url(url, source="--base-url" if base_url else "PAYRUN_BASE_URL")
-    key = _read_api_key(api_key_file, env, stopped)
+    key, warnings = _read_api_key(api_key_file, env, stopped)
     scheme = env.get("PAYRUN_AUTH_SCHEME", DEFAULT_AUTH_SCHEME).strip() or DEFAULT_AUTH_SCHEME
     # Sent before the key in every request's header
     if not _SCHEME.fullmatch(scheme):
         msg = "PAYRUN_AUTH_SCHEME must be one word of letters and digits, such as ServiceAPIKey"
         raise ConfigError(msg)
     signing = _read_signing_key(signing_key_file, signing_key_id, env, stopped)
-    return Settings(base_url=url, api_key=key, auth_scheme=scheme, signing=signing)
+    return Settings(
+        base_url=url, api_key=key, auth_scheme=scheme, signing=signing, warnings=warnings
+    )
+
+
+_SECRET_MIN_LENGTH = 6
+"""Shorter secret texts are not scrubbed from messages: they would cut words apart (a URL's
+password so short is masked where the URL is shown, all the same)."""
+_REMEMBERED: set[str] = set()
+"""Secret texts this process read (keys, passwords): ``configured_secrets`` includes them."""
+_FROM_ENV: dict[tuple[str, ...], frozenset[str]] = {}
+_SECRET_VARIABLES = (
+    "PAYRUN_API_KEY",
+    "PAYRUN_API_KEY_FILE",
+    "PAYRUN_SIGNING_KEY_FILE",
+    "PAYRUN_LEDGER_URL",
+)
+
+
+def _remember(*texts: str) -> None:
+    """Keep ``texts`` (secrets this process read) to scrub from every message."""
+    _REMEMBERED.update(text for text in texts if len(text) >= _SECRET_MIN_LENGTH)
+
+
+def _pem_lines(data: bytes) -> list[str]:
+    """The key material of a PEM file: its lines but the BEGIN and END ones."""
+    lines = data.decode("ascii", "replace").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("-----")]
+
+
+def configured_secrets(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Every secret text of this process, longest first: the keys and passwords it read,
+    and those the environment configures whether or not they were read yet (PAYRUN_API_KEY,
+    the files PAYRUN_API_KEY_FILE and PAYRUN_SIGNING_KEY_FILE name, PAYRUN_LEDGER_URL's
+    passwords). Never raises: a file that cannot be read adds nothing."""
+    env = os.environ if environ is None else environ
+    given = tuple(env.get(name, "") for name in _SECRET_VARIABLES)
+    if given not in _FROM_ENV:
+        _FROM_ENV[given] = frozenset(_env_secrets(*given))
+    found = {*_REMEMBERED, *_FROM_ENV[given]}
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def _env_secrets(api_key: str, api_key_file: str, signing_file: str, ledger: str) -> list[str]:
+    texts = [api_key.strip()]
+    data = _file_bytes(api_key_file)
+    texts.append(data.decode("utf-8-sig", "replace").strip())
+    data = _file_bytes(signing_file)
+    texts += [data.decode("ascii", "replace").strip(), *_pem_lines(data)]
+    url = ledger.strip()
+    if _DATABASE_URL.match(url):
+        texts += _url_passwords(url)
+    return [text for text in texts if len(text) >= _SECRET_MIN_LENGTH]
+
+
+def _file_bytes(path_text: str) -> bytes:
+    """Up to ``_KEY_FILE_LIMIT`` bytes of the regular file at ``path_text``; nothing when
+    there is none or it cannot be read (a pipe is never waited for)."""
+    if not path_text.strip():
+        return b""
+    path = _home_expanded(path_text.strip())
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            return b""
+        with path.open("rb") as handle:
+            return handle.read(_KEY_FILE_LIMIT)
+    except (OSError, ValueError):
+        return b""
 
 
 def completion_requested() -> bool:
@@ -272,6 +349,9 @@ def completion_requested() -> bool:
 
 _DATABASE_URL = re.compile(r"postgres(?:ql)?://", re.IGNORECASE)
 _MASK = "***"
+_NOT_A_URL = "(not a URL: not shown)"
+# A URL option whose value is a secret: password, sslpassword, a token, a key
+_SECRET_OPTION = re.compile(r"pass|secret|token|key", re.IGNORECASE)
 
 
 def database_url(text: str) -> DatabaseURL | None:
@@ -279,7 +359,9 @@ def database_url(text: str) -> DatabaseURL | None:
     ``postgres://``), else None (a ledger file's path)."""
     if not _DATABASE_URL.match(text.strip()):
         return None
-    return DatabaseURL(Secret(text.strip()))
+    url = DatabaseURL(Secret(text.strip()))
+    _remember(*url.passwords())
+    return url
 
 
 def ledger_url_from_env(environ: Mapping[str, str] | None = None) -> DatabaseURL | None:
@@ -300,29 +382,43 @@ def ledger_url_from_env(environ: Mapping[str, str] | None = None) -> DatabaseURL
     return url
 
 
-def mask_database_url(url: str) -> str:
-    """``url`` with the password of its address and of its query (``?password=``) masked."""
+def redact_url(url: str) -> str:
+    """``url`` as it may be shown: scheme, user, host, port and path (a ledger's database)
+    only. A password shows as ``***``; the query (``?sslpassword=...``, ``?password=...``,
+    any option's value) and the fragment never show. The one way a URL that may hold
+    credentials (a ledger database's, the bank's) is printed, logged or put in an error."""
     try:
-        parts = urlsplit(url)
+        parts = urlsplit(url.strip())
     except ValueError:
         # Unparsable (a stray "["): nothing of it is shown
-        return f"{url.partition(':')[0]}://{_MASK}"
-    netloc = parts.netloc
-    userinfo, at, hosts = netloc.rpartition("@")
-    if at and ":" in userinfo:
-        netloc = f"{userinfo.partition(':')[0]}:{_MASK}@{hosts}"
-    query = parts.query
-    pairs = parse_qsl(query, keep_blank_values=True)
-    if any(key.lower() == "password" for key, _ in pairs):
-        query = urlencode(
-            [(k, _MASK if k.lower() == "password" else v) for k, v in pairs], safe="*/"
-        )
+        return f"{_scheme_of(url)}://{_MASK}"
+    # Not a URL at all (a key pasted in its place?): nothing of it is shown
+    if not parts.scheme or "://" not in url:
+        return _NOT_A_URL
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    if ":" in userinfo:
+        user += f":{_MASK}"
+    netloc = f"{user}@{hosts}" if at else hosts
     # Built by hand: urlunsplit drops the "//" of an empty host (a Unix socket's URL)
-    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+    return f"{parts.scheme}://{netloc}{parts.path}"
+
+
+def _scheme_of(url: str) -> str:
+    """The scheme of ``url`` when it has one of letters only, else ``url`` (shown as the
+    scheme of a URL that cannot be parsed: nothing else of it)."""
+    scheme = url.strip().partition(":")[0]
+    return scheme if scheme.isalpha() else "url"
+
+
+def mask_database_url(url: str) -> str:
+    """A ledger database's URL as it may be shown: ``redact_url``."""
+    return redact_url(url)
 
 
 def _url_passwords(url: str) -> list[str]:
-    """The passwords in the URL's address and query, as written and decoded, longest first."""
+    """The passwords in the URL's address and the values of its secret options (password,
+    sslpassword, a token or key), as written and decoded, longest first."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -330,8 +426,9 @@ def _url_passwords(url: str) -> list[str]:
         return [url.partition("://")[2]]
     query = parts.query
     found = [parts.password or ""]
-    found += [v for k, v in parse_qsl(query, keep_blank_values=True) if k.lower() == "password"]
-    found += [w.partition("=")[2] for w in query.split("&") if w.lower().startswith("password=")]
+    found += [v for k, v in parse_qsl(query, keep_blank_values=True) if _SECRET_OPTION.search(k)]
+    written = [word.partition("=") for word in query.split("&")]
+    found += [value for name, _, value in written if _SECRET_OPTION.search(name)]
     found += [unquote(text) for text in found]
     return sorted({text for text in found if text}, key=len, reverse=True)
 
@@ -358,7 +455,7 @@ def check_base_url(url: str, *, source: str = "PAYRUN_BASE_URL") -> None:
         )
         raise ConfigError(msg)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        msg = f"{source} {url!r} is not an http(s) address such as https://bank.example"
+        msg = f"{source} {redact_url(url)!r} is not an http(s) address such as https://bank.example"
         raise ConfigError(msg)
     if parts.scheme == "http" and not _is_loopback(parts.hostname):
         msg = (
@@ -379,15 +476,20 @@ def _is_loopback(host: str) -> bool:
 
 def _read_api_key(
     api_key_file: Path | None, env: Mapping[str, str], stopped: Callable[[], bool]
-) -> Secret:
-    # The file's name is never shown: a key pasted in its place would be echoed.
+) -> tuple[Secret, tuple[str, ...]]:
+    """The API key, and a warning when its file can be read by other users."""
+    # The file's name is shown only once it names a file (the chmod that fixes its
+    # permissions): a key pasted in its place would be echoed.
     source = "--api-key-file" if api_key_file else "PAYRUN_API_KEY_FILE"
     path_text = str(api_key_file) if api_key_file else env.get("PAYRUN_API_KEY_FILE", "")
     if path_text:
         where = f"the API key file named by {source}"
+        path = _home_expanded(path_text)
+        open_to = _open_to_others(path)
+        warnings = () if open_to is None else (_too_open(where, path, open_to, refused=False),)
         try:
             # Undecodable bytes become U+FFFD, which _checked_key refuses without showing.
-            data = _key_file_bytes(_home_expanded(path_text), where, stopped)
+            data = _key_file_bytes(path, where, stopped)
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             msg = f"cannot read {where}: {reason}; give the path of a file holding the key"
@@ -399,12 +501,47 @@ def _read_api_key(
         if not value:
             msg = f"{where} is empty: put the API key in it"
             raise ConfigError(msg)
-        return _checked_key(value, where)
+        _remember(value)
+        return _checked_key(value, where), warnings
     value = env.get("PAYRUN_API_KEY", "").strip()
     if not value:
         msg = "no API key: set PAYRUN_API_KEY or PAYRUN_API_KEY_FILE (or use --sandbox)"
         raise ConfigError(msg)
-    return _checked_key(value, "PAYRUN_API_KEY")
+    _remember(value)
+    return _checked_key(value, "PAYRUN_API_KEY"), ()
+
+
+_OTHERS_BITS = stat.S_IRWXG | stat.S_IRWXO
+"""Permission bits that let users other than the owner read (or change) a key file."""
+
+
+def _open_to_others(path: Path) -> int | None:
+    """The permission bits of the key file at ``path`` when users other than its owner
+    may read or change it, as ssh refuses a private key; None when only its owner can,
+    or it is no regular file (a pipe from a secret store, a device) or cannot be read."""
+    if os.name != "posix":
+        return None
+    try:
+        status = path.stat()
+    except (OSError, ValueError):
+        return None
+    mode = stat.S_IMODE(status.st_mode)
+    return mode if stat.S_ISREG(status.st_mode) and mode & _OTHERS_BITS else None
+
+
+def _too_open(where: str, path: Path, mode: int, *, refused: bool) -> str:
+    """The one line about a key file other users can read, with the chmod that fixes it."""
+    fix = f"chmod 600 {shlex.quote(str(path))}"
+    if refused:
+        return (
+            f"{where} can be read by other users (permissions {mode:04o}), so the key is not"
+            f" secret: payrun uses a signing key only its owner can read; run `{fix}`, and"
+            " replace the key if others may have copied it"
+        )
+    return (
+        f"{where} can be read by other users (permissions {mode:04o}): run `{fix}` so"
+        " that only you can read the API key"
+    )
 
 
 def _home_expanded(path_text: str) -> Path:
@@ -496,12 +633,18 @@ def _read_signing_key(
         )
         raise ConfigError(msg)
     where = f"the signing key file named by {file_source}"
+    path = _home_expanded(path_text)
+    open_to = _open_to_others(path)
+    # As ssh refuses a private key others can read: the key may no longer be secret
+    if open_to is not None:
+        raise ConfigError(_too_open(where, path, open_to, refused=True))
     try:
-        data = _key_file_bytes(_home_expanded(path_text), where, stopped)
+        data = _key_file_bytes(path, where, stopped)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         msg = f"cannot read {where}: {reason}; give the path of the Ed25519 private key file"
         raise ConfigError(msg) from None
+    _remember(*_pem_lines(data))
     return SigningKey(id_text, _ed25519_key(data, where))
 
 

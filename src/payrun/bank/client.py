@@ -78,7 +78,7 @@ from payrun.bank.wire import (
     payee_parser,
     payment_parser,
 )
-from payrun.config import Settings
+from payrun.config import Settings, redact_url
 from payrun.errors import (
     AuthError,
     BankError,
@@ -571,7 +571,8 @@ class BankClient:
     def _not_sent(self, method: str, url: str, exc: NotSent) -> BankUnavailableError:
         mask = self._secrets.mask
         where = mask(f"{method} {url}")
-        msg = f"could not reach the bank at {self._base_url} for {where} ({mask(exc.kind)})"
+        bank = redact_url(self._base_url)
+        msg = f"could not reach the bank at {bank} for {where} ({mask(exc.kind)})"
         unavailable = BankUnavailableError(msg, detail=mask(str(exc))[:300] or None)
         unavailable.reason = None if exc.reason == "connect" else exc.reason
         return unavailable

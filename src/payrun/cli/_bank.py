@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from payrun.cli._output import file_path
+from payrun.cli._output import file_path, warning_line
 from payrun.config import Settings, load_settings
 
 __all__ = ["add_bank_key_options", "bank_settings"]
@@ -43,11 +43,15 @@ def add_bank_key_options(parser: argparse.ArgumentParser) -> None:
 def bank_settings(
     args: argparse.Namespace, *, stopped: Callable[[], bool] = lambda: False
 ) -> Settings:
-    """``Settings`` from the command's bank options and the environment."""
-    return load_settings(
+    """``Settings`` from the command's bank options and the environment; what they warn
+    of (an API key file others can read) is said on stderr."""
+    settings = load_settings(
         base_url=args.base_url,
         api_key_file=args.api_key_file,
         signing_key_file=args.signing_key_file,
         signing_key_id=args.signing_key_id,
         stopped=stopped,
     )
+    for warning in settings.warnings:
+        warning_line(warning, as_json=getattr(args, "log_format", "text") == "json")
+    return settings

@@ -3,8 +3,9 @@
 ``TerminalConfirmer`` shows what the run is about to pay (rows, total, per source account,
 new payees) on stderr and reads one line from stdin, a terminal: ``yes`` (any case) or the
 number of rows goes on; anything else, or the end of input, does not; Ctrl-C (the run's
-``StopSignal``) ends the question. stdin is read without blocking the event loop, so
-Ctrl-C is seen at once.
+``StopSignal``) ends the question. Only what is typed after the question is shown counts:
+keys pressed before it (type-ahead) are discarded. stdin is read without blocking the
+event loop, so Ctrl-C is seen at once.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import anyio
 
 from payrun._models import format_money
 from payrun.cli._output import reader_may_leave
+from payrun.cli._terminal import discard_typeahead
 from payrun.run import Answer, RunPreview, StopSignal
 
 __all__ = ["TerminalConfirmer", "preview_lines", "stdin_is_terminal"]
@@ -91,6 +93,9 @@ class TerminalConfirmer:
 
     async def __call__(self, preview: RunPreview) -> Answer:
         """Show ``preview``, ask, and return the answer."""
+        # A "yes" typed before the question is shown is not an answer to it; dropped first,
+        # so that an answer typed as soon as the question shows is never dropped
+        discard_typeahead(sys.stdin.fileno())
         with reader_may_leave(self._out, run=True):
             for line in preview_lines(preview):
                 print(line, file=self._out)  # noqa: T201 - the question itself

@@ -31,6 +31,7 @@ __all__ = [
     "reader_may_leave",
     "silence",
     "stream_console",
+    "warning_line",
 ]
 
 
@@ -54,7 +55,11 @@ def error_line(message: str, *, as_json: bool = False, exit_code: int | None = N
     ``exit_code`` marks the error that ends the command: in JSON, a ``finished`` object
     with that exit code follows it, the last line of every run, as after a normal end, and
     stdout gets its one object (``"event": "error"``), as it gets the summary otherwise.
+    No configured secret or key material is ever shown (``payrun._redaction``).
     """
+    from payrun._redaction import redact
+
+    message = redact(message)
     lines = [f"payrun: error: {message}"]
     # A scheduler reading JSON lines gets the failure as one of them
     if as_json:
@@ -70,6 +75,20 @@ def error_line(message: str, *, as_json: bool = False, exit_code: int | None = N
     with reader_may_leave(sys.stderr, run=True):
         for line in lines:
             print(line, file=sys.stderr)  # noqa: T201 - the CLI's one error line
+
+
+def warning_line(message: str, *, as_json: bool = False) -> None:
+    """Print one warning line on stderr (the command goes on); with ``--log-format json``,
+    as a JSON log object (``"event": "warning"``)."""
+    from payrun._redaction import redact
+
+    message = redact(message)
+    line = f"payrun: warning: {message}"
+    if as_json:
+        now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        line = json.dumps({"time": now, "event": "warning", "message": message})
+    with reader_may_leave(sys.stderr, run=True):
+        print(line, file=sys.stderr)  # noqa: T201 - a warning, the command goes on
 
 
 @contextlib.contextmanager

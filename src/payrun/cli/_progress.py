@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from payrun._models import FINAL_STATUSES, LedgerRow, RowStatus
+from payrun._redaction import redact
 from payrun.cli._output import reader_may_leave, stream_console
 
 if TYPE_CHECKING:
@@ -173,11 +174,11 @@ class BarObserver:
             self._print("more rows not paid: the summary lists them all", style="red")
 
     def _print(self, message: str, *, style: str) -> None:
-        self._progress.console.print(message, style=style, markup=False, highlight=False)
+        self._progress.console.print(redact(message), style=style, markup=False, highlight=False)
 
     def note(self, message: str) -> None:
         """Print a line above the bar."""
-        self._progress.console.print(message, style="dim", markup=False, highlight=False)
+        self._print(message, style="dim")
 
     def in_doubt(self, *, count: int, until: datetime | None) -> None:
         """Say above the bar how many rows are in doubt and until when; show it on the bar."""
@@ -257,6 +258,8 @@ class LineObserver:
         self._repeats: list[LedgerRow] = []
 
     def _emit(self, event: str, message: str, **fields: object) -> None:
+        message = redact(message)
+        fields = {k: redact(v) if isinstance(v, str) else v for k, v in fields.items()}
         if self._json:
             record = {
                 "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

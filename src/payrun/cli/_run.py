@@ -33,6 +33,7 @@ from payrun.config import (
     DEFAULT_WAIT_TIMEOUT,
     MAX_IN_FLIGHT_CAP,
     PER_ACCOUNT_SUBMITS_CAP,
+    SHORT_SETTLE_WAIT,
     RunOptions,
     Secret,
     Settings,
@@ -380,6 +381,9 @@ def execute(args: argparse.Namespace) -> int:
         if folder is not None and not args.quiet:
             _say_where(options, as_json=args.log_format == "json")
         observer = _observer(args)
+        chosen = _chosen_settle_wait(args, bound)
+        if chosen is not None and options.settle_wait < SHORT_SETTLE_WAIT:
+            observer = _ShortSettleWarning(observer, options.settle_wait, chosen)
         # Said, not silently ignored
         if args.dry_run and args.report is not None:
             observer.note(f"a dry run writes no report: {args.report} is left as it was")
@@ -515,6 +519,43 @@ def _settle_wait_of(args: argparse.Namespace, sandbox_bound: float | None) -> fl
     if sandbox_bound is not None:
         return sandbox_bound
     return DEFAULT_SETTLE_WAIT if from_env is None else from_env
+
+
+def _chosen_settle_wait(args: argparse.Namespace, sandbox_bound: float | None) -> str | None:
+    """Where the run's settle wait was chosen by the user (the option or the variable);
+    None when it is the embedded sandbox's own bound or the default."""
+    if args.settle_wait is not None:
+        return "--settle-wait"
+    if sandbox_bound is None and settle_wait_from_env() is not None:
+        return "PAYRUN_SETTLE_WAIT"
+    return None
+
+
+class _ShortSettleWarning:
+    """The run's observer, which says once, when rows are in doubt, that a settle wait
+    under ``SHORT_SETTLE_WAIT`` may pay them twice."""
+
+    def __init__(self, observer: Any, settle_wait: float, source: str) -> None:
+        self._observer = observer
+        self._settle_wait = settle_wait
+        self._source = source
+        self._said = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._observer, name)
+
+    def in_doubt(self, *, count: int, until: Any) -> None:
+        """Warn (once) before the observer says how many rows are in doubt."""
+        if count and not self._said:
+            self._said = True
+            rows = "1 row is" if count == 1 else f"{count:,} rows are"
+            self._observer.note(
+                f"warning: {self._source} is {self._settle_wait:g} s, under"
+                f" {SHORT_SETTLE_WAIT:g} s, and {rows} in doubt: a bank that carries out a"
+                " request later than that after its answer was lost would pay them twice"
+                " (docs/exactly-once.md)"
+            )
+        self._observer.in_doubt(count=count, until=until)
 
 
 def _say_where(options: RunOptions, *, as_json: bool) -> None:

@@ -120,13 +120,21 @@ def _signature_keys(args: argparse.Namespace) -> dict[str, str] | None:
     """The key id and public key PEM of --require-signatures, if given."""
     if args.require_signatures is None:
         return None
+    from payrun.sandbox import MAX_PUBLIC_KEY_FILE_BYTES
+
     try:
         with open(args.require_signatures, encoding="utf-8") as handle:
-            pem = handle.read(65_536)
+            pem = handle.read(MAX_PUBLIC_KEY_FILE_BYTES + 1)
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or type(exc).__name__
         message = f"cannot read --require-signatures {args.require_signatures}: {reason}"
         raise ConfigError(message) from None
+    if len(pem) > MAX_PUBLIC_KEY_FILE_BYTES:
+        message = (
+            f"--require-signatures {args.require_signatures} is over"
+            f" {MAX_PUBLIC_KEY_FILE_BYTES // 1024} KiB: give the PEM public key file"
+        )
+        raise ConfigError(message)
     return {args.signing_key_id.strip(): pem}
 
 

@@ -159,6 +159,9 @@ class FleetActivities:
         except ConfigError as exc:
             await asyncio.to_thread(store.set_state, name, "refused", message=str(exc))
             raise _failure(str(exc), kind=REFUSED, non_retryable=True) from None
+        for warning in settings.warnings:
+            # The worker's log: an API key file other users can read
+            self.say(f"batch {name}: warning: {warning}")
         if self.draining:
             msg = f"worker {self.identity} is stopping: the batch goes to another"
             raise _failure(msg, kind=HANDED_BACK)
@@ -299,6 +302,17 @@ def _mendable(error: PayrunError) -> bool:
     return exit_code_for(error) == _RUN_AGAIN
 
 
+_KEY_ID_FILE_LIMIT = 1024
+"""A key id is a short word (at most 256 characters): a bigger file is not one."""
+
+
+def _key_id(path: Path) -> str:
+    """The key id in ``path`` (``NAME.keyid``), read no further than ``_KEY_ID_FILE_LIMIT``
+    bytes; a longer one is refused by ``load_settings`` as no key id."""
+    with path.open("rb") as handle:
+        return handle.read(_KEY_ID_FILE_LIMIT).decode("utf-8", "replace").strip()
+
+
 def _settings(batch: FleetBatch, keys: Path) -> Settings:
     """The bank settings of the batch's lane: its base URL, the API key read from ``keys``
     (``NAME``), and the signing key when both ``NAME.signing.pem`` and ``NAME.keyid`` are
@@ -308,7 +322,7 @@ def _settings(batch: FleetBatch, keys: Path) -> Settings:
     key_id_file = keys / f"{batch.key}.keyid"
     signing = signing_file.is_file() or key_id_file.is_file()
     try:
-        key_id = key_id_file.read_text("utf-8").strip() if key_id_file.is_file() else None
+        key_id = _key_id(key_id_file) if key_id_file.is_file() else None
         return load_settings(
             base_url=batch.base_url,
             api_key_file=keys / batch.key,

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from payrun._models import utc_now
-from payrun.config import DatabaseURL
+from payrun.config import DatabaseURL, redact_url
 from payrun.errors import LedgerError
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class FleetBatch:
     def lane(self) -> str:
         """The organization lane: the organization at its bank once known (before that,
         the key name at the bank's base URL)."""
-        return self.lane_label or f"{self.key}@{self.base_url}"
+        return self.lane_label or f"{self.key}@{redact_url(self.base_url)}"
 
     @property
     def final(self) -> bool:

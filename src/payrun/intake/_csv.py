@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from payrun._redaction import excerpt
 from payrun.errors import BatchFileError
 from payrun.intake._headers import HeaderMap
 
@@ -124,7 +125,7 @@ class QuoteCheck:
         if name is not None:
             return name
         headers = self.header.headers
-        return repr(headers[index][:40]) if index < len(headers) else f"{index + 1}"
+        return excerpt(headers[index], 40) if index < len(headers) else f"{index + 1}"
 
     def _holds_a_row(self, text: str, last_read: int) -> bool:
         """Whether a swallowed line reaches the last column payrun reads (short rows do)."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from payrun._models import RowProblem
+from payrun._redaction import KEY_NOT_SHOWN, excerpt, looks_like_a_key
 from payrun.errors import BatchFileError
 
 __all__ = ["COLUMNS", "ColumnSpec", "HeaderMap", "map_header", "normalize_header"]
@@ -54,7 +55,8 @@ COLUMNS: tuple[ColumnSpec, ...] = (
 """The batch file contract, in template order."""
 
 _CLIP = 40
-"""Header texts quoted in messages are cut to this many characters (one readable line)."""
+"""Header texts quoted in messages are cut to this many characters (one readable line); a
+text that looks like a key is never quoted (a key file given as the batch)."""
 _MAX_LISTED = 20
 
 _LOOKUP: dict[str, str] = {}
@@ -90,7 +92,11 @@ class HeaderMap:
     def warnings(self) -> tuple[RowProblem, ...]:
         """One warning (row 1) for each unknown column, which validation ignores."""
         return tuple(
-            RowProblem(1, name[:_CLIP], f"unknown column {name[:_CLIP]!r} is ignored")
+            RowProblem(
+                1,
+                KEY_NOT_SHOWN if looks_like_a_key(name) else name[:_CLIP],
+                f"unknown column {excerpt(name, _CLIP)} is ignored",
+            )
             for name in self.unknown
         )
 
@@ -110,9 +116,9 @@ def map_header(cells: list[str], *, path: Path) -> HeaderMap:
                 unknown.append(text)
             continue
         if name in seen:
-            first, again = headers[seen[name]][:_CLIP], text[:_CLIP]
+            first, again = excerpt(headers[seen[name]], _CLIP), excerpt(text, _CLIP)
             msg = (
-                f"{path.name}: the header names column {name} twice ({first!r} and {again!r});"
+                f"{path.name}: the header names column {name} twice ({first} and {again});"
                 " keep one of them"
             )
             raise BatchFileError(msg, path=path)
@@ -122,11 +128,24 @@ def map_header(cells: list[str], *, path: Path) -> HeaderMap:
     return HeaderMap(tuple(positions), headers, tuple(unknown))
 
 
+def _refuse_a_key_file(headers: tuple[str, ...], *, path: Path) -> None:
+    """Refuse, without quoting it, a file whose first line is a key or a PEM header."""
+    cells = [h for h in headers if h]
+    if len(cells) != 1 or not (looks_like_a_key(cells[0]) or cells[0].startswith("-----BEGIN")):
+        return
+    msg = (
+        f"{path.name} looks like a key file (its first line, not shown, is a key or a PEM"
+        " header), not a batch of payments: give the batch file (CSV or .xlsx)"
+    )
+    raise BatchFileError(msg, path=path)
+
+
 def _check_required(seen: dict[str, int], headers: tuple[str, ...], *, path: Path) -> None:
     missing = [spec.name for spec in COLUMNS if spec.required and spec.name not in seen]
     if not missing:
         return
-    named = [repr(h[:_CLIP]) for h in headers if h]
+    _refuse_a_key_file(headers, path=path)
+    named = [excerpt(h, _CLIP) for h in headers if h]
     found = ", ".join(named[:_MAX_LISTED]) or "none"
     if len(named) > _MAX_LISTED:
         found += f" and {len(named) - _MAX_LISTED} more"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from payrun.config import redact_url
 from payrun.errors import BankError, BankRejectedError, BankUnavailableError, ConfigError
 
 # The bank client is imported only by runs that talk to a bank
@@ -49,26 +50,27 @@ async def find_organization(
 
 
 async def _read_organization(client: BankClient, settings: Settings) -> Organization:
+    bank = redact_url(settings.base_url)
     try:
         return await client.organization()
     except BankError as exc:
         not_found = isinstance(exc, BankRejectedError) and exc.status == _HTTP_NOT_FOUND
         if type(exc) is BankError or not_found:
             msg = (
-                f"{settings.base_url} does not answer as the bank's API ({exc}); check the"
+                f"{bank} does not answer as the bank's API ({exc}); check the"
                 " bank's address (--base-url or PAYRUN_BASE_URL)"
             )
             raise ConfigError(msg) from exc
         if isinstance(exc, BankUnavailableError) and exc.reason == "no-such-host":
             msg = (
-                f"no such host: the bank's address {settings.base_url} has a name that does"
+                f"no such host: the bank's address {bank} has a name that does"
                 " not resolve; check --base-url or PAYRUN_BASE_URL (if it is right, this"
                 " machine cannot look names up now: run again later)"
             )
             raise ConfigError(msg) from exc
         if isinstance(exc, BankUnavailableError) and exc.reason == "tls":
             msg = (
-                f"cannot talk https with {settings.base_url}: {exc}; check the address and"
+                f"cannot talk https with {bank}: {exc}; check the address and"
                 " port (a plain http server there?), or, for a certificate the bank's own,"
                 " SSL_CERT_FILE"
             )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from payrun._models import format_money
+from payrun.config import redact_url
 from payrun.errors import AuthError, BankError, ConfigError
 from payrun.run._organization import LIVE_MODE, find_organization
 
@@ -87,7 +88,7 @@ async def check_readiness(settings: Settings, *, source_account: str | None = No
         org = await _organization(client, settings)
         signing = await _signing(client, settings)
         checks = [
-            _passed("bank", f"{settings.base_url} answers as the bank's API"),
+            _passed("bank", f"{redact_url(settings.base_url)} answers as the bank's API"),
             _passed("api-key", f"the API key belongs to {org.display_name} ({org.mode})"),
             _signing_check(org, settings, signing),
             await _accounts_check(client, org),

@@ -24,7 +24,7 @@ from payrun._models import (
     format_money,
     utc_now,
 )
-from payrun.config import RunOptions, Settings, ValidationOptions, without_userinfo
+from payrun.config import RunOptions, Settings, ValidationOptions, redact_url, without_userinfo
 from payrun.errors import BatchFileError, ControlTotalsError, LedgerMismatchError
 from payrun.intake import read_batch
 from payrun.ledger import (
@@ -207,6 +207,8 @@ def refuse_other_bank(
         ("organization", info.organization_url, org.url),
     ):
         if recorded is not None and recorded != now:
+            if what == "bank":
+                recorded, now = redact_url(recorded), redact_url(now)
             msg = (
                 f"the ledger {location} was used with {what} {recorded}, not {now}; run it"
                 f" against the same {what} (the same address, written the same way), or start"

@@ -22,6 +22,8 @@ from payrun.sandbox.app import ORG_IN_FLIGHT_CAP as ORG_IN_FLIGHT_CAP
 from payrun.sandbox.app import InjectedDropError as InjectedDropError
 from payrun.sandbox.app import SandboxApp as SandboxApp
 from payrun.sandbox.app import create_app as create_app
+from payrun.sandbox.seed import MAX_PUBLIC_KEY_FILE_BYTES as MAX_PUBLIC_KEY_FILE_BYTES
+from payrun.sandbox.seed import MAX_SEED_BYTES as MAX_SEED_BYTES
 from payrun.sandbox.seed import SeedError as SeedError
 from payrun.sandbox.seed import build_state as build_state
 from payrun.sandbox.seed import default_seed as default_seed
@@ -35,6 +37,8 @@ from payrun.sandbox.state import SandboxStats as SandboxStats
 __all__ = [
     "ACCOUNT_SUBMITS_CAP",
     "ORG_IN_FLIGHT_CAP",
+    "MAX_PUBLIC_KEY_FILE_BYTES",
+    "MAX_SEED_BYTES",
     "InjectedDropError",
     "RunningSandbox",
     "SandboxApp",

@@ -66,7 +66,20 @@ from payrun.sandbox._seeding import (
 )
 from payrun.sandbox.state import DirectoryEntry, SandboxState
 
-__all__ = ["SeedError", "build_state", "default_seed", "load_directory", "load_seed"]
+__all__ = [
+    "MAX_PUBLIC_KEY_FILE_BYTES",
+    "MAX_SEED_BYTES",
+    "SeedError",
+    "build_state",
+    "default_seed",
+    "load_directory",
+    "load_seed",
+]
+
+MAX_SEED_BYTES = 8 * 1024 * 1024
+"""A seed file over 8 MiB (tens of thousands of payees) is refused before it is read whole."""
+MAX_PUBLIC_KEY_FILE_BYTES = 65_536
+"""A PEM public key is a few hundred bytes: a bigger file is not one."""
 
 _MODES = ("test-mode", "live-mode")
 """The organization modes of the bank API: ``live-mode`` moves real money."""
@@ -149,7 +162,7 @@ def default_seed() -> dict[str, Any]:
 def load_seed(path: str | Path) -> dict[str, Any]:
     """Read a seed JSON file, fill in the defaults, and check it (``SeedError``)."""
     try:
-        loaded = json.loads(Path(path).read_text("utf-8"))
+        loaded = json.loads(_read_limited(Path(path), MAX_SEED_BYTES, f"seed {path}"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         message = f"cannot read seed {path}: {exc}"
         raise SeedError(message) from exc
@@ -174,11 +187,24 @@ def _read_public_key_files(seed: dict[str, Any], folder: Path) -> None:
         name = entry.pop("public-key-file", None)
         if name is None:
             continue
+        where = f"message-signature-keys[{n}].public-key-file {name}"
         try:
-            entry.setdefault("public-key", (folder / name).read_text("utf-8"))
+            text = _read_limited(folder / name, MAX_PUBLIC_KEY_FILE_BYTES, where)
+            entry.setdefault("public-key", text)
         except (OSError, UnicodeDecodeError) as exc:
             message = f"cannot read message-signature-keys[{n}].public-key-file {name}: {exc}"
             raise SeedError(message) from exc
+
+
+def _read_limited(path: Path, limit: int, what: str) -> str:
+    """The UTF-8 text of the file at ``path``; ``SeedError`` when it is over ``limit`` bytes
+    (read no further than that)."""
+    with path.open("rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        message = f"{what} is over {limit // 1024:,} KiB: not a file the sandbox reads"
+        raise SeedError(message)
+    return data.decode("utf-8")
 
 
 def _require(entry: Any, where: str, keys: tuple[str, ...]) -> dict[str, Any]:

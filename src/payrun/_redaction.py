@@ -1,0 +1,67 @@
+"""What payrun says passes here first: no configured secret and no key material leaves.
+
+Input: a message about to be shown (an error line, a warning, a log line). Output: the
+message with every configured secret (``config.configured_secrets``: the API key, the
+signing key's lines, the ledger URL's passwords), as written or escaped, replaced by
+``***``; a private key's PEM block, and a quoted text that looks like a key line (one long
+token of letters, digits and key punctuation, mixed case and digits), replaced by a note.
+A secret reaches a message by paths no one foresaw (a key file given as the batch, a key
+pasted as an option's value): this is where it is stopped, whatever the path.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["KEY_NOT_SHOWN", "excerpt", "looks_like_a_key", "redact"]
+
+KEY_NOT_SHOWN = "(a text that looks like a key, not shown)"
+"""What a message shows in place of a key line."""
+
+_MASK = "***"
+_PRIVATE_PEM = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----)?",
+    re.DOTALL,
+)
+_KEY_MIN_LENGTH = 32
+"""The shortest token taken for a key line: bank ids (22 characters) and words are shorter."""
+_KEY_TOKEN = re.compile(rf"[A-Za-z0-9_+/=-]{{{_KEY_MIN_LENGTH},}}")
+_QUOTED = re.compile(rf"'([^'\\]{{{_KEY_MIN_LENGTH},}})'|\"([^\"\\]{{{_KEY_MIN_LENGTH},}})\"")
+
+
+def looks_like_a_key(text: str) -> bool:
+    """True when ``text`` is one long token of letters, digits and ``_+/=-`` holding upper
+    and lower case letters and digits: an API key, a token, a line of a PEM key."""
+    token = text.strip()
+    return (
+        _KEY_TOKEN.fullmatch(token) is not None
+        and any(c.isupper() for c in token)
+        and any(c.islower() for c in token)
+        and any(c.isdigit() for c in token)
+    )
+
+
+def excerpt(text: str, limit: int) -> str:
+    """A file's text as a message may quote it: its first ``limit`` characters, quoted and
+    escaped (``repr``), or ``KEY_NOT_SHOWN`` when it looks like a key line."""
+    if looks_like_a_key(text):
+        return KEY_NOT_SHOWN
+    return repr(text[:limit])
+
+
+def redact(message: str) -> str:
+    """``message`` with configured secrets, private key blocks and quoted key lines hidden."""
+    # Imported here: the CLI's first lines (before Ctrl-C is handled) stay short
+    from payrun.config import configured_secrets
+
+    for secret in configured_secrets():
+        for form in {secret, secret.encode("unicode_escape").decode(), repr(secret)[1:-1]}:
+            message = message.replace(form, _MASK)
+    message = _PRIVATE_PEM.sub("(a private key, not shown)", message)
+    return _QUOTED.sub(_quoted_key, message)
+
+
+def _quoted_key(found: re.Match[str]) -> str:
+    """A quoted text, or the note in its place when it looks like a key line."""
+    text = found.group(1) or found.group(2)
+    return KEY_NOT_SHOWN if looks_like_a_key(text) else found.group(0)

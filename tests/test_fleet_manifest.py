@@ -1,0 +1,96 @@
+"""The fleet manifest's bounds (issue 27, A3): a manifest far over any real one's size or
+batch count is refused at once, in one line, before it is parsed or anything is reached
+(no Temporal, no database is needed to see it)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from payrun.errors import UsageError
+from payrun.fleet._manifest import MAX_MANIFEST_BATCHES, MAX_MANIFEST_BYTES, load_manifest
+
+_BATCH = (
+    '[[batch]]\nname = "b{n}"\nfile = "b{n}.csv"\nbase_url = "https://bank.example"\nkey = "k"\n'
+)
+
+
+def _manifest(path: Path, batches: int, *, inline: bool = False) -> Path:
+    """A manifest of ``batches`` batches, as tables or as one inline array."""
+    if inline:
+        entries = ", ".join(
+            f'{{name = "b{n}", file = "b{n}.csv", base_url = "https://bank.example", key = "k"}}'
+            for n in range(batches)
+        )
+        path.write_text(f"batch = [{entries}]\n")
+    else:
+        path.write_text("".join(_BATCH.format(n=n) for n in range(batches)))
+    return path
+
+
+def test_a_huge_manifest_is_refused_at_once_in_one_line(tmp_path: Path) -> None:
+    """A 19 MB manifest (200,000 batches): `fleet submit` exits 2 in one line within seconds."""
+    manifest = _manifest(tmp_path / "huge.toml", 200_000)
+    assert manifest.stat().st_size > 10 * MAX_MANIFEST_BYTES
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "payrun", "fleet", "submit", str(manifest)]
+        + ["--temporal", "127.0.0.1:1", "--ledger-url", "postgresql://u@127.0.0.1:1/db"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    took = time.monotonic() - started
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line == (
+        f"payrun: error: the manifest {manifest} is over 1,024 KiB: a manifest names batches"
+        " (a few hundred bytes each), not their rows; give the manifest, or split it into"
+        f" manifests of at most {MAX_MANIFEST_BATCHES:,} batches"
+    )
+    # Start-up alone is about a second on this machine; reading it whole took 12-19 s
+    assert took < 8, took
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["tables", "inline-array"])
+def test_a_manifest_of_too_many_batches_is_refused_before_they_are_checked(
+    tmp_path: Path, inline: bool
+) -> None:
+    """More than MAX_MANIFEST_BATCHES batches under the size cap: refused, naming the count."""
+    manifest = _manifest(tmp_path / "many.toml", MAX_MANIFEST_BATCHES + 1, inline=inline)
+    assert manifest.stat().st_size <= MAX_MANIFEST_BYTES
+    with pytest.raises(UsageError) as refused:
+        load_manifest(manifest)
+    assert f"names {MAX_MANIFEST_BATCHES + 1:,} batches, over the" in str(refused.value)
+
+
+def test_a_lane_shows_the_bank_address_without_its_query(tmp_path: Path) -> None:
+    """A base_url with a token in its query: the lane status shows carries no option value."""
+    manifest = tmp_path / "one.toml"
+    manifest.write_text(
+        '[[batch]]\nname = "a"\nfile = "a.csv"\nkey = "acme"\n'
+        'base_url = "https://bank.example/v0?token=Tok-S3cret"\n'
+    )
+    from payrun.fleet import FleetBatch
+    from payrun.fleet._workflow import normalized_base_url
+
+    (entry,) = load_manifest(manifest)
+    stored = FleetBatch(
+        name=entry.name,
+        file=str(entry.file),
+        base_url=entry.base_url,
+        key=entry.key,
+        cutoff=None,
+        options={},
+        state="queued",
+        worker=None,
+        message=None,
+    )
+    assert stored.lane == "acme@https://bank.example/v0"
+    # Once a worker found the organization, its lane is named by the address without query
+    assert normalized_base_url(entry.base_url) == "https://bank.example/v0"
