@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -43,6 +44,7 @@ class _Batch(BaseModel):
     # Quoted, as the contract writes it, or a TOML date-time
     cutoff: datetime | None = Field(default=None, strict=False)
     confirm_payees: bool = True
+    input_format: Literal["auto", "payrun", "bacs18", "bankline", "barclays"] = "auto"
 
     @field_validator("name")
     @classmethod
@@ -99,6 +101,7 @@ class BatchEntry:
     expect_total: Decimal | None
     cutoff: datetime | None
     confirm_payees: bool = True
+    input_format: str = "auto"
 
     @property
     def lane(self) -> str:
@@ -157,6 +160,7 @@ def _entry(path: Path, index: int, batch: _Batch) -> BatchEntry:
         expect_total=None if batch.expect_total is None else Decimal(batch.expect_total.strip()),
         cutoff=batch.cutoff,
         confirm_payees=batch.confirm_payees,
+        input_format=batch.input_format,
     )
 
 

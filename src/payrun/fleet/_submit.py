@@ -24,7 +24,7 @@ from payrun.fleet._manifest import BatchEntry, load_manifest
 from payrun.fleet._store import FleetBatch, FleetStore
 from payrun.fleet._temporal import connect_temporal
 from payrun.fleet._workflow import BatchTicket, LaneInput, LaneWorkflow, lane_workflow_id
-from payrun.intake import read_batch
+from payrun.intake import open_batch
 from payrun.ledger import DatabaseLedger
 from payrun.run import StopSignal
 from payrun.validation import plain_or_verdicts
@@ -105,7 +105,7 @@ def fleet_exit_code(batches: list[FleetBatch], *, interrupted: bool = False) -> 
 
 
 def _validation(entry: BatchEntry) -> ValidationOptions:
-    return ValidationOptions(source_account=entry.source_account)
+    return ValidationOptions(source_account=entry.source_account, input_format=entry.input_format)
 
 
 def _check_file(entry: BatchEntry) -> None:
@@ -116,7 +116,7 @@ def _check_file(entry: BatchEntry) -> None:
     validation = _validation(entry)
     count, total = 0, Decimal(0)
     try:
-        with read_batch(entry.file, sheet=validation.sheet, max_rows=validation.max_rows) as batch:
+        with open_batch(entry.file, validation) as batch:
             for verdict in plain_or_verdicts(batch, validation):
                 if not isinstance(verdict, RowVerdict):
                     count += 1

@@ -14,7 +14,7 @@ from pathlib import Path
 from payrun._models import RowProblem
 from payrun.errors import BatchFileError
 
-__all__ = ["COLUMNS", "ColumnSpec", "HeaderMap", "map_header", "normalize_header"]
+__all__ = ["COLUMNS", "ColumnSpec", "HeaderMap", "known_header", "map_header", "normalize_header"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +69,11 @@ def normalize_header(text: str) -> str:
     for char in (" ", "-", "_", "\t", "\u00a0"):
         folded = folded.replace(char, "")
     return folded
+
+
+def known_header(text: str) -> bool:
+    """Whether a header cell names one of payrun's columns (or an alias of one)."""
+    return normalize_header(text).replace("_", "") in _LOOKUP
 
 
 @dataclass(frozen=True, slots=True)
