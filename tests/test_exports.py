@@ -60,7 +60,9 @@ def expected(credit: Credit, source: str = SOURCE) -> dict[str, str]:
     }
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     batch=st.lists(credits, min_size=1, max_size=8),
     labels=st.booleans(),
@@ -82,7 +84,9 @@ def test_standard_18_round_trip(
     assert rows_of(path) == [(first + i, expected(c)) for i, c in enumerate(batch)]
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(batch=st.lists(credits, min_size=1, max_size=8), trim=st.booleans())
 def test_bankline_round_trip(tmp_path: Path, batch: list[Credit], trim: bool) -> None:
     """Rows written as a Bankline standard domestic CSV (all 37 columns, or cut after the
@@ -92,7 +96,9 @@ def test_bankline_round_trip(tmp_path: Path, batch: list[Credit], trim: bool) ->
     assert rows_of(path) == [(1 + i, expected(c)) for i, c in enumerate(batch)]
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(batch=st.lists(credits, min_size=1, max_size=8))
 def test_barclays_round_trip(tmp_path: Path, batch: list[Credit]) -> None:
     """Rows written as a Barclays BACS CSV read back as the same rows (no source account
