@@ -285,3 +285,63 @@ def test_validate_text_says_what_was_read(
         "read as Bacs Standard 18: 3 credits, £2,735.55, contras and UTL1 agree,"
         " processing day Tue 23 Dec 2025 -> pay date Wed 24 Dec 2025"
     )
+
+
+WISE = (
+    "name,recipientEmail,paymentReference,receiverType,amountCurrency,amount,sourceCurrency,"
+    "targetCurrency,sortCode,accountNumber\n"
+    "Ada Lovelace,ada@example.com,DEC PAY,PRIVATE,GBP,1500.00,GBP,GBP,200000,55779911\n"
+)
+REVOLUT = (
+    "Name,Recipient type,IBAN,BIC,Account number,Sort code,Recipient bank country,Currency,"
+    "Amount,Payment reference\n"
+    "Ada Lovelace,INDIVIDUAL,,,55779911,200000,GB,GBP,1500.00,DEC PAY\n"
+)
+TELLEROO = (
+    "Name,Amount,Reference,Account Number,Sort Code,Email\n"
+    "Ada Lovelace,1500.00,DEC PAY,55779911,20-00-00,ada@example.com\n"
+)
+
+
+@pytest.mark.parametrize("text", [WISE, REVOLUT, TELLEROO], ids=["wise", "revolut", "telleroo"])
+def test_other_services_csvs_are_read_by_their_headers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    """Revolut Business, Wise and Telleroo CSVs are read as they are, reference included."""
+    path = write(tmp_path, text, "bulk.csv")
+    document = validate_json(path, capsys, "--source-account", SOURCE)
+    assert (document["valid"], document["invalid"], document["input_format"]) == (
+        1,
+        0,
+        "payrun",
+    )
+    assert not [w for w in document["warnings"] if "reference" in str(w)]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "column"),
+    [
+        (",GBP,1500.00,GBP,GBP,", ",GBP,1500.00,EUR,GBP,", "source_currency"),
+        (",GBP,1500.00,GBP,GBP,", ",EUR,1500.00,GBP,GBP,", "amount_currency"),
+        (",GBP,1500.00,GBP,GBP,", ",GBP,1500.00,GBP,USD,", "currency"),
+    ],
+)
+def test_a_wise_row_in_another_currency_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, column: str
+) -> None:
+    """Any of Wise's three currency columns other than GBP makes the row invalid."""
+    path = write(tmp_path, WISE.replace(old, new), "wise.csv")
+    document = validate_json(path, capsys, "--source-account", SOURCE)
+    assert document["invalid"] == 1
+    assert [e["column"] for e in document["errors"]] == [column]  # type: ignore[attr-defined]
+
+
+def test_a_revolut_row_for_a_bank_abroad_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Revolut row whose recipient bank country is not GB is invalid, saying why."""
+    path = write(tmp_path, REVOLUT.replace(",GB,GBP,", ",FR,GBP,"), "revolut.csv")
+    document = validate_json(path, capsys, "--source-account", SOURCE)
+    errors = document["errors"]
+    assert [e["column"] for e in errors] == ["country"], errors  # type: ignore[attr-defined]
+    assert "must be GB" in errors[0]["message"]  # type: ignore[index]

@@ -14,7 +14,15 @@ from pathlib import Path
 from payrun._models import RowProblem
 from payrun.errors import BatchFileError
 
-__all__ = ["COLUMNS", "ColumnSpec", "HeaderMap", "known_header", "map_header", "normalize_header"]
+__all__ = [
+    "COLUMNS",
+    "GUARD_COLUMNS",
+    "ColumnSpec",
+    "HeaderMap",
+    "known_header",
+    "map_header",
+    "normalize_header",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +49,13 @@ COLUMNS: tuple[ColumnSpec, ...] = (
         required=True,
         description="GBP, > 0, at most 2 decimal places; 1,234.50 and £1234.50 accepted",
     ),
-    ColumnSpec("reference", required=False, description="payment reference, 1..35 characters"),
+    ColumnSpec(
+        "reference",
+        required=False,
+        description="payment reference, 1..35 characters",
+        # Revolut Business, Wise
+        aliases=("payment_reference",),
+    ),
     ColumnSpec(
         "source_account",
         required=False,
@@ -49,16 +63,43 @@ COLUMNS: tuple[ColumnSpec, ...] = (
         " else --source-account",
     ),
     ColumnSpec("row_id", required=False, description="your unique key for the row"),
-    ColumnSpec("currency", required=False, description="if present, must be GBP"),
+    ColumnSpec(
+        "currency",
+        required=False,
+        description="if present, must be GBP",
+        # Wise's batch file: the currency the recipient gets
+        aliases=("target_currency",),
+    ),
 )
 """The batch file contract, in template order."""
+
+GUARD_COLUMNS: tuple[ColumnSpec, ...] = (
+    ColumnSpec(
+        "source_currency",
+        required=False,
+        description="Wise's sourceCurrency: if present, must be GBP",
+    ),
+    ColumnSpec(
+        "amount_currency",
+        required=False,
+        description="Wise's amountCurrency: if present, must be GBP",
+    ),
+    ColumnSpec(
+        "country",
+        required=False,
+        description="the payee's bank's country (Revolut Business): if present, must be GB",
+        aliases=("recipient_bank_country", "bank_country"),
+    ),
+)
+"""Columns of other services' bulk-payment CSVs that are read only to be checked (a row
+paying another currency or a bank abroad is refused); not in templates."""
 
 _CLIP = 40
 """Header texts quoted in messages are cut to this many characters (one readable line)."""
 _MAX_LISTED = 20
 
 _LOOKUP: dict[str, str] = {}
-for _spec in COLUMNS:
+for _spec in (*COLUMNS, *GUARD_COLUMNS):
     for _alias in (_spec.name, *_spec.aliases):
         _LOOKUP[_alias.replace("_", "")] = _spec.name
 
