@@ -160,3 +160,18 @@ def test_the_ledger_keeps_the_file_s_line_numbers(
     with sqlite3.connect(tmp_path / "pay.txt.ledger.sqlite") as db:
         rows = [row for (row,) in db.execute("SELECT row FROM rows ORDER BY row")]
     assert rows == [5, 6, 7]
+
+
+def test_a_dry_run_before_the_pay_date_says_a_run_would_be_refused(
+    start_bank: StartBank, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dry run creates nothing whatever the date, and says a run today would be refused."""
+    bank = start_bank()
+    name, text = FILES["bacs18"](date.today() + timedelta(days=20))
+    path = tmp_path / name
+    path.write_text(text, newline="")
+    capsys.readouterr()
+    assert pay(path, "--dry-run") == 0
+    err = capsys.readouterr().err
+    assert "warning: a run today would be refused" in err and "--pay-now" in err, err
+    assert payments(bank) == []

@@ -71,7 +71,7 @@ def pay_date_gate(
         note(export.describe(args.pay_date))
     elif pay_date is not None:
         note(f"pay date {show_day(pay_date)} (--pay-date)")
-    if pay_date is None or args.dry_run or args.pay_now:
+    if pay_date is None or args.pay_now:
         return
     today = today or date.today()  # noqa: DTZ011 - the clerk's own calendar day
     if today < pay_date:
@@ -80,6 +80,8 @@ def pay_date_gate(
             f" {show_day(today)}: Faster Payments arrive in seconds, so nothing was sent; run"
             " it again on that day, or add --pay-now to pay now"
         )
-        raise UsageError(msg)
+        if not args.dry_run:
+            raise UsageError(msg)
+        warn(f"warning: a run today would be refused: {msg}")
     if today > pay_date:
         warn(f"warning: the pay date {show_day(pay_date)} has passed: paying today")

@@ -18,10 +18,8 @@ from pathlib import Path
 from payrun.errors import BatchFileError
 from payrun.intake._profile import ExportReading, pence_of, show_day
 
-__all__ = ["RECORD_TYPES", "read_bankline"]
+__all__ = ["read_bankline"]
 
-RECORD_TYPES = ("01", "02", "04")
-"""Bankline's record types: standard domestic, CHAPS, international."""
 _DOMESTIC = "01"
 _REFUSED = {
     "02": "a CHAPS payment (record type 02): payrun pays by Faster Payments only; pay it"

@@ -1,10 +1,10 @@
 """Which reading a text batch file takes: payrun's own columns or a payroll export's profile.
 
 Input: a path already sniffed as text. Output: the ``InputFormat`` its first non-blank line
-shows, deterministically: a Standard 18 label or data record, a Bankline row (record type in
-column 4, at least 19 columns), a Barclays row (6 fields, a sort code first), or a header
-naming payrun's columns. A line that reads two ways is refused naming both; a line that
-reads no way is a payrun file (whose reading says what its header lacks).
+shows, deterministically: a Standard 18 label or data record, a Bankline row (two digits,
+the record type, in column 4 of at least 19 columns), a Barclays row (6 fields, a sort code
+first), or a header naming payrun's columns. A line that reads two ways is refused naming
+both; a line that reads no way is a payrun file (whose reading says what its header lacks).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 
 from payrun.errors import BatchFileError
 from payrun.intake._bacs18 import DATA_RECORD, LABELS
-from payrun.intake._bankline import RECORD_TYPES
 from payrun.intake._barclays import BARCLAYS_FIELDS
 from payrun.intake._headers import known_header
 from payrun.intake._profile import TITLES, InputFormat
@@ -26,6 +25,8 @@ _HEAD_BYTES = 65_536
 _BANKLINE_DATE = 19
 _SORT_CODE = re.compile(r"\d{2}-?\d{2}-?\d{2}")
 _ACCOUNT = re.compile(r"\d{6,10}")
+_RECORD_TYPE = re.compile(r"\d\d")
+"""Bankline's record type (column 4): 01, 02 and 04 are known; the reader names others."""
 
 
 def detect_input_format(path: Path) -> InputFormat:
@@ -35,7 +36,7 @@ def detect_input_format(path: Path) -> InputFormat:
     if line[:4] in LABELS or DATA_RECORD.match(line):
         found.append("bacs18")
     fields = next(csv.reader([line]), [])
-    if len(fields) >= _BANKLINE_DATE and fields[3].strip() in RECORD_TYPES:
+    if len(fields) >= _BANKLINE_DATE and _RECORD_TYPE.fullmatch(fields[3].strip()):
         found.append("bankline")
     if len(fields) == BARCLAYS_FIELDS and _barclays_row(fields):
         found.append("barclays")
