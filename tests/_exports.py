@@ -58,9 +58,11 @@ def bacs18_file(
     trailer: tuple[int, int, int, int] | None = None,
     newline: str = "\r\n",
     strip: bool = False,
+    hsbc: bool = False,
 ) -> str:
     """A Standard 18 file; ``trailer`` overrides UTL1's (debits, credits, debit count,
-    credit count) in pence and items; ``strip`` drops trailing spaces as an editor does."""
+    credit count) in pence and items; ``strip`` drops trailing spaces as an editor does;
+    ``hsbc`` writes HSBC's flavour (``HSBC`` in VOL1's 32-37, no UTL1 after EOF2)."""
     total = sum(c.pence for c in credits)
     records = [bacs18_data(c) for c in credits]
     if contra:
@@ -71,8 +73,9 @@ def bacs18_file(
         day = processing.strftime(" %y%j") if processing else " 00000"
         contras = total if contra else 0
         debit, credit, debits, count = trailer or (contras, total, int(contra), len(credits))
+        owner = "HSBC  " if hsbc else ""
         lines = [
-            _label(f"VOL1000001{'':31}{SUN}{'':32}1"),
+            _label(f"VOL1000001{'':21}{owner:6}    {SUN}{'':32}1"),
             _label(f"HDR1A{SUN}S  1{SUN}00000100010001       {day} {day}"),
             _label("HDR2F0200000100"),
             _label(f"UHL1{day}999999    000000001 DAILY  001"),
@@ -81,6 +84,8 @@ def bacs18_file(
             _label("EOF2F0200000100"),
             _label(f"UTL1{debit:013d}{credit:013d}{debits:07d}{count:07d}"),
         ]
+        if hsbc:
+            lines.pop()
     if strip:
         lines = [line.rstrip() for line in lines]
     return newline.join(lines) + newline

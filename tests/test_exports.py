@@ -69,17 +69,22 @@ def expected(credit: Credit, source: str = SOURCE) -> dict[str, str]:
     contra=st.booleans(),
     newline=st.sampled_from(["\r\n", "\n"]),
     strip=st.booleans(),
+    hsbc=st.booleans(),
 )
 def test_standard_18_round_trip(
-    tmp_path: Path, batch: list[Credit], labels: bool, contra: bool, newline: str, strip: bool
+    tmp_path: Path,
+    batch: list[Credit],
+    labels: bool,
+    contra: bool,
+    newline: str,
+    strip: bool,
+    hsbc: bool,
 ) -> None:
-    """Rows written as Standard 18 (full or data only, CRLF or LF, trailing spaces
-    stripped or not) read back as the same rows, numbered by their lines in the file."""
+    """Rows written as Standard 18 (full or data only, HSBC's flavour or not, CRLF or LF,
+    trailing spaces stripped or not) read back as the same rows, numbered by their lines."""
     path = tmp_path / "pay.txt"
-    path.write_text(
-        bacs18_file(batch, labels=labels, contra=contra, newline=newline, strip=strip),
-        newline="",
-    )
+    text = bacs18_file(batch, labels=labels, contra=contra, newline=newline, strip=strip, hsbc=hsbc)
+    path.write_text(text, newline="")
     first = 5 if labels else 1
     assert rows_of(path) == [(first + i, expected(c)) for i, c in enumerate(batch)]
 
@@ -345,3 +350,50 @@ def test_a_revolut_row_for_a_bank_abroad_is_refused(
     errors = document["errors"]
     assert [e["column"] for e in errors] == ["country"], errors  # type: ignore[attr-defined]
     assert "must be GB" in errors[0]["message"]  # type: ignore[index]
+
+
+def test_hsbc_flavour_without_utl1_is_read_and_its_contra_checked(tmp_path: Path) -> None:
+    """HSBC's flavour (VOL1 owned by HSBC, no UTL1 after EOF2) is read; its contra is still
+    the control total."""
+    path = write(tmp_path, bacs18_file(PAYEES, hsbc=True))
+    with read_batch(path) as batch:
+        assert batch.export is not None
+        assert batch.export.controls == "contras agree (no UTL1)"
+        assert [row.row for row in batch.rows] == [5, 6, 7]
+    lines = bacs18_file(PAYEES, hsbc=True).splitlines()
+    lines[7] = bacs18_contra(5)
+    assert "the contra for" in refusal(write(tmp_path, "\n".join(lines), "bad.txt"))
+
+
+def test_multi_day_records_take_the_latest_processing_day(tmp_path: Path) -> None:
+    """106-character records carry their own processing day (101-106): the pay date is the
+    working day after the latest (Fri 19 Dec 2025 -> Mon 22 Dec 2025)."""
+    days = [" 25351", " 25353", ""]
+    lines = [bacs18_data(c) + day for c, day in zip(PAYEES, days, strict=True)]
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    with read_batch(path) as batch:
+        assert batch.export is not None
+        assert batch.export.pay_date == date(2025, 12, 22)
+        assert len(list(batch.rows)) == 3
+
+
+def test_the_fleet_manifest_takes_an_input_format_per_batch(tmp_path: Path) -> None:
+    """A manifest batch's input_format reaches its validation options; another value is
+    refused naming the field."""
+    from payrun.errors import UsageError
+    from payrun.fleet._manifest import load_manifest
+    from payrun.fleet._submit import _validation
+
+    manifest = tmp_path / "fleet.toml"
+    batch = (
+        '[[batch]]\nname = "acme"\nfile = "pay.txt"\nbase_url = "https://bank.example"\n'
+        'key = "acme"\n'
+    )
+    manifest.write_text(batch + 'input_format = "bacs18"\n')
+    (entry,) = load_manifest(manifest)
+    assert _validation(entry).input_format == "bacs18"
+    manifest.write_text(batch)
+    assert _validation(load_manifest(manifest)[0]).input_format == "auto"
+    manifest.write_text(batch + 'input_format = "sepa"\n')
+    with pytest.raises(UsageError, match="input_format"):
+        load_manifest(manifest)

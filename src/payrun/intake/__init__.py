@@ -7,6 +7,12 @@ the header is row 1), with cell text keyed by canonical column and any spreadshe
 the cells' types reveal. CSV rows are streamed, never all held. Raises ``BatchFileError``
 (exit 2) for every file that cannot be used, including while ``rows`` is being consumed
 (a field over 1 MB, more than ``max_rows`` rows).
+
+A payroll export (Bacs Standard 18, NatWest Bankline, Barclays BACS CSV: ``INPUT_FORMATS``,
+detected by ``_detect`` unless named) is read by its profile (``_bacs18``, ``_bankline``,
+``_barclays``) into the same ``Batch``: canonical columns, rows numbered by the file's
+lines, and ``Batch.export`` with its totals, control-total verdict and pay date; its
+control totals are checked before the first row is given (``ControlTotalsError``).
 """
 
 from __future__ import annotations
