@@ -397,3 +397,16 @@ def test_the_fleet_manifest_takes_an_input_format_per_batch(tmp_path: Path) -> N
     manifest.write_text(batch + 'input_format = "sepa"\n')
     with pytest.raises(UsageError, match="input_format"):
         load_manifest(manifest)
+
+
+def test_a_dos_end_of_file_mark_is_not_a_record(tmp_path: Path) -> None:
+    """A Ctrl-Z (DOS's end of file) after the last record is ignored, not a short line."""
+    path = write(tmp_path, bacs18_file(PAYEES) + "\x1a")
+    assert [number for number, _ in rows_of(path)] == [5, 6, 7]
+
+
+def test_sheet_is_refused_for_an_export(tmp_path: Path) -> None:
+    """--sheet names a workbook's sheet: given for a text export, it is refused."""
+    path = write(tmp_path, bacs18_file(PAYEES))
+    message = refusal(path, sheet="Pay")
+    assert "--sheet Pay is for .xlsx workbooks, and pay.txt is a Bacs Standard 18 file" in message

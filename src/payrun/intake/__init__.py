@@ -173,7 +173,8 @@ def read_batch(
     if export is not None:
         if kind == "csv" and sheet is not None:
             msg = (
-                f"--sheet {sheet} is for .xlsx workbooks, and {path.name} is not one: leave it out"
+                f"--sheet {sheet} is for .xlsx workbooks, and {path.name} is a"
+                f" {TITLES[export.input_format]} file: leave it out"
             )
             raise BatchFileError(msg, path=path)
         return _export_batch(path, export, max_rows, file_source=file_source)

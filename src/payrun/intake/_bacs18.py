@@ -35,6 +35,8 @@ LABELS = ("VOL1", "HDR1", "HDR2", "UHL1", "EOF1", "EOF2", "UTL1")
 _CREDIT = "99"
 _CONTRA = "17"
 DIRECT_DEBITS = frozenset({"01", "17", "18", "19", "0C", "0N", "0S"})
+_BLANK = " \t\x1a"
+"""What a line that holds no record may hold: spaces, and DOS's end-of-file mark (Ctrl-Z)."""
 _RECORD = 100
 _MULTI_DAY = 106
 _AMOUNT_END = 46
@@ -86,7 +88,7 @@ class _Reader:
         """Any line but a plain credit: a label, a contra, a blank line, or a refusal."""
         if line[:4] in LABELS:
             self.label(number, line)
-        elif line.strip():
+        elif line.strip(_BLANK):
             self.record(number, line.rstrip())
 
     def day(self, number: int, line: str) -> None:
