@@ -23,15 +23,13 @@ from pathlib import Path
 from typing import overload
 
 from payrun.errors import BatchFileError, ControlTotalsError
+from payrun.intake._detect import LABELS
 from payrun.intake._profile import ExportReading, pounds, show_day
 
-__all__ = ["DATA_RECORD", "DIRECT_DEBITS", "LABELS", "read_bacs18"]
+__all__ = ["DIRECT_DEBITS", "read_bacs18"]
 
-DATA_RECORD = re.compile(r"\d{14}.[0-9A-Z]{2}\d{14}")
-"""The start of a data record: sort code, account, type, transaction code, originator."""
 _PLAIN_CREDIT = re.compile(r"\d{14}.99\d{14}.{4}\d{11}", re.ASCII).match
 """A credit record whose numbers are all digits: the usual line, read without more checks."""
-LABELS = ("VOL1", "HDR1", "HDR2", "UHL1", "EOF1", "EOF2", "UTL1")
 _CREDIT = "99"
 _CONTRA = "17"
 DIRECT_DEBITS = frozenset({"01", "17", "18", "19", "0C", "0N", "0S"})

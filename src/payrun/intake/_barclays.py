@@ -14,11 +14,11 @@ from pathlib import Path
 
 from payrun.errors import BatchFileError
 from payrun.intake._bacs18 import DIRECT_DEBITS
+from payrun.intake._detect import BARCLAYS_FIELDS
 from payrun.intake._profile import ExportReading, pence_of
 
-__all__ = ["BARCLAYS_FIELDS", "read_barclays"]
+__all__ = ["read_barclays"]
 
-BARCLAYS_FIELDS = 6
 _CREDIT = "99"
 
 

@@ -14,12 +14,16 @@ import re
 from pathlib import Path
 
 from payrun.errors import BatchFileError
-from payrun.intake._bacs18 import DATA_RECORD, LABELS
-from payrun.intake._barclays import BARCLAYS_FIELDS
 from payrun.intake._headers import known_header
 from payrun.intake._profile import TITLES, InputFormat
 
-__all__ = ["detect_input_format"]
+__all__ = ["BARCLAYS_FIELDS", "DATA_RECORD", "LABELS", "detect_input_format"]
+
+DATA_RECORD = re.compile(r"\d{14}.[0-9A-Z]{2}\d{14}")
+"""The start of a Standard 18 data record: sort code, account, type, code, originator."""
+LABELS = ("VOL1", "HDR1", "HDR2", "UHL1", "EOF1", "EOF2", "UTL1")
+"""Standard 18's label records."""
+BARCLAYS_FIELDS = 6
 
 _HEAD_BYTES = 65_536
 _BANKLINE_DATE = 19
