@@ -101,6 +101,8 @@ def test_json_output_shape(batch_csv: Path, capsys: pytest.CaptureFixture[str]) 
             }
         ],
         "warnings": [],
+        "input_format": "payrun",
+        "pay_date": None,
     }
 
 
@@ -257,6 +259,8 @@ def test_subprocess_exit_codes_and_json(batch_csv: Path, tmp_path: Path) -> None
         "total",
         "errors",
         "warnings",
+        "input_format",
+        "pay_date",
     }
     assert payrun("validate", str(SAMPLES / "payroll.csv")).returncode == 0
     missing = payrun("validate", str(tmp_path / "missing.csv"))

@@ -171,6 +171,8 @@ class ValidationOptions:
     source_account: str | None = None
     max_rows: int = DEFAULT_MAX_ROWS
     sheet: str | None = None
+    input_format: str = "auto"
+    """``--input-format``: auto, payrun, bacs18, bankline or barclays."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,6 +24,7 @@ import anyio
 
 from payrun.cli._bank import add_bank_key_options, bank_settings
 from payrun.cli._help import HelpFormatter, OptionGroup, group_options
+from payrun.cli._input import add_input_options, pay_date_gate
 from payrun.cli._output import file_path, ledger_arg, reader_may_leave
 from payrun.config import (
     DEFAULT_DUPLICATE_WINDOW_DAYS,
@@ -152,6 +153,7 @@ def _add_file_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sheet", metavar="NAME", help="the .xlsx sheet to read (default: the first)"
     )
+    add_input_options(parser, run=True)
     parser.add_argument(
         "--max-amount",
         type=_money,
@@ -375,8 +377,16 @@ def execute(args: argparse.Namespace) -> int:
         source_account=args.source_account,
         max_rows=args.max_rows,
         sheet=args.sheet,
+        input_format=args.input_format,
     )
+    as_json = args.log_format == "json"
     with _bank(args) as (settings, folder, bound):
+        # Before the bank is asked anything: what was read, and whether today is its pay date
+        pay_date_gate(
+            args,
+            lambda text: None if args.quiet else _note(text, as_json=as_json),
+            lambda text: _note(text, as_json=as_json),
+        )
         options = _run_options(args, folder, bound)
         if folder is not None and not args.quiet:
             _say_where(options, as_json=args.log_format == "json")
@@ -564,12 +574,17 @@ def _say_where(options: RunOptions, *, as_json: bool) -> None:
         f"sandbox run: the ledger goes to {options.ledger_path};"
         f" the report goes to {options.report_path}"
     )
+    _note(message, as_json=as_json)
+
+
+def _note(message: str, *, as_json: bool) -> None:
+    """One line on stderr before the run starts (a JSON record under --log-format json)."""
     # JSON logs stay JSON from the first line
     if as_json:
         record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": "note"}
         message = json.dumps({**record, "message": message})
     with reader_may_leave(sys.stderr, run=True):
-        print(message, file=sys.stderr)  # noqa: T201 - where to find the results
+        print(message, file=sys.stderr)  # noqa: T201 - before the run's own log
 
 
 @contextlib.contextmanager

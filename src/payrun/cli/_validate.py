@@ -15,10 +15,11 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from payrun.cli._input import add_input_options, pay_date_of
 from payrun.cli._output import file_path, json_text, reader_may_leave
 from payrun.config import DEFAULT_MAX_AMOUNT, DEFAULT_MAX_ROWS, ValidationOptions
 from payrun.errors import ConfigError, UsageError
-from payrun.intake import extension_note, read_batch, sheet_note
+from payrun.intake import Batch, extension_note, open_batch, sheet_note, show_day
 from payrun.report import (
     check_report_path,
     file_error_document,
@@ -57,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         " 'SORTCODE ACCOUNTNUMBER'",
     )
     parser.add_argument("--sheet", metavar="NAME", help="the .xlsx sheet to read (default: first)")
+    add_input_options(parser, run=False)
     parser.add_argument(
         "--max-amount",
         metavar="AMOUNT",
@@ -122,6 +124,7 @@ def parse_options(args: argparse.Namespace) -> ValidationOptions:
         source_account=source,
         max_rows=args.max_rows,
         sheet=args.sheet,
+        input_format=args.input_format,
     )
 
 
@@ -134,7 +137,7 @@ def execute(args: argparse.Namespace) -> int:
         if args.report is not None:
             check_report_path(args.report, keep=[("the batch file", args.batch)])
             report_ok = True
-        with read_batch(args.batch, sheet=options.sheet, max_rows=options.max_rows) as batch:
+        with open_batch(args.batch, options) as batch:
             summary = validate_batch(batch, options)
     except UsageError as error:
         # Exit 2: the JSON object and the report still say why
@@ -155,13 +158,34 @@ def execute(args: argparse.Namespace) -> int:
     # `payrun validate BATCH | head` ends quietly, same exit code
     with reader_may_leave():
         if args.format == "json":
-            sys.stdout.write(json_text(validation_document(summary)) + "\n")
+            sys.stdout.write(json_text(_document(args, batch, summary)) + "\n")
         else:
-            _print_text(args, batch.path, batch.sheet, summary)
+            _print_text(args, batch.path, batch.sheet, summary, _read_as(args, batch))
     return 0 if summary.all_valid else 1
 
 
-def _print_text(args: argparse.Namespace, path: Path, sheet: str | None, summary: Any) -> None:
+def _document(args: argparse.Namespace, batch: Batch, summary: Any) -> dict[str, Any]:
+    """The validate JSON object, with how the file was read and its pay date."""
+    pay_date = pay_date_of(batch.export, args.pay_date)
+    return {
+        **validation_document(summary),
+        "input_format": batch.input_format,
+        "pay_date": None if pay_date is None else pay_date.isoformat(),
+    }
+
+
+def _read_as(args: argparse.Namespace, batch: Batch) -> str | None:
+    """The line that says how a payroll export was read (or the --pay-date given)."""
+    if batch.export is not None:
+        return batch.export.describe(args.pay_date)
+    if args.pay_date is not None:
+        return f"pay date {show_day(args.pay_date)} (--pay-date)"
+    return None
+
+
+def _print_text(
+    args: argparse.Namespace, path: Path, sheet: str | None, summary: Any, read_as: str | None
+) -> None:
     """The text report: as wide as the terminal and coloured there, plain on a pipe."""
     name = path.name
     # Which sheet was read: the clerk may expect another
@@ -172,6 +196,8 @@ def _print_text(args: argparse.Namespace, path: Path, sheet: str | None, summary
     text = render_validation(summary, name=name, width=max(width, _PIPE_WIDTH))
     if args.quiet:
         text = text.splitlines()[0] + "\n"
+    elif read_as is not None:
+        text = read_as + "\n" + text
     note = sheet_note(path, args.sheet)
     # The sheet is named above already
     if note is not None and note[1] is not None and not args.quiet:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -53,6 +54,7 @@ class _Batch(BaseModel):
     confirm_payees: bool = True
     # Seconds, as --settle-wait: an integer or a decimal number in TOML
     settle_wait: float | None = Field(default=None, strict=False)
+    input_format: Literal["auto", "payrun", "bacs18", "bankline", "barclays"] = "auto"
 
     @field_validator("name")
     @classmethod
@@ -120,6 +122,7 @@ class BatchEntry:
     cutoff: datetime | None
     confirm_payees: bool = True
     settle_wait: float | None = None
+    input_format: str = "auto"
 
 
 def load_manifest(path: Path) -> list[BatchEntry]:
@@ -199,6 +202,7 @@ def _entry(path: Path, index: int, batch: _Batch) -> BatchEntry:
         cutoff=batch.cutoff,
         confirm_payees=batch.confirm_payees,
         settle_wait=batch.settle_wait,
+        input_format=batch.input_format,
     )
 
 

@@ -29,7 +29,7 @@ from payrun.fleet._manifest import BatchEntry, load_manifest
 from payrun.fleet._requeue import queue_batch, requeue_lost
 from payrun.fleet._store import FleetBatch, FleetStore
 from payrun.fleet._temporal import connect_temporal
-from payrun.intake import read_batch
+from payrun.intake import open_batch
 from payrun.ledger import DatabaseLedger
 from payrun.run import StopSignal
 from payrun.validation import plain_or_verdicts
@@ -222,7 +222,7 @@ def _batch_options(entry: BatchEntry) -> dict[str, object]:
 
 
 def _validation(entry: BatchEntry) -> ValidationOptions:
-    return ValidationOptions(source_account=entry.source_account)
+    return ValidationOptions(source_account=entry.source_account, input_format=entry.input_format)
 
 
 def _check_file(entry: BatchEntry) -> None:
@@ -233,7 +233,7 @@ def _check_file(entry: BatchEntry) -> None:
     validation = _validation(entry)
     count, total = 0, Decimal(0)
     try:
-        with read_batch(entry.file, sheet=validation.sheet, max_rows=validation.max_rows) as batch:
+        with open_batch(entry.file, validation) as batch:
             for verdict in plain_or_verdicts(batch, validation):
                 if not isinstance(verdict, RowVerdict):
                     count += 1

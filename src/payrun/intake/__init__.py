@@ -7,6 +7,12 @@ the header is row 1), with cell text keyed by canonical column and any spreadshe
 the cells' types reveal. CSV rows are streamed, never all held. Raises ``BatchFileError``
 (exit 2) for every file that cannot be used, including while ``rows`` is being consumed
 (a field over 1 MB, more than ``max_rows`` rows).
+
+A payroll export (Bacs Standard 18, NatWest Bankline, Barclays BACS CSV: ``INPUT_FORMATS``,
+detected by ``_detect`` unless named) is read by its profile (``_bacs18``, ``_bankline``,
+``_barclays``) into the same ``Batch``: canonical columns, rows numbered by the file's
+lines, and ``Batch.export`` with its totals, control-total verdict and pay date; its
+control totals are checked before the first row is given (``ControlTotalsError``).
 """
 
 from __future__ import annotations
@@ -20,12 +26,20 @@ from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from payrun._models import RowProblem
-from payrun.config import DEFAULT_MAX_ROWS
+from payrun.config import DEFAULT_MAX_ROWS, ValidationOptions
 from payrun.errors import BatchFileError
 from payrun.intake._amounts import AmountSuspect, amount_suspect
 from payrun.intake._csv import MAX_FIELD_BYTES, QuoteCheck, open_csv
 from payrun.intake._damage import ROW, Damage
 from payrun.intake._headers import COLUMNS, ColumnSpec, HeaderMap, map_header, normalize_header
+from payrun.intake._profile import (
+    EXPORT_COLUMNS,
+    INPUT_FORMATS,
+    TITLES,
+    ExportReading,
+    InputFormat,
+    show_day,
+)
 from payrun.intake._sniff import BatchFormat, sniff_format
 
 # The .xlsx reader is loaded only for a workbook (a CSV run starts faster)
@@ -34,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COLUMNS",
+    "INPUT_FORMATS",
     "MAX_FIELD_BYTES",
     "MAX_UNCOMPRESSED_BYTES",
     "ROW",
@@ -42,10 +57,15 @@ __all__ = [
     "Cells",
     "ColumnSpec",
     "Damage",
+    "ExportReading",
     "HeaderMap",
+    "InputFormat",
     "RawRow",
     "normalize_header",
+    "open_batch",
     "read_batch",
+    "read_export",
+    "show_day",
     "extension_note",
     "sheet_note",
 ]
@@ -96,6 +116,10 @@ class Batch:
     """``RawRow`` of one item of ``cells``: text by canonical column, plus damage seen."""
     sheet: str | None = None
     _source: Any = field(default=None, repr=False)
+    input_format: InputFormat = "payrun"
+    """How the file was read: payrun's own columns, or a payroll export's profile."""
+    export: ExportReading | None = None
+    """A payroll export's reading (its totals, controls and pay date); None for payrun's."""
 
     @property
     def rows(self) -> Iterator[RawRow]:
@@ -129,11 +153,31 @@ class Batch:
 
 
 def read_batch(
-    path: Path | str, *, sheet: str | None = None, max_rows: int = DEFAULT_MAX_ROWS
+    path: Path | str,
+    *,
+    sheet: str | None = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    input_format: str = "auto",
+    file_source: bool = True,
 ) -> Batch:
-    """Open a batch file, read its header and first row, and return the row stream."""
+    """Open a batch file, read its header and first row, and return the row stream.
+
+    ``input_format`` is one of ``INPUT_FORMATS`` (``auto``: decided by the content). A
+    payroll export is read whole (its control totals are checked before any row is
+    given); its rows take the originating account as their source unless ``file_source``
+    is false (``--source-account`` given).
+    """
     path = Path(path)
     kind = sniff_format(path)
+    export = _export_reading(path, kind, input_format)
+    if export is not None:
+        if kind == "csv" and sheet is not None:
+            msg = (
+                f"--sheet {sheet} is for .xlsx workbooks, and {path.name} is a"
+                f" {TITLES[export.input_format]} file: leave it out"
+            )
+            raise BatchFileError(msg, path=path)
+        return _export_batch(path, export, max_rows, file_source=file_source)
     # A sheet name the user expects to be used
     if kind == "csv" and sheet is not None:
         msg = f"--sheet {sheet} is for .xlsx workbooks, and {path.name} is a CSV file: leave it out"
@@ -177,6 +221,58 @@ def read_batch(
         raise BatchFileError(msg, path=path)
     chained = itertools.chain((first,), cells)
     return Batch(path, kind, sha256, header, chained, raw_row, sheet_name, records)
+
+
+def open_batch(path: Path | str, validation: ValidationOptions) -> Batch:
+    """``read_batch`` as the validation options say (sheet, rows, input format, source)."""
+    return read_batch(
+        path,
+        sheet=validation.sheet,
+        max_rows=validation.max_rows,
+        input_format=validation.input_format,
+        file_source=validation.source_account is None,
+    )
+
+
+def read_export(path: Path | str, *, input_format: str = "auto") -> ExportReading | None:
+    """A payroll export's reading (totals, controls, pay date), or None for a payrun file."""
+    path = Path(path)
+    return _export_reading(path, sniff_format(path), input_format)
+
+
+def _export_reading(path: Path, kind: BatchFormat, input_format: str) -> ExportReading | None:
+    if input_format not in INPUT_FORMATS:
+        msg = f"--input-format {input_format!r}: use one of {', '.join(INPUT_FORMATS)}"
+        raise BatchFileError(msg, path=path)
+    if input_format == "payrun" or (kind != "csv" and input_format == "auto"):
+        return None
+    if kind != "csv":
+        msg = f"{path.name} is an .xlsx workbook, not a {TITLES[input_format]} file"
+        raise BatchFileError(msg, path=path)
+    from payrun.intake._detect import detect_input_format
+
+    chosen = detect_input_format(path) if input_format == "auto" else input_format
+    if chosen == "payrun":
+        return None
+    from payrun.intake._exports import read_profile
+
+    return read_profile(path, chosen)
+
+
+def _export_batch(path: Path, export: ExportReading, max_rows: int, *, file_source: bool) -> Batch:
+    if len(export.rows) > max_rows:
+        raise _RowLimit(max_rows, path).exceeded()
+    columns = EXPORT_COLUMNS if file_source else EXPORT_COLUMNS[:-1]
+    header = HeaderMap(tuple((name, index) for index, name in enumerate(columns)), columns, ())
+    names = columns
+
+    def raw_row(number: int, cells: list[Any]) -> RawRow:
+        return RawRow(number, dict(zip(names, cells, strict=False)))
+
+    cells: Iterator[Cells] = ((number, row, True) for number, row in export.rows)
+    return Batch(
+        path, "csv", export.sha256, header, cells, raw_row, None, None, export.input_format, export
+    )
 
 
 def _header_cells(

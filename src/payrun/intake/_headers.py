@@ -15,7 +15,15 @@ from payrun._models import RowProblem
 from payrun._redaction import KEY_NOT_SHOWN, excerpt, looks_like_a_key
 from payrun.errors import BatchFileError
 
-__all__ = ["COLUMNS", "ColumnSpec", "HeaderMap", "map_header", "normalize_header"]
+__all__ = [
+    "COLUMNS",
+    "GUARD_COLUMNS",
+    "ColumnSpec",
+    "HeaderMap",
+    "known_header",
+    "map_header",
+    "normalize_header",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +50,13 @@ COLUMNS: tuple[ColumnSpec, ...] = (
         required=True,
         description="GBP, > 0, at most 2 decimal places; 1,234.50 and £1234.50 accepted",
     ),
-    ColumnSpec("reference", required=False, description="payment reference, 1..35 characters"),
+    ColumnSpec(
+        "reference",
+        required=False,
+        description="payment reference, 1..35 characters",
+        # Revolut Business, Wise
+        aliases=("payment_reference",),
+    ),
     ColumnSpec(
         "source_account",
         required=False,
@@ -50,9 +64,36 @@ COLUMNS: tuple[ColumnSpec, ...] = (
         " else --source-account",
     ),
     ColumnSpec("row_id", required=False, description="your unique key for the row"),
-    ColumnSpec("currency", required=False, description="if present, must be GBP"),
+    ColumnSpec(
+        "currency",
+        required=False,
+        description="if present, must be GBP",
+        # Wise's batch file: the currency the recipient gets
+        aliases=("target_currency",),
+    ),
 )
 """The batch file contract, in template order."""
+
+GUARD_COLUMNS: tuple[ColumnSpec, ...] = (
+    ColumnSpec(
+        "source_currency",
+        required=False,
+        description="Wise's sourceCurrency: if present, must be GBP",
+    ),
+    ColumnSpec(
+        "amount_currency",
+        required=False,
+        description="Wise's amountCurrency: if present, must be GBP",
+    ),
+    ColumnSpec(
+        "country",
+        required=False,
+        description="the payee's bank's country (Revolut Business): if present, must be GB",
+        aliases=("recipient_bank_country", "bank_country"),
+    ),
+)
+"""Columns of other services' bulk-payment CSVs that are read only to be checked (a row
+paying another currency or a bank abroad is refused); not in templates."""
 
 _CLIP = 40
 """Header texts quoted in messages are cut to this many characters (one readable line); a
@@ -60,7 +101,7 @@ text that looks like a key is never quoted (a key file given as the batch)."""
 _MAX_LISTED = 20
 
 _LOOKUP: dict[str, str] = {}
-for _spec in COLUMNS:
+for _spec in (*COLUMNS, *GUARD_COLUMNS):
     for _alias in (_spec.name, *_spec.aliases):
         _LOOKUP[_alias.replace("_", "")] = _spec.name
 
@@ -71,6 +112,11 @@ def normalize_header(text: str) -> str:
     for char in (" ", "-", "_", "\t", "\u00a0"):
         folded = folded.replace(char, "")
     return folded
+
+
+def known_header(text: str) -> bool:
+    """Whether a header cell names one of payrun's columns (or an alias of one)."""
+    return normalize_header(text).replace("_", "") in _LOOKUP
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from payrun._models import (
 )
 from payrun.config import RunOptions, Settings, ValidationOptions, redact_url, without_userinfo
 from payrun.errors import BatchFileError, ControlTotalsError, LedgerMismatchError
-from payrun.intake import read_batch
+from payrun.intake import open_batch
 from payrun.ledger import (
     LedgerLocation,
     LedgerStore,
@@ -91,7 +91,7 @@ def open_run_ledger(
 def _record_new_batch(
     ledger: LedgerStore, batch_path: Path, validation: ValidationOptions, options: RunOptions
 ) -> None:
-    with read_batch(batch_path, sheet=validation.sheet, max_rows=validation.max_rows) as batch:
+    with open_batch(batch_path, validation) as batch:
         counter = _ValidCounter()
         with ledger.atomic():
             ledger.start(
@@ -294,7 +294,7 @@ def _options_text(validation: ValidationOptions) -> str:
 
 
 def _file_rows(batch_path: Path, validation: ValidationOptions) -> list[LedgerRow]:
-    with read_batch(batch_path, sheet=validation.sheet, max_rows=validation.max_rows) as batch:
+    with open_batch(batch_path, validation) as batch:
         return [_row_of(verdict) for verdict in plain_or_verdicts(batch, validation)]
 
 

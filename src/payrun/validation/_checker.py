@@ -25,6 +25,7 @@ from payrun.validation._rules import (
     Problems,
     check_account_number,
     check_amount,
+    check_country,
     check_currency,
     check_payee_name,
     check_reference,
@@ -34,6 +35,9 @@ from payrun.validation._rules import (
 from payrun.validation._seen import DigestTable
 
 __all__ = ["RowChecker", "payment_digest"]
+
+_CURRENCIES = ("currency", "source_currency", "amount_currency")
+"""Columns that must say GBP when present (Wise's batch file has all three)."""
 
 FastPath = Callable[[int, Sequence[Any]], Plain | RowProblem | None]
 _NOTHING: frozenset[str] = frozenset()
@@ -140,8 +144,11 @@ class RowChecker:
         ok_reference, reference = self._reference(values, skip, problems)
         source = self._source(values, skip, problems)
         row_id = self._row_id(raw, problems)
-        if "currency" in self._has and "currency" not in skip:
-            check_currency(values["currency"], problems)
+        for column in _CURRENCIES:
+            if column in self._has and column not in skip:
+                check_currency(values[column], problems, column)
+        if "country" in self._has and "country" not in skip:
+            check_country(values["country"], problems)
         if (
             problems.errors
             or not (name and sort_code and account and amount and source and ok_reference)

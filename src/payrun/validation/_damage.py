@@ -24,6 +24,9 @@ _LABELS = {
     "source_account": "source account",
     "row_id": "row_id",
     "currency": "currency",
+    "source_currency": "source currency",
+    "amount_currency": "amount currency",
+    "country": "country",
 }
 _DIGITS = {"sort_code": (6,), "account_number": (8,), "source_account": (14,)}
 _HIDDEN = (

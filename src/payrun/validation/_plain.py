@@ -21,6 +21,7 @@ from payrun.validation._rules import (
     PLAIN_AMOUNT,
     PLAIN_TEXT,
     SHOWN_REFERENCE_LENGTH,
+    UK_COUNTRIES,
     normalize_source_account,
 )
 
@@ -73,6 +74,7 @@ def plain_check(
     i_name, i_sort, i_account, i_amount, i_reference, i_source, i_row_id, i_currency = (
         positions.get(column, -1) for column in _COLUMNS
     )
+    more = _more_columns(positions)
     max_cents = amount_limit(max_amount)
     max_text, money = _cents_text(max_cents), _float_amount(max_cents)
     max_len = len(max_text) if max_cents else 0
@@ -120,6 +122,7 @@ def plain_check(
                 source is None
                 or len(row_id) > _LONG_TEXT
                 or (i_currency >= 0 and not _is_gbp(cells[i_currency]))
+                or (more is not None and not more(cells))
                 # Blank: isprintable, no row_id
                 or not (row_id := row_id.strip()).isprintable()
             ):
@@ -129,6 +132,22 @@ def plain_check(
         return (row, name, sort_code, account, text, reference, source, row_id or None)
 
     return plain
+
+
+def _more_columns(positions: Mapping[str, int]) -> Callable[[Sequence[Any]], bool] | None:
+    """Whether a row's other currency columns say GBP and its country column GB (None: the
+    file has none of them, the usual case)."""
+    currencies = [positions[c] for c in ("source_currency", "amount_currency") if c in positions]
+    country = positions.get("country", -1)
+    if not currencies and country < 0:
+        return None
+
+    def fine(cells: Sequence[Any]) -> bool:
+        return all(_is_gbp(cells[i]) for i in currencies) and (
+            country < 0 or not (text := cells[country].strip()) or text.upper() in UK_COUNTRIES
+        )
+
+    return fine
 
 
 def _is_gbp(text: str) -> bool:

@@ -19,9 +19,11 @@ __all__ = [
     "PLAIN_AMOUNT",
     "PLAIN_TEXT",
     "SHOWN_REFERENCE_LENGTH",
+    "UK_COUNTRIES",
     "Problems",
     "check_account_number",
     "check_amount",
+    "check_country",
     "check_currency",
     "check_payee_name",
     "check_reference",
@@ -212,11 +214,25 @@ def check_amount(text: str, max_amount: Decimal, problems: Problems) -> Decimal 
     return None
 
 
-def check_currency(text: str, problems: Problems) -> None:
-    """Currency: blank or GBP (any case)."""
+def check_currency(text: str, problems: Problems, column: str = "currency") -> None:
+    """Currency (or another currency ``column``): blank or GBP (any case)."""
     currency = text.strip()
     if currency and currency.upper() != "GBP":
-        problems.error("currency", f"currency must be GBP (payrun pays pounds only): {currency!r}")
+        problems.error(column, f"{column} must be GBP (payrun pays pounds only): {currency!r}")
+
+
+def check_country(text: str, problems: Problems) -> None:
+    """The payee's bank's country: blank, GB or United Kingdom (any case)."""
+    country = text.strip()
+    if country and country.upper() not in UK_COUNTRIES:
+        problems.error(
+            "country",
+            f"country must be GB (payrun pays UK accounts only, by Faster Payments): {country!r}",
+        )
+
+
+UK_COUNTRIES = frozenset({"GB", "GBR", "UK", "UNITED KINGDOM"})
+"""How a country column names the UK."""
 
 
 def normalize_source_account(text: str) -> str | None:
