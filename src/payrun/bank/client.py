@@ -252,25 +252,42 @@ class BankClient:
             yield account
 
     async def get_account(self, url: str) -> BankAccount:
-        """Read one bank account."""
-        return self._decode(parse_account, await self._send("GET", url), "bank account")
+        """Read one bank account; an answer about another account is a ``BankError``."""
+        account = self._decode(parse_account, await self._send("GET", url), "bank account")
+        asked = self._origin.canonical(url)
+        if account.url != asked:
+            what, answered = f"the account {asked or url}", f"the account {account.url}"
+            raise self._another(what, answered)
+        return account
 
     async def find_account(
         self, org: Organization, *, sort_code: str, account_number: str
     ) -> BankAccount | None:
-        """Find the organization's account with this sort code and account number, if any."""
+        """Find the organization's account with this sort code and account number, if any.
+
+        Other accounts in the answer are left (the search also matches a prefix of the
+        account number); two accounts both with these details are a ``BankError``.
+        """
         body = {"search-query": account_number}
         data = await self._send("POST", org.accounts_search_url, body=body)
-        sort_code, account_number = _digits(sort_code), _digits(account_number)
+        wanted = (_digits(sort_code), _digits(account_number))
+        found: BankAccount | None = None
         for item in self._items(data, "search-results"):
             account = self._decode(parse_account, item, "bank account search")
-            for address in account.bank_addresses:
-                if (
-                    _digits(address.sort_code) == sort_code
-                    and _digits(address.account_number) == account_number
-                ):
-                    return account
-        return None
+            if not any(
+                (_digits(address.sort_code), _digits(address.account_number)) == wanted
+                for address in account.bank_addresses
+            ):
+                continue
+            if found is not None and found.url != account.url:
+                msg = (
+                    f"the bank answered a search for the account {sort_code} {account_number}"
+                    f" with more than one account with those details ({found.url} and"
+                    f" {account.url}); nothing is paid from any of them: ask the bank"
+                )
+                raise BankError(self._secrets.mask(msg))
+            found = account
+        return found
 
     async def active_restrictions(self, account: BankAccount) -> list[Restriction]:
         """Active restrictions of an account.
@@ -300,9 +317,15 @@ class BankClient:
     async def payees(self, legal_person_url: str) -> AsyncIterator[Payee]:
         """Every payee of a legal person, page by page (200 a page)."""
         params = {"page[size]": str(PAGE_SIZE), "include": "cop-requests"}
+        owner = self._origin.canonical(legal_person_url)
         async for payee in self._pages(
             f"{legal_person_url}/bank/payees", params, "payees", parse_payee, payee_parser
         ):
+            # Another legal person's payee is never one to pay this one's rows to
+            if payee.legal_person_url and payee.legal_person_url != owner:
+                what = f"the payees of {owner or legal_person_url}"
+                answered = f"a payee of {payee.legal_person_url}"
+                raise self._another(what, answered)
             yield payee
 
     async def confirm_payee(
@@ -340,7 +363,19 @@ class BankClient:
         if cop_request_url is not None:
             body["cop-request-url"] = cop_request_url
         data = await self._send("POST", f"{legal_person_url}/bank/payees", body=body, write=True)
-        return self._decode(parse_payee, data, "created payee", write=True)
+        payee = self._decode(parse_payee, data, "created payee", write=True)
+        owner = self._origin.canonical(legal_person_url)
+        if (
+            (_digits(payee.sort_code), _digits(payee.account_number))
+            != (_digits(sort_code), _digits(account_number))
+        ) or (payee.legal_person_url and payee.legal_person_url != owner):
+            # The bank acted on the request, but its answer is not about what it made
+            msg = (
+                f"the bank answered with another payee ({payee.url}, {payee.sort_code}"
+                f" {payee.account_number}) than the one asked for"
+            )
+            raise OutcomeUnknownError(self._secrets.mask(msg))
+        return payee
 
     # -- payments and submissions ------------------------------------------------------
 
@@ -390,7 +425,11 @@ class BankClient:
         direction: str = "outbound-payment",
     ) -> AsyncIterator[Payment]:
         """An account's payments created since a moment, oldest first (account or its URL)."""
-        url = account.payments_url if isinstance(account, BankAccount) else f"{account}/payments"
+        if isinstance(account, BankAccount):
+            url, account_url = account.payments_url, account.url
+        else:
+            url = f"{account}/payments"
+            account_url = self._origin.canonical(account) or account
         params = {
             "page[size]": str(PAGE_SIZE),
             "sort": "created-at",
@@ -399,6 +438,11 @@ class BankClient:
             "include[]": "latest-submission",
         }
         async for payment in self._pages(url, params, "payments", parse_payment, payment_parser):
+            # Another account's payment is never one of this account's rows'
+            if payment.account_url is not None and payment.account_url != account_url:
+                what = f"the payments of the account {account_url}"
+                answered = f"a payment from the account {payment.account_url}"
+                raise self._another(what, answered)
             yield payment
 
     async def events(
@@ -559,6 +603,16 @@ class BankClient:
             write=write,
             signed=self._signing,
         )
+
+    def _another(self, asked: str, answered: str) -> BankError:
+        """The bank answered a question about ``asked`` with ``answered``: nothing read from
+        it is used, and nothing is paid from, to or for either."""
+        msg = (
+            f"the bank was asked for {asked} and answered with {answered}; nothing is paid"
+            " from or to either: run the same command again later, and ask the bank if it"
+            " answers so again"
+        )
+        return BankError(self._secrets.mask(msg))
 
     def _too_large(self, method: str, url: str, *, write: bool) -> BankError:
         where = self._secrets.mask(f"{method} {url}")
