@@ -34,7 +34,7 @@ from datetime import datetime
 from decimal import Decimal
 from types import TracebackType
 from typing import Any, TypeVar
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 from payrun._models import format_money
 from payrun.bank._masking import Secrets
@@ -89,10 +89,15 @@ from payrun.errors import (
     RateLimitedError,
 )
 
-__all__ = ["PAGE_SIZE", "BankClient"]
+__all__ = ["MAX_LIST_PAGES", "PAGE_SIZE", "BankClient"]
 
 PAGE_SIZE = 200
 """The largest page the bank serves."""
+
+MAX_LIST_PAGES = 20_000
+"""The most pages payrun reads of one list: 4,000,000 items at ``PAGE_SIZE`` a page, more
+than the payees, payments or submission events of the largest batch (1,000,000 rows). A
+list still going on after that is a bank error, never read for ever."""
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -472,19 +477,36 @@ class BankClient:
 
         ``page_parser(page)`` gives the parser of one page's items (to use its ``included``).
         A page without its ``key`` array, or with a ``links.next`` that is neither a URL nor
-        null, is a ``BankError``: never read as the end of the list.
+        null, is a ``BankError``: never read as the end of the list. So is a list that does
+        not end (``_Paging``): a next page already read, a page starting with the item an
+        earlier page started with, more items or pages than the ``meta.page.total`` it
+        counts, or more than ``MAX_LIST_PAGES`` pages.
         """
+        paging = _Paging(self._page_key(url, params))
         next_url: str | None = url
-        seen: set[str] = set()
-        while next_url and next_url not in seen:
-            seen.add(next_url)
+        while next_url is not None:
             data = await self._send("GET", next_url, params=params)
             # The bank repeats the query in its links
             params = None
             parse_item = parse if page_parser is None else page_parser(data)
-            for item in self._items(data, key):
-                yield self._decode(parse_item, item, key)
+            items = self._items(data, key)
+            for index, item in enumerate(items):
+                value = self._decode(parse_item, item, key)
+                if index == 0:
+                    paging.starts_with(getattr(value, "url", None))
+                yield value
             next_url = self._next_link(data, key)
+            next_page = None if next_url is None else self._page_key(next_url)
+            why = paging.why_not_end(len(items), _page_total(data), next_page)
+            if why is not None:
+                raise BankError(self._secrets.mask(_endless(key, why)))
+
+    def _page_key(self, url: str, params: dict[str, str] | None = None) -> str:
+        """The page a URL names, as compared for a repeat: on the origin, percent-decoded."""
+        target = self._origin.canonical(url) or url
+        if params:
+            target = f"{target}{'&' if '?' in target else '?'}{urlencode(params)}"
+        return unquote(target)
 
     def _items(self, data: Json, key: str) -> list[Any]:
         """A list answer's named array; its absence is a bank error, not an empty list."""
@@ -661,6 +683,67 @@ def _canonical_links(value: T, origin: BankOrigin) -> T | tuple[str, str]:
             if path != link:
                 changed[name] = path
     return dataclasses.replace(value, **changed) if changed else value
+
+
+class _Paging:
+    """How far one list has gone, to tell when it does not end (``why_not_end``)."""
+
+    __slots__ = ("_firsts", "_items", "_pages", "_read", "_repeats", "_total")
+
+    def __init__(self, first_page: str) -> None:
+        self._read = {first_page}
+        self._firsts: set[str] = set()
+        self._repeats = False
+        self._pages = self._items = 0
+        self._total: int | None = None
+
+    def starts_with(self, url: object) -> None:
+        """Note the URL of this page's first item: with cursors an item is on one page
+        only, so a page starting like an earlier one repeats it."""
+        if isinstance(url, str) and url:
+            self._repeats = self._repeats or url in self._firsts
+            self._firsts.add(url)
+
+    def why_not_end(self, items: int, total: int | None, next_page: str | None) -> str | None:
+        """After a page of ``items`` whose ``meta.page.total`` is ``total``, with
+        ``next_page`` (as ``BankClient._page_key`` gives it) to come: why the list does not
+        end, or None (it ended, or may go on)."""
+        self._pages += 1
+        self._items += items
+        if total is not None:
+            # The largest count: a list may grow while it is read
+            self._total = total if self._total is None else max(self._total, total)
+        if next_page is None:
+            return None
+        most = self._total
+        if self._repeats:
+            return f"page {self._pages:,} starts with an item an earlier page started with"
+        if most is not None and self._items > most:
+            return f"it counts {most:,} in all but has sent {self._items:,}"
+        if most is not None and self._pages > most + 1:
+            return f"it counts {most:,} in all but goes on after {self._pages:,} pages"
+        if self._pages >= MAX_LIST_PAGES:
+            return f"it goes on after {self._pages:,} pages, payrun's limit"
+        if next_page in self._read:
+            return "its next page is one already read"
+        self._read.add(next_page)
+        return None
+
+
+def _endless(key: str, why: str) -> str:
+    return (
+        f"the bank's list of {key} does not end: {why}; payrun stopped reading it: run the"
+        " same command again later, and ask the bank if it happens again"
+    )
+
+
+def _page_total(data: Json) -> int | None:
+    """The page's ``meta.page.total`` (the whole list's count), when it gives one."""
+    meta = data.get("meta")
+    page = meta.get("page") if isinstance(meta, dict) else None
+    total = page.get("total") if isinstance(page, dict) else None
+    valid = isinstance(total, int) and not isinstance(total, bool) and total >= 0
+    return total if valid else None
 
 
 def _digits(text: str) -> str:
