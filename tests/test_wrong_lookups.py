@@ -254,3 +254,48 @@ def test_a_payments_list_of_another_account_is_a_bank_error(
     line = _one_line(finished)
     assert f"a payment from the account {other}" in line, line
     assert len(bank.state.payments) == before
+
+
+def test_a_confirmation_of_payee_answered_for_another_name_creates_no_payee(
+    bank: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every Confirmation of Payee is answered with an earlier one's "match" for another
+    person: the row's own name (which the bank would call no match) gets no payee and no
+    payment; the run ends with exit 3, the row left for the next run to check again."""
+    with _api(bank) as api:
+        account = api.get(account_urls(bank)[ACCOUNTS[0]]).json()
+        org_url = api.get("/v0/index").json()["organization-url"]
+        matched = api.post(
+            f"{org_url}/cop-request",
+            json={
+                "account-number": "22039287",
+                "bank-id": "110001",
+                "account-classification": "personal",
+                "name": "Mia Davies",
+                "requester-legal-person-url": account["owner-url"],
+            },
+        )
+    assert matched.json()["cop-response"]["result"] == "match", matched.text
+    row = replace(
+        make_rows(27, 1, tag="C")[0],
+        payee_name="Jack Smith",
+        sort_code="609242",
+        account_number="48863219",
+        source_account=ACCOUNTS[0],
+    )
+    payees_before = len(bank.state.payees)
+
+    def rewrite(method: str, path: str, status: int, body: bytes) -> tuple[int, bytes] | None:
+        if method == "POST" and path.endswith("/cop-request") and status == 201:  # noqa: PLR2004
+            return status, matched.content
+        return None
+
+    rewrite_answers(bank, monkeypatch, rewrite)
+    ledger = tmp_path / "b.ledger.sqlite"
+    finished = run(bank, write_batch(tmp_path / "b.csv", [row]), ledger, "--confirm-payees")
+    assert finished.returncode == 3, finished.describe()
+    assert "Confirmation of Payee" in finished.stdout + finished.stderr, finished.describe()
+    assert bank.state.payments == {}
+    assert len(bank.state.payees) == payees_before
+    [recorded] = ledger_rows(ledger)
+    assert recorded["payee_url"] is None, recorded

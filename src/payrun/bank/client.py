@@ -22,6 +22,9 @@ the ledger that points elsewhere is a ``BankError`` and nothing is sent there, a
 whose parsed value holds such a link is unreadable (an unknown outcome to a write). Answers
 over ``MAX_ANSWER_BYTES``, answers that are not a JSON object, and list answers without
 their named array are bank errors too; a base URL that redirects is a ``ConfigError``.
+So are answers about another resource than the one asked for (an account read, an account
+search, a payees or payments list; a payee create's is an unknown outcome), and a list that
+does not end (``_Paging``: its own ``meta.page.total``, repeated pages, ``MAX_LIST_PAGES``).
 Every error's text is masked for the API key and any other ``secrets`` given.
 """
 
@@ -352,7 +355,21 @@ class BankClient:
             "requester-legal-person-url": requester_url,
         }
         data = await self._send("POST", org.cop_request_url, body=body, write=True)
-        return self._decode(parse_cop_result, data, "confirmation of payee", write=True)
+        cop = self._decode(parse_cop_result, data, "confirmation of payee", write=True)
+        # The answer echoes the request: an echo of another name or account is the
+        # verdict on something else, never this payee's
+        echo = data.get("account")
+        if isinstance(echo, dict) and (
+            _digits(str(echo.get("account-number", account_number))) != _digits(account_number)
+            or _digits(str(echo.get("bank-id", sort_code))) != _digits(sort_code)
+            or str(echo.get("name", name)).strip().casefold() != name.strip().casefold()
+        ):
+            msg = (
+                f"the bank answered with the Confirmation of Payee {cop.url} of another"
+                " name or account than the one asked for"
+            )
+            raise OutcomeUnknownError(self._secrets.mask(msg))
+        return cop
 
     async def create_payee(
         self,
@@ -627,12 +644,12 @@ class BankClient:
         )
 
     def _another(self, asked: str, answered: str) -> BankError:
-        """The bank answered a question about ``asked`` with ``answered``: nothing read from
-        it is used, and nothing is paid from, to or for either."""
+        """The bank answered a question about ``asked`` with ``answered``: nothing of the
+        answer is used (the run stops before paying anything on it)."""
         msg = (
-            f"the bank was asked for {asked} and answered with {answered}; nothing is paid"
-            " from or to either: run the same command again later, and ask the bank if it"
-            " answers so again"
+            f"the bank was asked for {asked} and answered with {answered}; payrun used"
+            " nothing of it and stopped: run the same command again later, and ask the bank"
+            " if it answers so again"
         )
         return BankError(self._secrets.mask(msg))
 
