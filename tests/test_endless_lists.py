@@ -18,9 +18,11 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from _run_helpers import (
@@ -32,8 +34,12 @@ from _run_helpers import (
     run,
     write_batch,
 )
+from _transports import mock_transport
+from payrun.bank import BankClient, RetryPolicy
 from payrun.bank import client as bank_client
 from payrun.cli import main
+from payrun.config import Secret, Settings
+from payrun.errors import BankError
 from payrun.sandbox import RunningSandbox, serve_in_thread
 
 _GIVE_UP = 300
@@ -205,3 +211,75 @@ def test_an_events_list_that_never_ends_is_left_for_reading_each_submission(
     assert finished.returncode == 0, finished.describe()
     assert count_status(ledger, "delivered") == len(rows), ledger_rows(ledger)
     assert endless.reads < _GIVE_UP, endless.reads
+
+
+# -- the client alone: what ends a list, and what does not ----------------------------------
+
+_BASE = "https://bank.test"
+_KEY = "g-test-sk-endless-1234"
+_ACCOUNT = "/v0/bank/accounts/ba.one"
+_LIST = f"{_ACCOUNT}/payments"
+
+
+def _payment(n: int) -> dict[str, Any]:
+    return {
+        "payment-url": f"/v0/payments/pm.{n}",
+        "payment-direction": "outbound-payment",
+        "payment-amount": {"currency": "GBP", "value": "1.00"},
+        "created-at": "2026-11-21T10:00:00Z",
+    }
+
+
+def _page(numbers: range, next_link: str | None, total: int | None) -> dict[str, Any]:
+    page: dict[str, Any] = {
+        "payments": [_payment(n) for n in numbers],
+        "links": {"next": next_link},
+    }
+    if total is not None:
+        page["meta"] = {"page": {"total": total}}
+    return page
+
+
+def _client(pages: list[dict[str, Any]], seen: list[httpx.Request]) -> BankClient:
+    """A client whose bank answers each request with the next of ``pages``."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json=pages[min(len(seen), len(pages)) - 1])
+
+    settings = Settings(base_url=_BASE, api_key=Secret(_KEY))
+    return BankClient(mock_transport(handler), settings, retry=RetryPolicy.no_wait(attempts=1))
+
+
+async def test_a_list_that_grows_while_read_and_ends_on_an_empty_page_is_read_whole() -> None:
+    """Counts that grow from page to page, and a last page with nothing on it after a full
+    one: every item is read, no error."""
+    pages = [
+        _page(range(2), f"{_LIST}?page[after]=a", 3),
+        _page(range(2, 4), f"{_LIST}?page[after]=b", 5),
+        _page(range(4, 5), f"{_LIST}?page[after]=c", 5),
+        _page(range(0), None, 5),
+    ]
+    seen: list[httpx.Request] = []
+    async with _client(pages, seen) as bank:
+        since = datetime(2026, 11, 1, tzinfo=UTC)
+        found = [
+            p.url async for p in bank.payments("/v0/bank/accounts/ba.one", created_since=since)
+        ]
+    assert found == [f"/v0/payments/pm.{n}" for n in range(5)]
+    assert len(seen) == 4  # noqa: PLR2004
+
+
+@pytest.mark.parametrize("form", ["https://elsewhere.test", "//elsewhere.test", "http://bank.test"])
+async def test_a_next_link_to_another_origin_is_never_sent_the_key(form: str) -> None:
+    """A page whose links.next points at another host or scheme: a bank error naming no
+    secret, and every request went to the bank's own origin, none elsewhere."""
+    pages = [_page(range(1), f"{form}{_LIST}?page[after]=a", None)]
+    seen: list[httpx.Request] = []
+    since = datetime(2026, 11, 1, tzinfo=UTC)
+    with pytest.raises(BankError, match="payrun sent nothing") as raised:
+        async with _client(pages, seen) as bank:
+            async for _ in bank.payments(_ACCOUNT, created_since=since):
+                pass
+    assert _KEY not in str(raised.value)
+    assert [(r.url.scheme, r.url.host) for r in seen] == [("https", "bank.test")]
