@@ -392,10 +392,7 @@ class BankClient:
             != (_digits(sort_code), _digits(account_number))
         ) or (payee.legal_person_url and payee.legal_person_url != owner):
             # The bank acted on the request, but its answer is not about what it made
-            msg = (
-                f"the bank answered with another payee ({payee.url}, {payee.sort_code}"
-                f" {payee.account_number}) than the one asked for"
-            )
+            msg = f"the bank answered with another payee, {payee.url}, than the one asked for"
             raise OutcomeUnknownError(self._secrets.mask(msg))
         return payee
 
