@@ -111,8 +111,8 @@ def test_an_account_read_answered_with_another_account_pays_from_neither(
 def test_an_account_search_with_two_accounts_at_the_same_details_pays_from_neither(
     bank: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The search for P's sort code and account number answers with P and also with Q
-    dressed in P's details: which one is P is not known, so nothing is paid (exit 3)."""
+    """The search for P's sort code and account number answers with Q dressed in P's
+    details, then P: which one is P is not known, so nothing is paid (exit 3)."""
     rows = make_rows(27, 4, tag="S")
     rows = [replace(row, source_account=ACCOUNTS[0]) for row in rows]
     other = account_urls(bank)[ACCOUNTS[1]]
@@ -123,7 +123,8 @@ def test_an_account_search_with_two_accounts_at_the_same_details_pays_from_neith
             return None
         page = json.loads(body)
         [found] = page["search-results"]
-        page["search-results"].append({**found, "account-url": other})
+        # Q first: taking the first match would pay from Q
+        page["search-results"].insert(0, {**found, "account-url": other})
         return status, json.dumps(page).encode()
 
     rewrite_answers(bank, monkeypatch, rewrite)
