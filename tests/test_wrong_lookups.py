@@ -35,7 +35,7 @@ from _run_helpers import (
     write_batch,
 )
 from payrun.cli import main
-from payrun.sandbox import RunningSandbox, serve_in_thread
+from payrun.sandbox import RunningSandbox, default_seed, serve_in_thread
 
 _ACCOUNT = re.compile(r"^/v0/bank/accounts/[^/]+$")
 _SEARCH = re.compile(r"^/v0/organizations/[^/]+/bank/accounts/search$")
@@ -300,3 +300,40 @@ def test_a_confirmation_of_payee_answered_for_another_name_creates_no_payee(
     assert len(bank.state.payees) == payees_before
     [recorded] = ledger_rows(ledger)
     assert recorded["payee_url"] is None, recorded
+
+
+def test_a_restrictions_list_of_another_account_is_a_bank_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Account Q is frozen; P's restrictions list answers with Q's freeze: exit 3 on one
+    line, never "P is frozen" (nor anything paid)."""
+    seed = default_seed()
+    seed["accounts"][1]["restrictions"] = [
+        {
+            "restriction-type": "freeze",
+            "restriction-reason-code": "sanctions",
+            "restriction-legal-status": "not-applicable",
+            "applied-by": "user",
+        }
+    ]
+    with serve_in_thread(seed=seed, rng_seed=27) as bank:
+        urls = account_urls(bank)
+        asked, other = urls[ACCOUNTS[0]], urls[ACCOUNTS[1]]
+        with _api(bank) as api:
+            frozen = api.get(f"{other}/restrictions").content
+        assert b"freeze" in frozen
+
+        def rewrite(method: str, path: str, status: int, body: bytes) -> tuple[int, bytes] | None:
+            if method == "GET" and path == f"{asked}/restrictions":
+                return 200, frozen
+            return None
+
+        rewrite_answers(bank, monkeypatch, rewrite)
+        rows = [replace(row, source_account=ACCOUNTS[0]) for row in make_rows(27, 2, tag="Z")]
+        ledger = tmp_path / "b.ledger.sqlite"
+        finished = run(bank, write_batch(tmp_path / "b.csv", rows), ledger)
+        assert finished.returncode == 3, finished.describe()
+        line = _one_line(finished)
+        assert f"a restriction of the account {other}" in line, line
+        assert "frozen" not in finished.stdout + finished.stderr, finished.describe()
+        assert bank.state.payments == {}

@@ -305,14 +305,19 @@ class BankClient:
         """
         url = account.restrictions_url or f"{account.url}/restrictions"
         params = {"filter[restriction-status][eq]": "active", "page[size]": str(PAGE_SIZE)}
+        found: list[Restriction] = []
         try:
-            return [
-                item
-                async for item in self._pages(
-                    url, params, "bank-account-restrictions", parse_restriction
-                )
-                if item.status == "active"
-            ]
+            async for item in self._pages(
+                url, params, "bank-account-restrictions", parse_restriction
+            ):
+                # Another account's restriction says nothing of this one
+                if item.account_url is not None and item.account_url != account.url:
+                    what = f"the restrictions of the account {account.url}"
+                    answered = f"a restriction of the account {item.account_url}"
+                    raise self._another(what, answered)
+                if item.status == "active":
+                    found.append(item)
+            return found
         except BankRejectedError as exc:
             if exc.status != _HTTP_NOT_FOUND:
                 raise
