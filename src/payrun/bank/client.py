@@ -23,7 +23,8 @@ whose parsed value holds such a link is unreadable (an unknown outcome to a writ
 over ``MAX_ANSWER_BYTES``, answers that are not a JSON object, and list answers without
 their named array are bank errors too; a base URL that redirects is a ``ConfigError``.
 So are answers about another resource than the one asked for (an account read, an account
-search, a payees or payments list; a payee create's is an unknown outcome), and a list that
+search, a payees, payments or restrictions list; a payee create's or a Confirmation of
+Payee's is an unknown outcome), and a list that
 does not end (``_Paging``: its own ``meta.page.total``, repeated pages, ``MAX_LIST_PAGES``).
 Every error's text is masked for the API key and any other ``secrets`` given.
 """
