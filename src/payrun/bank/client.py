@@ -22,6 +22,10 @@ the ledger that points elsewhere is a ``BankError`` and nothing is sent there, a
 whose parsed value holds such a link is unreadable (an unknown outcome to a write). Answers
 over ``MAX_ANSWER_BYTES``, answers that are not a JSON object, and list answers without
 their named array are bank errors too; a base URL that redirects is a ``ConfigError``.
+So are answers about another resource than the one asked for (an account read, an account
+search, a payees, payments or restrictions list; a payee create's or a Confirmation of
+Payee's is an unknown outcome), and a list that
+does not end (``_Paging``: its own ``meta.page.total``, repeated pages, ``MAX_LIST_PAGES``).
 Every error's text is masked for the API key and any other ``secrets`` given.
 """
 
@@ -34,7 +38,7 @@ from datetime import datetime
 from decimal import Decimal
 from types import TracebackType
 from typing import Any, TypeVar
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 from payrun._models import format_money
 from payrun.bank._masking import Secrets
@@ -89,10 +93,15 @@ from payrun.errors import (
     RateLimitedError,
 )
 
-__all__ = ["PAGE_SIZE", "BankClient"]
+__all__ = ["MAX_LIST_PAGES", "PAGE_SIZE", "BankClient"]
 
 PAGE_SIZE = 200
 """The largest page the bank serves."""
+
+MAX_LIST_PAGES = 20_000
+"""The most pages payrun reads of one list: 4,000,000 items at ``PAGE_SIZE`` a page, more
+than the payees, payments or submission events of the largest batch (1,000,000 rows). A
+list still going on after that is a bank error, never read for ever."""
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -252,25 +261,42 @@ class BankClient:
             yield account
 
     async def get_account(self, url: str) -> BankAccount:
-        """Read one bank account."""
-        return self._decode(parse_account, await self._send("GET", url), "bank account")
+        """Read one bank account; an answer about another account is a ``BankError``."""
+        account = self._decode(parse_account, await self._send("GET", url), "bank account")
+        asked = self._origin.canonical(url)
+        if account.url != asked:
+            what, answered = f"the account {asked or url}", f"the account {account.url}"
+            raise self._another(what, answered)
+        return account
 
     async def find_account(
         self, org: Organization, *, sort_code: str, account_number: str
     ) -> BankAccount | None:
-        """Find the organization's account with this sort code and account number, if any."""
+        """Find the organization's account with this sort code and account number, if any.
+
+        Other accounts in the answer are left (the search also matches a prefix of the
+        account number); two accounts both with these details are a ``BankError``.
+        """
         body = {"search-query": account_number}
         data = await self._send("POST", org.accounts_search_url, body=body)
-        sort_code, account_number = _digits(sort_code), _digits(account_number)
+        wanted = (_digits(sort_code), _digits(account_number))
+        found: BankAccount | None = None
         for item in self._items(data, "search-results"):
             account = self._decode(parse_account, item, "bank account search")
-            for address in account.bank_addresses:
-                if (
-                    _digits(address.sort_code) == sort_code
-                    and _digits(address.account_number) == account_number
-                ):
-                    return account
-        return None
+            if not any(
+                (_digits(address.sort_code), _digits(address.account_number)) == wanted
+                for address in account.bank_addresses
+            ):
+                continue
+            if found is not None and found.url != account.url:
+                msg = (
+                    f"the bank answered a search for the account {sort_code} {account_number}"
+                    f" with more than one account with those details ({found.url} and"
+                    f" {account.url}); nothing is paid from any of them: ask the bank"
+                )
+                raise BankError(self._secrets.mask(msg))
+            found = account
+        return found
 
     async def active_restrictions(self, account: BankAccount) -> list[Restriction]:
         """Active restrictions of an account.
@@ -280,14 +306,19 @@ class BankClient:
         """
         url = account.restrictions_url or f"{account.url}/restrictions"
         params = {"filter[restriction-status][eq]": "active", "page[size]": str(PAGE_SIZE)}
+        found: list[Restriction] = []
         try:
-            return [
-                item
-                async for item in self._pages(
-                    url, params, "bank-account-restrictions", parse_restriction
-                )
-                if item.status == "active"
-            ]
+            async for item in self._pages(
+                url, params, "bank-account-restrictions", parse_restriction
+            ):
+                # Another account's restriction says nothing of this one
+                if item.account_url is not None and item.account_url != account.url:
+                    what = f"the restrictions of the account {account.url}"
+                    answered = f"a restriction of the account {item.account_url}"
+                    raise self._another(what, answered)
+                if item.status == "active":
+                    found.append(item)
+            return found
         except BankRejectedError as exc:
             if exc.status != _HTTP_NOT_FOUND:
                 raise
@@ -300,9 +331,15 @@ class BankClient:
     async def payees(self, legal_person_url: str) -> AsyncIterator[Payee]:
         """Every payee of a legal person, page by page (200 a page)."""
         params = {"page[size]": str(PAGE_SIZE), "include": "cop-requests"}
+        owner = self._origin.canonical(legal_person_url)
         async for payee in self._pages(
             f"{legal_person_url}/bank/payees", params, "payees", parse_payee, payee_parser
         ):
+            # Another legal person's payee is never one to pay this one's rows to
+            if payee.legal_person_url and payee.legal_person_url != owner:
+                what = f"the payees of {owner or legal_person_url}"
+                answered = f"a payee of {payee.legal_person_url}"
+                raise self._another(what, answered)
             yield payee
 
     async def confirm_payee(
@@ -324,7 +361,21 @@ class BankClient:
             "requester-legal-person-url": requester_url,
         }
         data = await self._send("POST", org.cop_request_url, body=body, write=True)
-        return self._decode(parse_cop_result, data, "confirmation of payee", write=True)
+        cop = self._decode(parse_cop_result, data, "confirmation of payee", write=True)
+        # The answer echoes the request: an echo of another name or account is the
+        # verdict on something else, never this payee's
+        echo = data.get("account")
+        if isinstance(echo, dict) and (
+            _digits(str(echo.get("account-number", account_number))) != _digits(account_number)
+            or _digits(str(echo.get("bank-id", sort_code))) != _digits(sort_code)
+            or str(echo.get("name", name)).strip().casefold() != name.strip().casefold()
+        ):
+            msg = (
+                f"the bank answered with the Confirmation of Payee {cop.url} of another"
+                " name or account than the one asked for"
+            )
+            raise OutcomeUnknownError(self._secrets.mask(msg))
+        return cop
 
     async def create_payee(
         self,
@@ -340,7 +391,16 @@ class BankClient:
         if cop_request_url is not None:
             body["cop-request-url"] = cop_request_url
         data = await self._send("POST", f"{legal_person_url}/bank/payees", body=body, write=True)
-        return self._decode(parse_payee, data, "created payee", write=True)
+        payee = self._decode(parse_payee, data, "created payee", write=True)
+        owner = self._origin.canonical(legal_person_url)
+        if (
+            (_digits(payee.sort_code), _digits(payee.account_number))
+            != (_digits(sort_code), _digits(account_number))
+        ) or (payee.legal_person_url and payee.legal_person_url != owner):
+            # The bank acted on the request, but its answer is not about what it made
+            msg = f"the bank answered with another payee, {payee.url}, than the one asked for"
+            raise OutcomeUnknownError(self._secrets.mask(msg))
+        return payee
 
     # -- payments and submissions ------------------------------------------------------
 
@@ -390,7 +450,11 @@ class BankClient:
         direction: str = "outbound-payment",
     ) -> AsyncIterator[Payment]:
         """An account's payments created since a moment, oldest first (account or its URL)."""
-        url = account.payments_url if isinstance(account, BankAccount) else f"{account}/payments"
+        if isinstance(account, BankAccount):
+            url, account_url = account.payments_url, account.url
+        else:
+            url = f"{account}/payments"
+            account_url = self._origin.canonical(account) or account
         params = {
             "page[size]": str(PAGE_SIZE),
             "sort": "created-at",
@@ -399,6 +463,11 @@ class BankClient:
             "include[]": "latest-submission",
         }
         async for payment in self._pages(url, params, "payments", parse_payment, payment_parser):
+            # Another account's payment is never one of this account's rows'
+            if payment.account_url is not None and payment.account_url != account_url:
+                what = f"the payments of the account {account_url}"
+                answered = f"a payment from the account {payment.account_url}"
+                raise self._another(what, answered)
             yield payment
 
     async def events(
@@ -428,19 +497,36 @@ class BankClient:
 
         ``page_parser(page)`` gives the parser of one page's items (to use its ``included``).
         A page without its ``key`` array, or with a ``links.next`` that is neither a URL nor
-        null, is a ``BankError``: never read as the end of the list.
+        null, is a ``BankError``: never read as the end of the list. So is a list that does
+        not end (``_Paging``): a next page already read, a page starting with the item an
+        earlier page started with, more items or pages than the ``meta.page.total`` it
+        counts, or more than ``MAX_LIST_PAGES`` pages.
         """
+        paging = _Paging(self._page_key(url, params))
         next_url: str | None = url
-        seen: set[str] = set()
-        while next_url and next_url not in seen:
-            seen.add(next_url)
+        while next_url is not None:
             data = await self._send("GET", next_url, params=params)
             # The bank repeats the query in its links
             params = None
             parse_item = parse if page_parser is None else page_parser(data)
-            for item in self._items(data, key):
-                yield self._decode(parse_item, item, key)
+            items = self._items(data, key)
+            for index, item in enumerate(items):
+                value = self._decode(parse_item, item, key)
+                if index == 0:
+                    paging.starts_with(getattr(value, "url", None))
+                yield value
             next_url = self._next_link(data, key)
+            next_page = None if next_url is None else self._page_key(next_url)
+            why = paging.why_not_end(len(items), _page_total(data), next_page)
+            if why is not None:
+                raise BankError(self._secrets.mask(_endless(key, why)))
+
+    def _page_key(self, url: str, params: dict[str, str] | None = None) -> str:
+        """The page a URL names, as compared for a repeat: on the origin, percent-decoded."""
+        target = self._origin.canonical(url) or url
+        if params:
+            target = f"{target}{'&' if '?' in target else '?'}{urlencode(params)}"
+        return unquote(target)
 
     def _items(self, data: Json, key: str) -> list[Any]:
         """A list answer's named array; its absence is a bank error, not an empty list."""
@@ -560,6 +646,16 @@ class BankClient:
             signed=self._signing,
         )
 
+    def _another(self, asked: str, answered: str) -> BankError:
+        """The bank answered a question about ``asked`` with ``answered``: nothing of the
+        answer is used (the run stops before paying anything on it)."""
+        msg = (
+            f"the bank was asked for {asked} and answered with {answered}; payrun used"
+            " nothing of it and stopped: run the same command again later, and ask the bank"
+            " if it answers so again"
+        )
+        return BankError(self._secrets.mask(msg))
+
     def _too_large(self, method: str, url: str, *, write: bool) -> BankError:
         where = self._secrets.mask(f"{method} {url}")
         msg = f"the bank's answer to {where} was over payrun's limit of {MAX_ANSWER_BYTES} bytes"
@@ -608,6 +704,67 @@ def _canonical_links(value: T, origin: BankOrigin) -> T | tuple[str, str]:
             if path != link:
                 changed[name] = path
     return dataclasses.replace(value, **changed) if changed else value
+
+
+class _Paging:
+    """How far one list has gone, to tell when it does not end (``why_not_end``)."""
+
+    __slots__ = ("_firsts", "_items", "_pages", "_read", "_repeats", "_total")
+
+    def __init__(self, first_page: str) -> None:
+        self._read = {first_page}
+        self._firsts: set[str] = set()
+        self._repeats = False
+        self._pages = self._items = 0
+        self._total: int | None = None
+
+    def starts_with(self, url: object) -> None:
+        """Note the URL of this page's first item: with cursors an item is on one page
+        only, so a page starting like an earlier one repeats it."""
+        if isinstance(url, str) and url:
+            self._repeats = self._repeats or url in self._firsts
+            self._firsts.add(url)
+
+    def why_not_end(self, items: int, total: int | None, next_page: str | None) -> str | None:
+        """After a page of ``items`` whose ``meta.page.total`` is ``total``, with
+        ``next_page`` (as ``BankClient._page_key`` gives it) to come: why the list does not
+        end, or None (it ended, or may go on)."""
+        self._pages += 1
+        self._items += items
+        if total is not None:
+            # The largest count: a list may grow while it is read
+            self._total = total if self._total is None else max(self._total, total)
+        if next_page is None:
+            return None
+        most = self._total
+        if self._repeats:
+            return f"page {self._pages:,} starts with an item an earlier page started with"
+        if most is not None and self._items > most:
+            return f"it counts {most:,} in all but has sent {self._items:,}"
+        if most is not None and self._pages > most + 1:
+            return f"it counts {most:,} in all but goes on after {self._pages:,} pages"
+        if self._pages >= MAX_LIST_PAGES:
+            return f"it goes on after {self._pages:,} pages, payrun's limit"
+        if next_page in self._read:
+            return "its next page is one already read"
+        self._read.add(next_page)
+        return None
+
+
+def _endless(key: str, why: str) -> str:
+    return (
+        f"the bank's list of {key} does not end: {why}; payrun stopped reading it: run the"
+        " same command again later, and ask the bank if it happens again"
+    )
+
+
+def _page_total(data: Json) -> int | None:
+    """The page's ``meta.page.total`` (the whole list's count), when it gives one."""
+    meta = data.get("meta")
+    page = meta.get("page") if isinstance(meta, dict) else None
+    total = page.get("total") if isinstance(page, dict) else None
+    valid = isinstance(total, int) and not isinstance(total, bool) and total >= 0
+    return total if valid else None
 
 
 def _digits(text: str) -> str:

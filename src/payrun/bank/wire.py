@@ -92,6 +92,8 @@ class Restriction:
     url: str
     status: str
     type: str | None
+    account_url: str | None = None
+    """The account it restricts, when the bank says."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +241,7 @@ def parse_restriction(obj: Json) -> Restriction:
         url=obj.get("bank-account-restriction-url") or "",
         status=obj["restriction-status"],
         type=_opt_str(obj, "restriction-type"),
+        account_url=_opt_str(obj, "account-url"),
     )
 
 

@@ -590,7 +590,7 @@ class Preflight:
         except OutcomeUnknownError as exc:
             return {
                 "error": (
-                    f"the bank's answer to creating the payee was lost ({exc});"
+                    f"the bank's answer to creating the payee was lost or unusable ({exc});"
                     " run the same command again (the payee is looked up first)"
                 )
             }
