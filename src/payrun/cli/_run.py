@@ -24,6 +24,7 @@ import anyio
 
 from payrun.cli._bank import add_bank_key_options, bank_settings
 from payrun.cli._output import file_path, ledger_arg, reader_may_leave
+from payrun.cli._plan import add_plan_options, plan_gate
 from payrun.config import (
     DEFAULT_DUPLICATE_WINDOW_DAYS,
     DEFAULT_MAX_AMOUNT,
@@ -63,6 +64,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     _add_ledger_and_bank_options(parser)
     _add_payment_options(parser)
     _add_output_options(parser)
+    add_plan_options(parser)
     parser.set_defaults(handler=execute)
 
 
@@ -279,6 +281,8 @@ def execute(args: argparse.Namespace) -> int:
 
     if args.ledger is None:
         args.ledger = ledger_url_from_env()
+    # An approved plan: checked before anything is read or sent; its options apply
+    args.approved = plan_gate(args)
     _check_flags(args)
     validation = ValidationOptions(
         max_amount=args.max_amount,
@@ -415,6 +419,7 @@ def _run_options(
         report_path=report,
         wait_timeout=DEFAULT_WAIT_TIMEOUT if args.wait_timeout is None else args.wait_timeout,
         settle_wait=_settle_wait_of(args, sandbox_bound),
+        plan=getattr(args, "approved", None),
     )
 
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from payrun.run._readiness import Check as Check
     from payrun.run._readiness import Readiness as Readiness
     from payrun.run._readiness import check_readiness as check_readiness
+    from payrun.run._start import file_rows as file_rows
     from payrun.run._stop import STOP_GRACE_SECONDS as STOP_GRACE_SECONDS
     from payrun.run._stop import StopSignal as StopSignal
 
@@ -55,6 +56,7 @@ _HOMES = {
     "run_stored_batch": "payrun.run._pipeline",
     "STOP_GRACE_SECONDS": "payrun.run._stop",
     "StopSignal": "payrun.run._stop",
+    "file_rows": "payrun.run._start",
 }
 
 
@@ -81,6 +83,7 @@ __all__ = [
     "StopSignal",
     "check_readiness",
     "event_loop_options",
+    "file_rows",
     "run_batch",
     "run_exit_code",
     "run_stored_batch",
