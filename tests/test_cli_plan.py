@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -15,7 +16,21 @@ import httpx
 import openpyxl  # type: ignore[import-untyped]
 import pytest
 
-from _run_helpers import DatabaseLedgerRef, LedgerFor, LedgerRef, ledger_rows
+from _run_helpers import (
+    DatabaseLedgerRef,
+    LedgerFor,
+    LedgerRef,
+    assert_exactly_once,
+    count_status,
+    finish,
+    kill_group,
+    ledger_rows,
+    make_rows,
+    run,
+    start_run,
+    wait_until,
+)
+from _run_helpers import write_batch as write_trial_batch
 from payrun._models import AuditEntry
 from payrun.cli import main
 from payrun.config import database_url
@@ -335,3 +350,34 @@ def test_a_payee_gone_since_the_plan_is_refused_before_it_is_created(
     assert pay(ledger, batch, "--plan", plan["plan"], "--no-confirm-payees") == 2
     assert "did not count as new" in capsys.readouterr().err
     assert payments(bank) == [] and len(state.payees) == before
+
+
+def test_a_run_of_a_plan_killed_with_kill_9_resumes_and_pays_each_row_once(
+    tmp_path: Path,
+    ledger_for: LedgerFor,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kill -9 of `payrun run --plan` mid-run (some rows submitted): the same command again
+    pays every planned row exactly once, and each start is in the audit trail."""
+    rows = make_rows(29, 120, tag="A" + ledger_for.tag)
+    batch = write_trial_batch(tmp_path / "plan.csv", rows)
+    ledger = ledger_for(batch)
+    slow = {"latency_ms": 20, "jitter_ms": 10, "deliver_after_ms": 50}
+    with serve_in_thread(**slow, rng_seed=29) as sandbox:
+        monkeypatch.setenv("PAYRUN_BASE_URL", sandbox.base_url)
+        monkeypatch.setenv("PAYRUN_API_KEY", sandbox.api_key)
+        approver_key(tmp_path, "alice", capsys)
+        plan = make_plan(batch, ledger, capsys)["plan"]
+        assert approve(batch, ledger, plan, "alice", tmp_path / "alice.pem") == 0
+        started = time.monotonic()
+        process = start_run(sandbox, batch, ledger, "--plan", plan)
+        wait_until(lambda: count_status(ledger, "submitted") >= 10, 60, "10 rows submitted")
+        kill_group(process, signal.SIGKILL)
+        killed = finish(process, started)
+        assert killed.returncode == -signal.SIGKILL, killed.describe()
+        assert count_status(ledger, "submitted") < len(rows), "the run ended before the kill"
+        done = run(sandbox, batch, ledger, "--plan", plan)
+        assert done.returncode == 0, done.describe()
+        assert_exactly_once(sandbox, rows, ledger, done.describe())
+    assert [e.event for e in audit(ledger)] == ["plan", "approve", "run", "run"]
