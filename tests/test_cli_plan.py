@@ -282,13 +282,15 @@ def test_a_run_without_a_plan_is_refused_when_the_policy_requires_one(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """required = true (here through PAYRUN_POLICY_FILE): a plain run is refused, exit 2;
-    without a policy the same run pays as before."""
+    """required = true (here through PAYRUN_POLICY_FILE): a plain run is refused, exit 2,
+    a dry run is not; without a policy the same run pays as before."""
     monkeypatch.setenv("PAYRUN_POLICY_FILE", str(write_policy(tmp_path, "required = true", [])))
     batch = write_batch(tmp_path / "pay.csv", ["10.00"], payees=EMPLOYEES[:1])
     assert pay(tmp_path / "pay.ledger.sqlite", batch) == 2
     assert "requires an approved plan" in capsys.readouterr().err
     assert payments(bank) == []
+    # A dry run pays nothing, and needs no plan
+    assert pay(tmp_path / "pay.ledger.sqlite", batch, "--dry-run") == 0
     monkeypatch.delenv("PAYRUN_POLICY_FILE")
     assert pay(tmp_path / "pay.ledger.sqlite", batch) == 0
 

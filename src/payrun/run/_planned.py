@@ -1,7 +1,7 @@
 """A run of an approved plan (``run --plan``) pays the plan's rows and nothing else.
 
 Input: the run's ``RowBook`` and the plan's ``ApprovedRows`` (``RunOptions.plan``). Output:
-every unpaid row that is not exactly a planned row held (``hold_unplanned``), and
+every row not yet submitted that is not exactly a planned row held (``hold_unplanned``), and
 ``ApprovalError`` before any payee is created when a row would need a new payee the plan
 did not count as new (``refuse_unplanned_payees``). The plan itself, its approvals and the
 policy are checked before the run starts (``payrun.approval``); this is the run's own check
@@ -20,14 +20,15 @@ __all__ = ["hold_unplanned", "refuse_unplanned_payees"]
 
 
 def hold_unplanned(book: RowBook, approved: ApprovedRows) -> None:
-    """Hold every row not yet created whose payment is not exactly one the plan holds."""
+    """Hold every row not yet submitted (pending, or created and waiting for its submit)
+    whose payment is not exactly one the plan holds."""
     reason = (
         f"not in the approved plan {approved.plan_id[:12]}: it is not paid; to pay it, make"
         " and approve a new plan"
     )
     holds: dict[int, RowUpdate] = {
         row.row: {"status": RowStatus.HELD, "error": reason}
-        for row in book.in_status(RowStatus.PENDING)
+        for row in book.in_status(RowStatus.PENDING, RowStatus.CREATED)
         if plan_key(row) not in approved.rows
     }
     book.set_each(holds)
