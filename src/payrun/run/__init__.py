@@ -6,7 +6,8 @@ ledger, new or resumed), ``_book`` (the rows in memory, written through to the l
 ``_organization``, ``_payees``, ``_approvals``, ``_changed``), ``_confirm`` (a live-mode
 organization's run asks a person first), ``_execute`` (create and submit under the bank's
 limits), ``_settle`` and ``_reconcile`` (requests whose answer was lost), ``_track``
-(``--wait``). ``_matching`` holds the rule they share for telling whether a bank payment
+(``--wait``). ``_planned`` keeps a run of an approved plan (``RunOptions.plan``) to the plan's
+rows and payees. ``_matching`` holds the rule they share for telling whether a bank payment
 is a row's, ``_stop`` how a run is asked to stop, and ``_refusal`` what a run says when
 the bank refuses the key's role mid-run. ``_readiness`` is ``payrun check``: the same
 reads, before any run.
