@@ -14,6 +14,8 @@ from __future__ import annotations
 from payrun.approval._flow import PlanMade as PlanMade
 from payrun.approval._flow import approve_plan as approve_plan
 from payrun.approval._flow import approved_run as approved_run
+from payrun.approval._flow import approved_stored_batch as approved_stored_batch
+from payrun.approval._flow import copy_plan as copy_plan
 from payrun.approval._flow import make_plan as make_plan
 from payrun.approval._flow import open_plan as open_plan
 from payrun.approval._flow import plan_options as plan_options
@@ -55,7 +57,9 @@ __all__ = [
     "approvals_of",
     "approve_plan",
     "approved_run",
+    "approved_stored_batch",
     "check_approvals",
+    "copy_plan",
     "find_plan",
     "load_policy",
     "load_private_key",

@@ -46,6 +46,8 @@ __all__ = [
     "PlanMade",
     "approve_plan",
     "approved_run",
+    "approved_stored_batch",
+    "copy_plan",
     "make_plan",
     "open_plan",
     "plan_options",
@@ -252,6 +254,52 @@ def approved_run(
     with _existing(location) as ledger:
         plan = open_plan(ledger, batch_path, given, now=utc_now())
         approvals, _ = approvals_of(ledger, plan.plan_id)
+        check_approvals(plan, approvals, policy)
+        record_run(ledger, plan, who, utc_now())
+    return plan, plan.approved_rows()
+
+
+def copy_plan(source: LedgerLocation, target: LedgerLocation, given: str) -> str:
+    """Copy the plan ``given`` names, with its approvals and rejections, from the ledger
+    ``payrun plan`` recorded it in (``source``) to a stored batch's (``target``: a fleet
+    batch); its full id. ``ApprovalError`` when ``source`` has no such plan."""
+    try:
+        with open_ledger(source, readonly=True) as ledger:
+            plan = find_plan(ledger, given)
+            entries = [e for e in ledger.audit_trail() if e.plan_id == plan.plan_id]
+    except LedgerError:
+        msg = (
+            f"no plan {given} in {source}: make it with payrun plan BATCH --ledger URL (the"
+            " same database), and have it approved"
+        )
+        raise ApprovalError(msg) from None
+    with open_ledger(target) as ledger:
+        known = set(ledger.audit_trail())
+        with ledger.atomic():
+            ledger.add_plan(plan.plan_id, plan.canonical(), at=plan.created_at)
+            for entry in entries:
+                if entry not in known:
+                    ledger.append_audit(entry)
+    return plan.plan_id
+
+
+def approved_stored_batch(
+    location: LedgerLocation, given: str, *, policy: Policy, who: str
+) -> tuple[Plan, ApprovedRows]:
+    """Check the plan of a batch whose rows a ledger holds (a fleet lane's) before it is
+    paid, as ``approved_run`` checks a file's: open, the stored rows read as the plan,
+    approvals meet the policy; record the run; what it may pay."""
+    with open_ledger(location) as ledger:
+        plan = find_plan(ledger, given)
+        approvals, rejections = approvals_of(ledger, plan.plan_id)
+        refuse_closed(plan, rejections, utc_now())
+        difference = plan.differences(ledger.rows())
+        if difference is not None:
+            msg = (
+                f"the batch's stored rows do not read as plan {plan.plan_id[:12]}:"
+                f" {difference}; make and approve a new plan"
+            )
+            raise ApprovalError(msg)
         check_approvals(plan, approvals, policy)
         record_run(ledger, plan, who, utc_now())
     return plan, plan.approved_rows()

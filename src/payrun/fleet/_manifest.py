@@ -43,6 +43,8 @@ class _Batch(BaseModel):
     # Quoted, as the contract writes it, or a TOML date-time
     cutoff: datetime | None = Field(default=None, strict=False)
     confirm_payees: bool = True
+    # An approved plan the lane verifies before paying (payrun plan, payrun approve)
+    plan: str | None = Field(default=None, pattern=r"^[0-9a-f]{12,64}$")
 
     @field_validator("name")
     @classmethod
@@ -99,6 +101,7 @@ class BatchEntry:
     expect_total: Decimal | None
     cutoff: datetime | None
     confirm_payees: bool = True
+    plan: str | None = None
 
     @property
     def lane(self) -> str:
@@ -157,6 +160,7 @@ def _entry(path: Path, index: int, batch: _Batch) -> BatchEntry:
         expect_total=None if batch.expect_total is None else Decimal(batch.expect_total.strip()),
         cutoff=batch.cutoff,
         confirm_payees=batch.confirm_payees,
+        plan=batch.plan,
     )
 
 
@@ -174,5 +178,5 @@ def _first_problem(path: Path, error: ValidationError) -> str:
         reason = "missing (required)"
     elif first["type"] == "extra_forbidden":
         reason = "not a manifest field (name, file, base_url, key, source_account,"
-        reason += " expect_count, expect_total, cutoff, confirm_payees)"
+        reason += " expect_count, expect_total, cutoff, confirm_payees, plan)"
     return f"the manifest {path}: {place}: {field}: {reason}"
