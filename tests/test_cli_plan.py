@@ -383,3 +383,18 @@ def test_a_run_of_a_plan_killed_with_kill_9_resumes_and_pays_each_row_once(
         assert done.returncode == 0, done.describe()
         assert_exactly_once(sandbox, rows, ledger, done.describe())
     assert [e.event for e in audit(ledger)] == ["plan", "approve", "run", "run"]
+
+
+def test_changed_bank_details_are_held_or_counted_in_the_plan(
+    bank: RunningSandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A known payee name with new bank details: held (not planned) by default; with
+    --accept-changed-details planned, and counted as a changed and a new payee."""
+    changed = [("Oliver Smith", "110001", "22039287")]
+    batch = write_batch(tmp_path / "pay.csv", ["10.00"], payees=changed)
+    ledger = tmp_path / "pay.ledger.sqlite"
+    args = ["plan", str(batch), "--ledger", str(ledger), "--format", "json", "--no-confirm-payees"]
+    assert main(args) == 2
+    assert "nothing to plan" in capsys.readouterr().err
+    plan = make_plan(batch, ledger, capsys, "--accept-changed-details")
+    assert (plan["rows"], plan["changed_details"], plan["new_payees"]) == (1, 1, 1)

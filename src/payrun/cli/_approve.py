@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from payrun.cli._confirm import stdin_is_terminal
@@ -85,7 +86,7 @@ def execute(args: argparse.Namespace) -> int:
     return 0
 
 
-def _asker(verb: str) -> Any:
+def _asker(verb: str) -> Callable[[Plan], None]:
     """The terminal question (refused when there is no terminal to ask on)."""
     from payrun.cli._confirm_plan import confirm_plan
 

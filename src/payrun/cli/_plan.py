@@ -111,15 +111,18 @@ def plan_gate(args: argparse.Namespace) -> ApprovedRows | None:
     """Before ``payrun run`` reads or sends anything: with ``--plan``, check the plan and
     take its options; without, refuse when the policy requires a plan. What the run may
     pay (None: a plain run)."""
-    from payrun.approval import approved_run, refuse_unplanned
+    path = args.policy or policy_path_from_env()
+    if args.plan is None:
+        # No policy, or a dry run (it pays nothing): as before, without loading the approvals
+        if path is not None and not args.dry_run:
+            from payrun.approval import load_policy, refuse_unplanned
+
+            refuse_unplanned(load_policy(path))
+        return None
+    from payrun.approval import approved_run, load_policy
     from payrun.ledger import ledger_location
 
-    policy = policy_of(args)
-    if args.plan is None:
-        # A dry run pays nothing: it needs no plan
-        if not args.dry_run:
-            refuse_unplanned(policy)
-        return None
+    policy = load_policy(path)
     if args.dry_run:
         msg = "--dry-run checks a file and --plan pays an approved one: leave one out"
         raise UsageError(msg)

@@ -83,7 +83,7 @@ class AccountPlan:
     payees_existing: int = 0
     payees_to_create: int = 0
     rows_by_payee: set[int] = field(default_factory=set)
-    # Rows paid to changed bank details under --accept-changed-details (a plan counts them)
+    # A dry run's rows paid to changed bank details under --accept-changed-details
     changed_rows: set[int] = field(default_factory=set)
 
 
@@ -390,7 +390,11 @@ class Preflight:
         """Hold pending rows whose payee name is known with other bank details (an active
         payee of the owner, or another row of the batch when no payee has the name yet),
         unless ``accept_changed_details``. Rows are judged once their owner's payees are
-        read, all of that owner's rows together (whichever account they pay from)."""
+        read, all of that owner's rows together (whichever account they pay from). A dry
+        run under ``accept_changed_details`` notes the rows it would have held (a plan counts
+        them) and holds none."""
+        if self.accept_changed_details and not self.dry_run:
+            return
         by_owner: dict[str, list[LedgerRow]] = defaultdict(list)
         for row in self.book.in_status(RowStatus.PENDING):
             if row.account_url not in self.accounts:
