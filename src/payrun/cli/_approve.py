@@ -58,6 +58,9 @@ def execute(args: argparse.Namespace) -> int:
     from payrun.approval import approve_plan, reject_plan
     from payrun.ledger import ledger_location
 
+    if not args.name.strip():
+        msg = "--as needs your name, as the policy lists it"
+        raise UsageError(msg)
     location = ledger_location(args.ledger or ledger_url_from_env(), args.batch)
     confirm = None if args.yes else _asker("reject" if args.reject else "approve")
     if args.reject:

@@ -145,6 +145,10 @@ def execute(args: argparse.Namespace) -> int:
 
     if args.ledger is None:
         args.ledger = ledger_url_from_env()
+    maker = login_name() if args.maker is None else args.maker.strip()
+    if not maker:
+        msg = "--as needs a name: who makes the plan"
+        raise UsageError(msg)
     policy = policy_of(args)
     validation = ValidationOptions(
         max_amount=args.max_amount,
@@ -162,7 +166,7 @@ def execute(args: argparse.Namespace) -> int:
                 validation=validation,
                 options=options,
                 policy=policy,
-                maker=args.maker or login_name(),
+                maker=maker,
                 pay_date=_pay_date(args),
             ),
             backend_options=event_loop_options(),
