@@ -21,6 +21,7 @@ from payrun._models import ApprovedRows, format_money
 from payrun.cli._bank import add_bank_key_options
 from payrun.cli._output import file_path, json_text, ledger_arg, reader_may_leave
 from payrun.config import (
+    DEFAULT_DUPLICATE_WINDOW_DAYS,
     RunOptions,
     ValidationOptions,
     ledger_url_from_env,
@@ -63,15 +64,25 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--base-url", help="bank API base address (default PAYRUN_BASE_URL)")
     add_bank_key_options(parser)
     parser.add_argument(
-        "--confirm-payees", action=argparse.BooleanOptionalAction, default=True, help="as run"
+        "--confirm-payees",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="as for payrun run",
     )
-    parser.add_argument("--accept-close-match", action="store_true", help="as run")
-    parser.add_argument("--accept-changed-details", action="store_true", help="as run")
-    parser.add_argument("--allow-repeat", action="store_true", help="as run")
-    parser.add_argument("--duplicate-window", type=_days, default=3, help="as run")
+    parser.add_argument("--accept-close-match", action="store_true", help="as for payrun run")
+    parser.add_argument("--accept-changed-details", action="store_true", help="as for payrun run")
+    parser.add_argument("--allow-repeat", action="store_true", help="as for payrun run")
+    parser.add_argument(
+        "--duplicate-window",
+        type=_days,
+        default=DEFAULT_DUPLICATE_WINDOW_DAYS,
+        help="as for payrun run",
+    )
     parser.add_argument("--expect-count", type=_count, help="control total: valid rows")
     parser.add_argument("--expect-total", type=_money, help="control total: their sum")
-    parser.add_argument("--settle-wait", type=_settle_wait, metavar="SECONDS", help="as run")
+    parser.add_argument(
+        "--settle-wait", type=_settle_wait, metavar="SECONDS", help="as for payrun run"
+    )
     parser.add_argument("--as", dest="maker", metavar="NAME", help="the maker (default: login)")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output")
     add_policy_option(parser)
