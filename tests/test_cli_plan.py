@@ -398,3 +398,22 @@ def test_changed_bank_details_are_held_or_counted_in_the_plan(
     assert "nothing to plan" in capsys.readouterr().err
     plan = make_plan(batch, ledger, capsys, "--accept-changed-details")
     assert (plan["rows"], plan["changed_details"], plan["new_payees"]) == (1, 1, 1)
+
+
+def test_an_unknown_plan_is_refused(
+    bank: RunningSandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run --plan and approve with an id the ledger does not hold, or no plan at all, or a
+    word that is not an id: exit 2, one line, nothing paid."""
+    approver_key(tmp_path, "alice", capsys)
+    batch = write_batch(tmp_path / "pay.csv", ["10.00"], payees=EMPLOYEES[:1])
+    ledger = tmp_path / "pay.ledger.sqlite"
+    assert pay(ledger, batch, "--plan", "0123456789ab") == 2
+    assert "no plans in the ledger" in capsys.readouterr().err
+    make_plan(batch, ledger, capsys)
+    for given, says in (("0123456789ab", "no plan 0123456789ab"), ("abc", "not a plan id")):
+        assert pay(ledger, batch, "--plan", given) == 2
+        assert says in capsys.readouterr().err
+        assert approve(batch, ledger, given, "alice", tmp_path / "alice.pem") == 2
+        assert says in capsys.readouterr().err
+    assert payments(bank) == []
