@@ -152,7 +152,9 @@ def test_plan_approve_and_run_pay_exactly_the_plan(
     assert (
         approve(batch, ledger, short, "alice", tmp_path / "alice.pem", "--policy", str(policy)) == 0
     )
-    assert pay(ledger, batch, "--plan", short, "--policy", str(policy)) == 0, capsys.readouterr()
+    run_report = tmp_path / "run.xlsx"
+    paid = pay(ledger, batch, "--plan", short, "--policy", str(policy), "--report", str(run_report))
+    assert paid == 0, capsys.readouterr()
     assert {r["status"] for r in ledger_rows(ledger)} == {"submitted"}
     assert sum(group["payments"] for group in payments(bank)) == 2
     trail = audit(ledger)
@@ -167,9 +169,11 @@ def test_plan_approve_and_run_pay_exactly_the_plan(
     ]
     workbook = tmp_path / "report.xlsx"
     assert main(["report", str(batch), "--ledger", str(ledger), "-o", str(workbook)]) == 0
-    summary = openpyxl.load_workbook(workbook)["summary"]
-    lines = {row[0]: row[1] for row in summary.iter_rows(values_only=True)}
-    assert (lines["plan"], lines["maker"], lines["approvers"]) == (plan["plan"], "carol", "alice")
+    for written in (workbook, run_report):
+        summary = openpyxl.load_workbook(written)["summary"]
+        lines = {row[0]: row[1] for row in summary.iter_rows(values_only=True)}
+        named = (lines["plan"], lines["maker"], lines["approvers"])
+        assert named == (plan["plan"], "carol", "alice")
 
 
 def test_refused_approvals_record_nothing(
