@@ -54,7 +54,18 @@ def test_no_parser_accepts_abbreviated_options() -> None:
     parser = build_parser()
     subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     commands = subparsers[0].choices
-    assert set(commands) == {"validate", "run", "check", "report", "template", "sandbox", "fleet"}
+    assert set(commands) == {
+        "validate",
+        "run",
+        "check",
+        "report",
+        "template",
+        "sandbox",
+        "fleet",
+        "plan",
+        "approve",
+        "approver-key",
+    }
     assert not parser.allow_abbrev
     assert [name for name, sub in commands.items() if sub.allow_abbrev] == []
 

@@ -15,7 +15,18 @@ from payrun.cli import build_parser, main
 
 ROOT = Path(__file__).parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-COMMANDS = ("validate", "run", "check", "report", "template", "sandbox", "fleet")
+COMMANDS = (
+    "validate",
+    "run",
+    "check",
+    "report",
+    "template",
+    "sandbox",
+    "fleet",
+    "plan",
+    "approve",
+    "approver-key",
+)
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 _SHELL_ENDS = (">", ">>", "2>&1", "|", "&&", ";")
 

@@ -17,6 +17,8 @@ from typing import NamedTuple, TypedDict
 
 __all__ = [
     "CENTS",
+    "ApprovedRows",
+    "AuditEntry",
     "FINAL_STATUSES",
     "BatchInfo",
     "BatchUpdate",
@@ -29,6 +31,7 @@ __all__ = [
     "RowVerdict",
     "format_money",
     "payment_key",
+    "plan_key",
     "utc_now",
 ]
 
@@ -229,3 +232,44 @@ class RowUpdate(TypedDict, total=False):
     intent_at: datetime | None
     attempts: int
     error: str | None
+
+
+PlanKey = tuple[int, str | None, str, str, str, str, str, str | None]
+"""A planned row exactly as read: row, row id, source account, payee name, sort code,
+account number, amount text, reference."""
+
+
+def plan_key(row: LedgerRow) -> PlanKey:
+    """What an approved plan binds of a row: the payment exactly as read from the file."""
+    return (
+        row.row,
+        row.row_id or None,
+        row.source_account,
+        row.payee_name,
+        row.sort_code,
+        row.account_number,
+        format_money(row.amount),
+        row.reference or None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovedRows:
+    """What an approved plan lets a run do: pay these rows (``plan_key``) and create payees
+    for these rows only; every other row is held."""
+
+    plan_id: str
+    rows: frozenset[PlanKey]
+    new_payee_rows: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One line of a ledger's audit trail: a plan made, approved, rejected or run."""
+
+    at: datetime
+    event: str
+    actor: str
+    plan_id: str
+    detail: str
+    """JSON text: the event's own facts (a note, a signature)."""

@@ -27,6 +27,8 @@ from payrun.errors import ConfigError, InterruptedRunError
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from payrun._models import ApprovedRows
+
 __all__ = [
     "REQUEST_TIMEOUT",
     "DEFAULT_AUTH_SCHEME",
@@ -51,6 +53,8 @@ __all__ = [
     "configured_secrets",
     "database_url",
     "ledger_url_from_env",
+    "login_name",
+    "policy_path_from_env",
     "load_settings",
     "mask_database_url",
     "redact_url",
@@ -197,6 +201,8 @@ class RunOptions:
     report_path: Path | None = None
     wait_timeout: float = DEFAULT_WAIT_TIMEOUT
     settle_wait: float = DEFAULT_SETTLE_WAIT
+    # run --plan: only the approved plan's rows are paid
+    plan: ApprovedRows | None = None
 
     def __post_init__(self) -> None:
         # Text and range: the same rule as the option and the variable
@@ -382,6 +388,23 @@ def ledger_url_from_env(environ: Mapping[str, str] | None = None) -> DatabaseURL
         )
         raise ConfigError(msg)
     return url
+
+
+def login_name() -> str:
+    """Who is running payrun: the login name (LOGNAME, USER, ..., else the user id's name)."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except OSError:
+        return f"uid {os.getuid()}"
+
+
+def policy_path_from_env(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The approval policy file ``PAYRUN_POLICY_FILE`` names (None when it is not set)."""
+    env = os.environ if environ is None else environ
+    text = env.get("PAYRUN_POLICY_FILE", "").strip()
+    return Path(text) if text else None
 
 
 def redact_url(url: str) -> str:

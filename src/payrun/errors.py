@@ -8,7 +8,9 @@ branches to exit codes in one table (``payrun.cli``)::
     │   ├── ConfigError            bad settings: base URL, API key, option values
     │   ├── BatchFileError         the batch file itself cannot be used (.path)
     │   ├── ControlTotalsError     --expect-count / --expect-total differ from the file
-    │   └── NotConfirmedError      a live-mode run was not confirmed (no terminal, declined)
+    │   ├── NotConfirmedError      a live-mode run was not confirmed (no terminal, declined)
+    │   ├── PolicyError            the approval policy file cannot be trusted or read
+    │   └── ApprovalError          a plan cannot be approved, or a run --plan is refused
     ├── BankError                  the bank answered badly or not at all (.status, .detail)
     │   ├── AuthError              401/403: exit 2
     │   │   └── RefusedMidRunError after payments were created: summary and report still (.rows)
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from payrun._models import LedgerRow
 
 __all__ = [
+    "ApprovalError",
     "AuthError",
     "BankError",
     "BankRejectedError",
@@ -50,6 +53,7 @@ __all__ = [
     "NotConfirmedError",
     "OutcomeUnknownError",
     "PayrunError",
+    "PolicyError",
     "RateLimitedError",
     "RefusedMidRunError",
     "UsageError",
@@ -97,6 +101,15 @@ class ControlTotalsError(UsageError):
 class NotConfirmedError(UsageError):
     """A run paying a live-mode organization was not confirmed: no terminal to ask on and
     no ``--yes``, or the person answered anything but yes. Nothing was created."""
+
+
+class PolicyError(ConfigError):
+    """The approval policy (``--policy``, ``PAYRUN_POLICY_FILE``) is unsafe or unreadable."""
+
+
+class ApprovalError(UsageError):
+    """A plan cannot be made or approved as asked, or a ``run --plan`` does not meet the
+    policy: nothing was recorded or created."""
 
 
 class BankError(PayrunError):

@@ -49,7 +49,18 @@ EXIT_CODES: tuple[tuple[type[PayrunError], int], ...] = (
 )
 """The one place exceptions become exit codes: first matching class wins."""
 
-_COMMANDS = ("validate", "run", "check", "report", "template", "sandbox", "fleet")
+_COMMANDS = (
+    "validate",
+    "run",
+    "check",
+    "report",
+    "template",
+    "sandbox",
+    "fleet",
+    "plan",
+    "approve",
+    "approver-key",
+)
 """Subcommand modules ``payrun.cli._<name>``, imported when the parser is built."""
 
 # A word shown back as the unknown command it was taken for: letters, as a command is (one
@@ -124,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
     for name in _COMMANDS:
-        importlib.import_module(f"payrun.cli._{name}").register(subparsers)
+        importlib.import_module(f"payrun.cli._{name.replace('-', '_')}").register(subparsers)
     parser.commands = dict(subparsers.choices)
     return parser
 
@@ -212,7 +223,10 @@ def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, obje
     _Parser.json_errors = any(f"{o}=json" in words for o in options) or any(
         a in options and b == "json" for a, b in itertools.pairwise(words)
     )
-    _Parser.key_given = any(_looks_like_key_option(word) for word in words)
+    # approve's --key names an approver key file, not the API key
+    _Parser.key_given = "approve" not in words and any(
+        _looks_like_key_option(word) for word in words
+    )
     parser = build_parser()
     # Imported once signals are caught: a Ctrl-C must never land inside an import
     from payrun.config import completion_requested

@@ -26,15 +26,19 @@ from payrun.ledger import (
     ledger_named_by,
 )
 from payrun.report import (
+    AUDIT_COLUMNS,
     RECONCILE_COLUMNS,
     REPORT_COLUMNS,
+    audit_table,
     check_report_path,
     csv_cell,
     ledger_batch_file,
+    read_audit_trail,
     read_ledger_rows,
     report_records,
     report_table,
     write_report,
+    write_table,
 )
 
 __all__ = ["execute", "register"]
@@ -75,12 +79,20 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="csv, xlsx or json (default: from -o's extension, else csv)",
     )
     parser.add_argument("-o", "--output", type=file_path, help="file to write (default: stdout)")
+    parser.add_argument(
+        "--audit",
+        action="store_true",
+        help="write the audit trail instead (every plan made, approved, rejected and run):"
+        " at_utc, event, actor, plan_id, detail",
+    )
     parser.set_defaults(handler=execute)
 
 
 def execute(args: argparse.Namespace) -> int:
     """Write the report to a file or stdout."""
     ledger = _location(args.ledger, args.location or ledger_url_from_env())
+    if args.audit:
+        return _write_audit(ledger, args.output, args.format)
     rows = read_ledger_rows(ledger)
     output: Path | None = args.output
     fmt: str | None = args.format
@@ -96,7 +108,7 @@ def execute(args: argparse.Namespace) -> int:
         kept = [*ledger_files(ledger, lock=False), *(("the batch file", b) for b in batches if b)]
         # A folder, a missing folder, or what the report must never overwrite, said plainly
         check_report_path(output, keep=kept)
-        write_report(output, rows)
+        write_report(output, rows, audit=read_audit_trail(ledger))
         # Said on stderr: stdout carries a report only when no -o is given
         with reader_may_leave(sys.stderr):
             print(f"wrote {output}: {_many_rows(len(rows))}", file=sys.stderr)  # noqa: T201
@@ -125,6 +137,27 @@ def execute(args: argparse.Namespace) -> int:
 
 def _many_rows(count: int) -> str:
     return "1 row" if count == 1 else f"{count:,} rows"
+
+
+def _write_audit(ledger: LedgerLocation, output: Path | None, fmt: str | None) -> int:
+    """The audit trail to a file (.csv, .xlsx, .json) or stdout (CSV, or JSON)."""
+    table = audit_table(read_audit_trail(ledger))
+    if output is None and fmt == "xlsx":
+        msg = "an .xlsx audit trail needs a file: add -o audit.xlsx"
+        raise UsageError(msg)
+    if output is not None:
+        check_report_path(output, keep=ledger_files(ledger, lock=False))
+        write_table(output, AUDIT_COLUMNS, table)
+        return 0
+    with reader_may_leave():
+        if fmt == "json":
+            records = [dict(zip(AUDIT_COLUMNS, line, strict=True)) for line in table]
+            print(json.dumps(records, indent=2))  # noqa: T201 - the command's output
+        else:
+            writer = csv.writer(sys.stdout, lineterminator="\n")
+            writer.writerow(AUDIT_COLUMNS)
+            writer.writerows([csv_cell(c) for c in line] for line in table)
+    return 0
 
 
 def _location(named: str | None, given: Path | DatabaseURL | None) -> LedgerLocation:

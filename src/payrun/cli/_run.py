@@ -26,6 +26,7 @@ from payrun.cli._bank import add_bank_key_options, bank_settings
 from payrun.cli._help import HelpFormatter, OptionGroup, group_options
 from payrun.cli._input import add_input_options, pay_date_gate
 from payrun.cli._output import file_path, ledger_arg, reader_may_leave
+from payrun.cli._plan import add_plan_options, plan_gate
 from payrun.config import (
     DEFAULT_DUPLICATE_WINDOW_DAYS,
     DEFAULT_MAX_AMOUNT,
@@ -135,6 +136,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     _add_ledger_and_bank_options(parser)
     _add_payment_options(parser)
     _add_output_options(parser)
+    add_plan_options(parser)
     group_options(parser, RUN_HELP_GROUPS)
     parser.set_defaults(handler=execute)
 
@@ -370,6 +372,8 @@ def execute(args: argparse.Namespace) -> int:
 
     if args.ledger is None:
         args.ledger = ledger_url_from_env()
+    # An approved plan: checked before anything is read or sent; its options apply
+    args.approved = plan_gate(args)
     _check_flags(args)
     validation = ValidationOptions(
         max_amount=args.max_amount,
@@ -517,6 +521,7 @@ def _run_options(
         report_path=report,
         wait_timeout=DEFAULT_WAIT_TIMEOUT if args.wait_timeout is None else args.wait_timeout,
         settle_wait=_settle_wait_of(args, sandbox_bound),
+        plan=getattr(args, "approved", None),
     )
 
 

@@ -11,10 +11,11 @@ from payrun.cli._output import error_line, json_text, reader_may_leave, stream_c
 from payrun.cli._progress import finished_line
 from payrun.config import RunOptions
 from payrun.errors import PayrunError, RefusedMidRunError
-from payrun.ledger import ledger_location, report_words
+from payrun.ledger import LedgerLocation, ledger_location, report_words
 from payrun.report import (
     dry_run_lines,
     print_blocks,
+    read_audit_trail,
     summary_document,
     summary_view,
     write_report,
@@ -35,13 +36,18 @@ def _say(text: str = "") -> None:
     print(text)  # noqa: T201 - the summary is the command's output
 
 
-def write_run_report(path: Path, rows: Sequence[LedgerRow]) -> str | None:
+def write_run_report(
+    path: Path, rows: Sequence[LedgerRow], *, ledger: LedgerLocation | None = None
+) -> str | None:
     """Write the run report (.csv, .xlsx or .json by extension); why not, if it failed.
+    An .xlsx of a run of an approved plan (``ledger``: where its audit trail is) names the
+    plan, its maker and its approvers in its summary.
 
     After a run a failed report is said, not raised: it must not turn paid rows into exit 2.
     """
     try:
-        write_report(path, rows)
+        audit = [] if ledger is None else read_audit_trail(ledger)
+        write_report(path, rows, audit=audit)
     except PayrunError as error:
         return str(error)
     except Exception as error:
@@ -72,7 +78,9 @@ def show_run(
 ) -> None:
     """Write the report, print the summary (and the refusal that ended the run, if any)."""
     report = options.report_path
-    failure = write_run_report(report, outcome.rows) if report is not None else None
+    # A run of an approved plan: its report names the plan
+    ledger = outcome.ledger_path if options.plan is not None else None
+    failure = write_run_report(report, outcome.rows, ledger=ledger) if report is not None else None
     written = None if failure else report
     # A closed stdout ends the summary, not the exit code
     with reader_may_leave(run=True):

@@ -14,6 +14,7 @@ key, the key refused, a ledger of another bank) ends the batch ``refused``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -242,6 +243,7 @@ def _pay_in_thread(
         settle_wait=owner.settle_wait if settle_wait is None else float(settle_wait),
     )
     try:
+        options = _planned_options(owner, batch, options)
         return anyio.run(
             lambda: run_stored_batch(
                 DatabaseLedger(owner.ledger_url, batch.name), settings, options=options, stop=stop
@@ -255,6 +257,33 @@ def _pay_in_thread(
         if found is None:
             raise
         return found
+
+
+def _planned_options(owner: FleetActivities, batch: FleetBatch, options: RunOptions) -> RunOptions:
+    """A batch with an approved plan: the plan checked (``ApprovalError`` when it does not
+    verify) and its payee options and rows taken."""
+    plan_id = batch.options.get("plan")
+    if not plan_id:
+        return options
+    from payrun.approval import approved_stored_batch, load_policy
+    from payrun.config import policy_path_from_env
+
+    plan, approved = approved_stored_batch(
+        DatabaseLedger(owner.ledger_url, batch.name),
+        str(plan_id),
+        policy=load_policy(policy_path_from_env()),
+        who=owner.identity,
+    )
+    chosen = plan.options
+    return dataclasses.replace(
+        options,
+        confirm_payees=bool(chosen["confirm_payees"]),
+        accept_close_match=bool(chosen["accept_close_match"]),
+        accept_changed_details=bool(chosen["accept_changed_details"]),
+        allow_repeat=bool(chosen["allow_repeat"]),
+        duplicate_window_days=int(chosen["duplicate_window"]),
+        plan=approved,
+    )
 
 
 async def _heartbeat(batch: FleetBatch, stop: StopSignal) -> None:

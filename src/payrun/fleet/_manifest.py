@@ -55,6 +55,8 @@ class _Batch(BaseModel):
     # Seconds, as --settle-wait: an integer or a decimal number in TOML
     settle_wait: float | None = Field(default=None, strict=False)
     input_format: Literal["auto", "payrun", "bacs18", "bankline", "barclays"] = "auto"
+    # An approved plan the lane verifies before paying (payrun plan, payrun approve)
+    plan: str | None = Field(default=None, pattern=r"^[0-9a-f]{12,64}$")
 
     @field_validator("name")
     @classmethod
@@ -123,6 +125,7 @@ class BatchEntry:
     confirm_payees: bool = True
     settle_wait: float | None = None
     input_format: str = "auto"
+    plan: str | None = None
 
 
 def load_manifest(path: Path) -> list[BatchEntry]:
@@ -203,6 +206,7 @@ def _entry(path: Path, index: int, batch: _Batch) -> BatchEntry:
         confirm_payees=batch.confirm_payees,
         settle_wait=batch.settle_wait,
         input_format=batch.input_format,
+        plan=batch.plan,
     )
 
 
@@ -220,5 +224,6 @@ def _first_problem(path: Path, error: ValidationError) -> str:
         reason = "missing (required)"
     elif first["type"] == "extra_forbidden":
         reason = "not a manifest field (name, file, base_url, key, source_account,"
-        reason += " expect_count, expect_total, cutoff, confirm_payees, settle_wait)"
+        reason += " expect_count, expect_total, cutoff, confirm_payees, settle_wait,"
+        reason += " input_format, plan)"
     return f"the manifest {path}: {place}: {field}: {reason}"

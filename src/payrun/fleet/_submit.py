@@ -24,7 +24,13 @@ from temporalio.service import RPCError
 
 from payrun._models import RowStatus, RowVerdict
 from payrun.config import DEFAULT_HEARTBEAT_TIMEOUT, DatabaseURL, RunOptions, ValidationOptions
-from payrun.errors import InterruptedRunError, LedgerError, LedgerMismatchError, UsageError
+from payrun.errors import (
+    ApprovalError,
+    InterruptedRunError,
+    LedgerError,
+    LedgerMismatchError,
+    UsageError,
+)
 from payrun.fleet._manifest import BatchEntry, load_manifest
 from payrun.fleet._requeue import queue_batch, requeue_lost
 from payrun.fleet._store import FleetBatch, FleetStore
@@ -87,11 +93,14 @@ async def submit(manifest: Path, options: SubmitOptions) -> list[str]:
         await asyncio.to_thread(_refuse_other_rows, entry, recorded.get(entry.name), options)
     client = await connect_temporal(options.temporal, options.namespace)
     for entry in entries:
+        await asyncio.to_thread(_check_plan, entry, options.ledger_url)
+    for entry in entries:
         if recorded.get(entry.name) is None:
             await asyncio.to_thread(_store_rows, entry, options.ledger_url)
-        await asyncio.to_thread(
-            store.register, entry, _batch_options(entry), task_queue=options.task_queue
-        )
+        chosen = _batch_options(entry)
+        if entry.plan is not None:
+            chosen["plan"] = await asyncio.to_thread(_copy_plan, entry, options.ledger_url)
+        await asyncio.to_thread(store.register, entry, chosen, task_queue=options.task_queue)
     for entry in entries:
         cutoff = None if entry.cutoff is None else entry.cutoff.astimezone(UTC).isoformat()
         await queue_batch(
@@ -260,6 +269,40 @@ def _refuse_other_rows(entry: BatchEntry, recorded: str | None, options: SubmitO
             " name in the manifest (nothing was submitted)"
         )
         raise LedgerMismatchError(msg)
+
+
+def _plan_source(entry: BatchEntry, url: DatabaseURL) -> DatabaseLedger:
+    """Where ``payrun plan FILE --ledger URL`` recorded the batch file's plans."""
+    from payrun.ledger import batch_name
+
+    return DatabaseLedger(url, batch_name(entry.file))
+
+
+def _check_plan(entry: BatchEntry, url: DatabaseURL) -> None:
+    """A batch naming a plan: the plan must be in the database (before anything is stored)."""
+    if entry.plan is None:
+        return
+    from payrun.approval import find_plan
+    from payrun.ledger import open_ledger
+
+    try:
+        with open_ledger(_plan_source(entry, url), readonly=True) as ledger:
+            find_plan(ledger, entry.plan)
+    except (ApprovalError, LedgerError):
+        msg = (
+            f"batch {entry.name}: no plan {entry.plan} for {entry.file} in the ledger"
+            f" database: make it with payrun plan {entry.file} --ledger URL and have it"
+            " approved; nothing was submitted"
+        )
+        raise ApprovalError(msg) from None
+
+
+def _copy_plan(entry: BatchEntry, url: DatabaseURL) -> str:
+    """Copy the batch's plan and its decisions to the batch's own ledger; its full id."""
+    from payrun.approval import copy_plan
+
+    assert entry.plan is not None
+    return copy_plan(_plan_source(entry, url), DatabaseLedger(url, entry.name), entry.plan)
 
 
 def _store_rows(entry: BatchEntry, url: DatabaseURL) -> None:

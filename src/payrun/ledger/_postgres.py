@@ -29,10 +29,12 @@ import socket
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
+from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn, Unpack
 
 from payrun._models import (
+    AuditEntry,
     BatchInfo,
     BatchUpdate,
     LedgerRow,
@@ -167,6 +169,25 @@ CREATE UNIQUE INDEX IF NOT EXISTS payrun_rows_submission_url
     ON payrun_rows (batch_id, submission_url) WHERE submission_url IS NOT NULL;
 INSERT INTO payrun_meta (key, value) VALUES ('schema', '1') ON CONFLICT (key) DO NOTHING;
 """
+_APPROVAL_SCHEMA = """
+CREATE TABLE IF NOT EXISTS payrun_plans (
+    batch_id integer NOT NULL REFERENCES payrun_batches (id) ON DELETE CASCADE,
+    id text NOT NULL,
+    document text NOT NULL,
+    created_at text NOT NULL,
+    PRIMARY KEY (batch_id, id)
+);
+CREATE TABLE IF NOT EXISTS payrun_audit (
+    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    batch_id integer NOT NULL REFERENCES payrun_batches (id) ON DELETE CASCADE,
+    at text NOT NULL,
+    event text NOT NULL,
+    actor text NOT NULL,
+    plan_id text NOT NULL,
+    detail text NOT NULL
+);
+"""
+"""Plans and the audit trail (added to a database made before them when a writer opens it)."""
 _BATCH_COLUMNS = (
     "file_path, file_sha256, base_url, organization_url, expect_count, expect_total,"
     " valid_count, valid_total, created_at, started_at, ended_at, options, late_until, alive_at"
@@ -492,6 +513,54 @@ class PostgresLedger:
             self._sql_cache[names] = sql
         return sql
 
+    def add_plan(self, plan_id: str, document: str, *, at: datetime) -> None:
+        """Record a plan (its canonical text) once; recording it again changes nothing."""
+        with self.atomic():
+            self._execute(
+                "INSERT INTO payrun_plans (batch_id, id, document, created_at)"
+                " VALUES (%s, %s, %s, %s) ON CONFLICT (batch_id, id) DO NOTHING",
+                (self._id, plan_id, document, iso(at)),
+            )
+
+    def plans(self) -> list[tuple[str, str]]:
+        """Every recorded plan: (id, canonical text), oldest first."""
+        if not self._has_audit():
+            return []
+        found = self._fetchall(
+            "SELECT id, document FROM payrun_plans WHERE batch_id = %s ORDER BY created_at, id",
+            (self._id,),
+        )
+        return [(record[0], record[1]) for record in found]
+
+    def append_audit(self, entry: AuditEntry) -> None:
+        """Append one entry to the audit trail."""
+        with self.atomic():
+            self._execute(
+                "INSERT INTO payrun_audit (batch_id, at, event, actor, plan_id, detail)"
+                " VALUES (%s, %s, %s, %s, %s, %s)",
+                (self._id, iso(entry.at), entry.event, entry.actor, entry.plan_id, entry.detail),
+            )
+
+    def audit_trail(self) -> list[AuditEntry]:
+        """The audit trail, in the order it was written."""
+        if not self._has_audit():
+            return []
+        found = self._fetchall(
+            "SELECT at, event, actor, plan_id, detail FROM payrun_audit WHERE batch_id = %s"
+            " ORDER BY seq",
+            (self._id,),
+        )
+        return [
+            AuditEntry(datetime.fromisoformat(at), event, actor, plan_id, detail)
+            for at, event, actor, plan_id, detail in found
+        ]
+
+    def _has_audit(self) -> bool:
+        """True when the database has the plans and the audit trail (a reader of a database
+        no writer of this payrun opened yet finds none)."""
+        found = self._fetchone("SELECT to_regclass('payrun_audit') IS NOT NULL", ())
+        return bool(found and found[0])
+
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         """Run a statement whose result is not read: in a transaction, with its COMMIT."""
         if self._pending is not None:
@@ -625,6 +694,9 @@ def _create_schema(connection: psycopg.Connection[Any], where: DatabaseLedger) -
         made = connection.execute("SELECT to_regclass('payrun_running') IS NOT NULL").fetchone()
         if not (made and made[0]):
             connection.execute(_SCHEMA)
+        audit = connection.execute("SELECT to_regclass('payrun_audit') IS NOT NULL").fetchone()
+        if not (audit and audit[0]):
+            connection.execute(_APPROVAL_SCHEMA)
         found = connection.execute("SELECT value FROM payrun_meta WHERE key = 'schema'").fetchone()
     if found is None or found[0] != _SCHEMA_VERSION:
         msg = (

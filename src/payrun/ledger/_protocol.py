@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
+from datetime import datetime
 from decimal import Decimal
 from typing import Protocol, Self, Unpack
 
 from payrun._models import (
+    AuditEntry,
     BatchInfo,
     BatchUpdate,
     LedgerRow,
@@ -89,6 +91,22 @@ class LedgerStore(Protocol):
         Raises ``LedgerLockedError`` when another live run pays the same batch or any of
         the same payments there; ``note`` receives warnings (a shared register ignored).
         """
+        ...
+
+    def add_plan(self, plan_id: str, document: str, *, at: datetime) -> None:
+        """Record a plan (its canonical text) once; recording it again changes nothing."""
+        ...
+
+    def plans(self) -> list[tuple[str, str]]:
+        """Every recorded plan: (id, canonical text), oldest first."""
+        ...
+
+    def append_audit(self, entry: AuditEntry) -> None:
+        """Append one entry to the audit trail (plans made, approved, rejected, run)."""
+        ...
+
+    def audit_trail(self) -> list[AuditEntry]:
+        """The audit trail, in the order it was written."""
         ...
 
     def check_in_place(self) -> None:

@@ -16,11 +16,13 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Unpack
 
 from payrun._models import (
+    AuditEntry,
     BatchInfo,
     BatchUpdate,
     LedgerRow,
@@ -87,6 +89,19 @@ CREATE TABLE IF NOT EXISTS rows (
     attempts INTEGER NOT NULL DEFAULT 0,
     error TEXT,
     updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS plans (
+    id TEXT PRIMARY KEY,
+    document TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    event TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    plan_id TEXT NOT NULL,
+    detail TEXT NOT NULL
 );
 """
 _UNIQUE = (("rows_payment_url", "payment_url"), ("rows_submission_url", "submission_url"))
@@ -342,6 +357,48 @@ class SQLiteLedger:
         with self.atomic():
             self._executemany(sql, ([*params, row] for row in rows))
 
+    def add_plan(self, plan_id: str, document: str, *, at: datetime) -> None:
+        """Record a plan (its canonical text) once; recording it again changes nothing."""
+        with self.atomic():
+            self._execute(
+                "INSERT INTO plans (id, document, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING",
+                (plan_id, document, iso(at)),
+            )
+
+    def plans(self) -> list[tuple[str, str]]:
+        """Every recorded plan: (id, canonical text), oldest first."""
+        if not self._has_table("plans"):
+            return []
+        cursor = self._execute("SELECT id, document FROM plans ORDER BY created_at, id")
+        return [(record[0], record[1]) for record in cursor]
+
+    def append_audit(self, entry: AuditEntry) -> None:
+        """Append one entry to the audit trail."""
+        with self.atomic():
+            self._execute(
+                "INSERT INTO audit (at, event, actor, plan_id, detail) VALUES (?, ?, ?, ?, ?)",
+                (iso(entry.at), entry.event, entry.actor, entry.plan_id, entry.detail),
+            )
+
+    def audit_trail(self) -> list[AuditEntry]:
+        """The audit trail, in the order it was written."""
+        if not self._has_table("audit"):
+            return []
+        cursor = self._execute("SELECT at, event, actor, plan_id, detail FROM audit ORDER BY seq")
+        return [
+            AuditEntry(datetime.fromisoformat(at), event, actor, plan_id, detail)
+            for at, event, actor, plan_id, detail in cursor
+        ]
+
+    def _has_table(self, name: str) -> bool:
+        """True when the file has the table (a ledger of an older payrun read as is lacks
+        the plans and the audit trail)."""
+        cursor = self._execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+        )
+        return cursor.fetchone() is not None
+
     def _execute(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
         try:
             return self._db.execute(sql, tuple(params))
@@ -389,7 +446,7 @@ def _ledger_error(path: Path, exc: sqlite3.Error) -> LedgerError:
 
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
-_OWN_TABLES = frozenset({"batch", "rows"})
+_OWN_TABLES = frozenset({"batch", "rows", "plans", "audit"})
 
 
 def _refuse_other_files(path: Path) -> None:

@@ -11,6 +11,10 @@ from __future__ import annotations
 from payrun.report._attention import Cause as Cause
 from payrun.report._attention import group_causes as group_causes
 from payrun.report._attention import row_ranges as row_ranges
+from payrun.report._audit import AUDIT_COLUMNS as AUDIT_COLUMNS
+from payrun.report._audit import audit_table as audit_table
+from payrun.report._audit import plan_summary_lines as plan_summary_lines
+from payrun.report._audit import read_audit_trail as read_audit_trail
 from payrun.report._documents import PROBLEM_COLUMNS as PROBLEM_COLUMNS
 from payrun.report._documents import TABLE_FORMATS as TABLE_FORMATS
 from payrun.report._documents import check_report_path as check_report_path
@@ -41,6 +45,7 @@ from payrun.report._workbook import SUMMARY_COLUMNS as SUMMARY_COLUMNS
 from payrun.report._workbook import write_report as write_report
 
 __all__ = [
+    "AUDIT_COLUMNS",
     "Cause",
     "PROBLEM_COLUMNS",
     "RECONCILE_COLUMNS",
@@ -48,6 +53,7 @@ __all__ = [
     "SUMMARY_COLUMNS",
     "TABLE_FORMATS",
     "Totals",
+    "audit_table",
     "check_report_path",
     "csv_cell",
     "dry_run_document",
@@ -56,6 +62,8 @@ __all__ = [
     "file_error_document",
     "group_causes",
     "ledger_batch_file",
+    "plan_summary_lines",
+    "read_audit_trail",
     "read_ledger_rows",
     "render_validation",
     "report_records",

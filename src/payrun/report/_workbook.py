@@ -15,7 +15,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any
 
-from payrun._models import LedgerRow, RowStatus
+from payrun._models import AuditEntry, LedgerRow, RowStatus
+from payrun.report._audit import AUDIT_COLUMNS, audit_table, plan_summary_lines
 from payrun.report._documents import atomic_write, write_table
 from payrun.report._ledger import REPORT_COLUMNS, Totals, report_table
 from payrun.report._sheet import add_sheet
@@ -30,16 +31,22 @@ _PAID = frozenset({RowStatus.SUBMITTED, RowStatus.DELIVERED})
 _ALL = "all accounts"
 
 
-def write_report(path: Path | str, rows: Sequence[LedgerRow]) -> None:
-    """Write the report of ``rows`` to ``path`` (.csv, .json or .xlsx)."""
+def write_report(
+    path: Path | str, rows: Sequence[LedgerRow], *, audit: Sequence[AuditEntry] = ()
+) -> None:
+    """Write the report of ``rows`` to ``path`` (.csv, .json or .xlsx); an .xlsx's summary
+    names the plan paid (``audit``: the ledger's audit trail) and an ``audit`` sheet holds
+    the trail."""
     target = Path(path)
     if target.suffix.lower() != ".xlsx":
         write_table(target, REPORT_COLUMNS, report_table(rows))
         return
-    atomic_write(target, "wb", lambda handle: _write_book(handle, rows))
+    atomic_write(target, "wb", lambda handle: _write_book(handle, rows, audit))
 
 
-def _write_book(handle: IO[Any], rows: Sequence[LedgerRow]) -> None:
+def _write_book(
+    handle: IO[Any], rows: Sequence[LedgerRow], audit: Sequence[AuditEntry] = ()
+) -> None:
     from openpyxl import Workbook  # type: ignore[import-untyped]
 
     book = Workbook(write_only=True)
@@ -47,7 +54,10 @@ def _write_book(handle: IO[Any], rows: Sequence[LedgerRow]) -> None:
     add_sheet(book, "report", (*REPORT_COLUMNS, *RECONCILE_COLUMNS), lines)
     summary = _summary_lines(Totals.of(rows))
     # The filter covers the per-status lines, not the notes under them
-    add_sheet(book, "summary", SUMMARY_COLUMNS, summary, filter_rows=len(summary))
+    plan = plan_summary_lines(audit)
+    add_sheet(book, "summary", SUMMARY_COLUMNS, summary + plan, filter_rows=len(summary))
+    if audit:
+        add_sheet(book, "audit", AUDIT_COLUMNS, audit_table(audit))
     book.save(handle)
 
 

@@ -6,7 +6,8 @@ ledger, new or resumed), ``_book`` (the rows in memory, written through to the l
 ``_organization``, ``_payees``, ``_approvals``, ``_changed``), ``_confirm`` (a live-mode
 organization's run asks a person first), ``_execute`` (create and submit under the bank's
 limits), ``_settle`` and ``_reconcile`` (requests whose answer was lost), ``_track``
-(``--wait``). ``_matching`` holds the rule they share for telling whether a bank payment
+(``--wait``). ``_planned`` keeps a run of an approved plan (``RunOptions.plan``) to the plan's
+rows and payees. ``_matching`` holds the rule they share for telling whether a bank payment
 is a row's, ``_stop`` how a run is asked to stop, and ``_refusal`` what a run says when
 the bank refuses the key's role mid-run. ``_readiness`` is ``payrun check``: the same
 reads, before any run.
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from payrun.run._readiness import Check as Check
     from payrun.run._readiness import Readiness as Readiness
     from payrun.run._readiness import check_readiness as check_readiness
+    from payrun.run._start import file_rows as file_rows
     from payrun.run._stop import STOP_GRACE_SECONDS as STOP_GRACE_SECONDS
     from payrun.run._stop import StopSignal as StopSignal
 
@@ -55,6 +57,7 @@ _HOMES = {
     "run_stored_batch": "payrun.run._pipeline",
     "STOP_GRACE_SECONDS": "payrun.run._stop",
     "StopSignal": "payrun.run._stop",
+    "file_rows": "payrun.run._start",
 }
 
 
@@ -81,6 +84,7 @@ __all__ = [
     "StopSignal",
     "check_readiness",
     "event_loop_options",
+    "file_rows",
     "run_batch",
     "run_exit_code",
     "run_stored_batch",

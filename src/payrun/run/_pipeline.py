@@ -38,6 +38,7 @@ from payrun.run._confirm import Confirmer, confirm_live_run, preview_run, refuse
 from payrun.run._execute import ExecutionResult, PayingEngine, execute_rows
 from payrun.run._gate import LIVE_MODE, WriteGate
 from payrun.run._organization import find_organization
+from payrun.run._planned import hold_unplanned, refuse_unplanned_payees
 from payrun.run._preflight import AccountPlan, Preflight
 from payrun.run._reconcile import reconcile_rows
 from payrun.run._settle import (
@@ -655,6 +656,9 @@ async def _pay(
     if batch.started_at is not None:
         started = min(started, batch.started_at)
     run_start.reopen_unfinished(book)
+    # run --plan: only the approved rows are paid
+    if options.plan is not None:
+        hold_unplanned(book, options.plan)
     checks = _preflight(client, org, book, options, stop)
     watcher.note("checking source accounts, payees and recent payments")
     await checks.check_accounts()
@@ -684,7 +688,10 @@ async def _confirm(
     confirmer: Confirmer | None,
 ) -> None:
     """A live-mode organization's run: show what is about to be paid and ask a person (or
-    take ``--yes``); a test-mode one goes on."""
+    take ``--yes``); a test-mode one goes on. A run of a plan first refuses payees the plan
+    did not count as new."""
+    if options.plan is not None:
+        refuse_unplanned_payees(checks.new_payees.values(), options.plan)
     preview = preview_run(
         org,
         book.all(),
@@ -729,7 +736,8 @@ async def _pay_locked(
             options,
             stop,
             watcher,
-            live=org.mode == LIVE_MODE,
+            # An approved plan's new payees are checked before any create, as in live mode
+            live=org.mode == LIVE_MODE or options.plan is not None,
             confirm=lambda: _confirm(org, book, checks, options, confirmer),
             doubt=doubt,
             until=until,

@@ -83,6 +83,8 @@ class AccountPlan:
     payees_existing: int = 0
     payees_to_create: int = 0
     rows_by_payee: set[int] = field(default_factory=set)
+    # A dry run's rows paid to changed bank details under --accept-changed-details
+    changed_rows: set[int] = field(default_factory=set)
 
 
 @dataclass(slots=True, eq=False)
@@ -388,8 +390,10 @@ class Preflight:
         """Hold pending rows whose payee name is known with other bank details (an active
         payee of the owner, or another row of the batch when no payee has the name yet),
         unless ``accept_changed_details``. Rows are judged once their owner's payees are
-        read, all of that owner's rows together (whichever account they pay from)."""
-        if self.accept_changed_details:
+        read, all of that owner's rows together (whichever account they pay from). A dry
+        run under ``accept_changed_details`` notes the rows it would have held (a plan counts
+        them) and holds none."""
+        if self.accept_changed_details and not self.dry_run:
             return
         by_owner: dict[str, list[LedgerRow]] = defaultdict(list)
         for row in self.book.in_status(RowStatus.PENDING):
@@ -404,7 +408,17 @@ class Preflight:
         for owner, rows in by_owner.items():
             for number, reason in changed_details_holds(rows, self.indexes[owner].named).items():
                 holds[number] = {"status": RowStatus.HELD, "error": reason}
+        if self.accept_changed_details:
+            self._count_changed(holds)
+            return
         self.book.set_each(holds)
+
+    def _count_changed(self, rows: Iterable[int]) -> None:
+        """Note rows paid to changed bank details in their account's plan."""
+        for number in rows:
+            plan = self._plan_for(self.book.get(number).account_url or "")
+            if plan is not None:
+                plan.changed_rows.add(number)
 
     def check_balances(
         self, *, created: bool = True, accounts: Collection[str] | None = None

@@ -45,6 +45,7 @@ __all__ = [
     "check_control_totals",
     "check_same_bank",
     "dry_run_book",
+    "file_rows",
     "file_sha256",
     "open_run_ledger",
     "refuse_other_bank",
@@ -291,6 +292,11 @@ def _options_text(validation: ValidationOptions) -> str:
         },
         sort_keys=True,
     )
+
+
+def file_rows(batch_path: Path, validation: ValidationOptions) -> list[LedgerRow]:
+    """Every row of the file as a run would record it (valid rows pending), nothing written."""
+    return _file_rows(batch_path, validation)
 
 
 def _file_rows(batch_path: Path, validation: ValidationOptions) -> list[LedgerRow]:
