@@ -256,7 +256,7 @@ async def test_auth_failure_names_the_fix_and_hides_the_key(status: int) -> None
         assert SECRET not in text
     assert len(rec.requests) == 1
     if status == 401:
-        assert "check PAYRUN_API_KEY" in str(error)
+        assert "check the API key (PAYRUN_API_KEY" in str(error)
 
 
 @pytest.mark.parametrize(
