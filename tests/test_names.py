@@ -80,7 +80,7 @@ def test_different_people_are_not_the_same_name(first: str, second: str) -> None
     ],
 )
 def test_a_name_cut_to_18_characters_is_the_same_name(short: str, full: str) -> None:
-    """A name of 17 or 18 characters that a longer name starts with is that name cut."""
+    """A name that is a longer name's first 18 characters (normalized) is that name cut."""
     assert len(short) <= BACS_NAME_LENGTH < len(full)
     assert name_match(short, full) is NameMatch.CUT
     assert name_match(full, short) is NameMatch.CUT
@@ -93,10 +93,12 @@ def test_a_name_cut_to_18_characters_is_the_same_name(short: str, full: str) -> 
         pytest.param("JANE QUENTINA SMYT", "Jane Quentina Smithers", id="other-letters"),
         pytest.param("JANE QUENTINA SMIT", "Jane Quentina Smit", id="full-not-longer"),
         pytest.param("QUENTINA SMIT JANE", "Jane Quentina Smithers", id="order-matters-when-cut"),
+        pytest.param("Person Number 10", "Person Number 1000", id="not-an-18-character-cut"),
+        pytest.param("JANE QUENTINA SMI", "Jane Quentina Smithers", id="cut-too-short"),
     ],
 )
 def test_what_is_not_a_cut_name(short: str, full: str) -> None:
-    """Only a 17- or 18-character name that a name over 18 characters starts with is cut."""
+    """Only the first 18 characters of a longer name's normalized form are its cut."""
     assert name_match(short, full) is not NameMatch.CUT
 
 

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import islice
+from typing import NamedTuple
 
 from payrun._models import LedgerRow
-from payrun.run._names import BACS_NAME_LENGTH, NameIndex, NameMatch, name_forms
+from payrun.run._names import BACS_NAME_LENGTH, NameForms, NameIndex, NameMatch, name_forms
 
 __all__ = ["ACCEPT_FLAG", "Known", "changed_details_holds", "masked_details"]
 
@@ -42,8 +44,7 @@ _CUT_NOTE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Known:
+class Known(NamedTuple):
     """A name known with bank details before a row: a payee's, or a row's this ledger paid."""
 
     name: str
@@ -72,64 +73,145 @@ def changed_details_holds(
     """Row number -> hold reason, for ``rows`` (one owner's rows needing a new payee) whose
     name ``known`` (the owner's payees; rows paid before) or another row has with other
     details."""
-    sources = list(known)
-    batch = _batch_index(rows)
+    sources = [index for index in known if index]
+    batch = _Batch(rows)
+    # What is known of each name, found once however many rows have it
+    old_of: dict[str, _Seen] = {}
+    batch_of: dict[str, _Seen] = {}
     holds: dict[int, str] = {}
     for row in rows:
-        own = (row.sort_code, row.account_number)
-        old = _other_details([hit for index in sources for hit in index.find(row.payee_name)], own)
-        if old:
-            holds[row.row] = _changed(row, old)
-            continue
-        others = _other_details(batch.find(row.payee_name), own)
-        if others:
-            holds[row.row] = _differ(row, others)
+        name = row.payee_name
+        forms, own = name_forms(name), (row.sort_code, row.account_number)
+        old = old_of.get(name)
+        if old is None and sources:
+            found = [hit for index in sources for hit in index.find_forms(forms)]
+            old = old_of[name] = _Seen.of(found) if found else _NOTHING
+        if old is not None and old is not _NOTHING and (others := old.other_than(own)):
+            holds[row.row] = _changed(row, others)
+        elif batch.may_differ(forms):
+            seen = batch_of.get(name)
+            if seen is None:
+                seen = batch_of[name] = _Seen.of(batch.index.find_forms(forms))
+            others = seen.other_than(own)
+            if others is not None:
+                holds[row.row] = _differ(row, others)
     return holds
 
 
-def _batch_index(rows: Sequence[LedgerRow]) -> NameIndex[Known]:
-    """The rows' names and details, each name's details once."""
-    index: NameIndex[Known] = NameIndex()
-    seen: set[tuple[str, str, str]] = set()
-    for row in rows:
-        filed = (name_forms(row.payee_name).keys[0], row.sort_code, row.account_number)
-        if filed not in seen:
-            seen.add(filed)
-            index.add(row.payee_name, Known(row.payee_name, *filed[1:], payee=False))
-    return index
+class _Batch:
+    """The rows' names and details, each name's details once; filed by name (``index``) only
+    where another name is the same with other details, which is rare (``may_differ``)."""
+
+    __slots__ = ("_crowded", "_linked", "index")
+
+    def __init__(self, rows: Sequence[LedgerRow]) -> None:
+        first: dict[str, _Details] = {}
+        crowded: set[str] = set()
+        short: set[str] = set()
+        cut: set[str] = set()
+        for row in rows:
+            forms, details = name_forms(row.payee_name), (row.sort_code, row.account_number)
+            for key in forms.keys:
+                if first.setdefault(key, details) != details:
+                    crowded.add(key)
+            if forms.letters is not None:
+                short.add(forms.letters)
+            else:
+                cut.add(forms.cut_letters or "")
+        self._crowded = crowded
+        self._linked = short & cut
+        self.index: NameIndex[Known] = NameIndex()
+        if crowded or self._linked:
+            self._file(rows)
+
+    def _file(self, rows: Sequence[LedgerRow]) -> None:
+        """File in ``index`` each name's details once, of names that ``may_differ``."""
+        filed: set[tuple[str, str, str]] = set()
+        for row in rows:
+            forms = name_forms(row.payee_name)
+            entry = (forms.keys[0], row.sort_code, row.account_number)
+            if entry not in filed and self.may_differ(forms):
+                filed.add(entry)
+                known = Known(row.payee_name, row.sort_code, row.account_number, payee=False)
+                self.index.add(row.payee_name, known)
+
+    def may_differ(self, forms: NameForms) -> bool:
+        """True when rows of this name may have other details: some of its keys has several
+        details, or it or another name is cut from the other."""
+        crowded, keys = self._crowded, forms.keys
+        if crowded and (keys[0] in crowded or (len(keys) > 1 and keys[1] in crowded)):
+            return True
+        return bool(self._linked) and (forms.letters or forms.cut_letters) in self._linked
 
 
-def _other_details(
-    found: Iterable[tuple[Known, NameMatch]], own: _Details
-) -> list[tuple[Known, NameMatch]]:
-    """What was found with details other than ``own``, each details once: active payees
-    first, then deactivated payees, then rows (a look-alike after the same name)."""
-    ranked = sorted(
-        (hit for hit in found if hit[0].details != own),
-        key=lambda hit: (not hit[0].payee, not hit[0].active, hit[1] is NameMatch.CUT),
-    )
-    kept: dict[_Details, tuple[Known, NameMatch]] = {}
-    for hit in ranked:
-        kept.setdefault(hit[0].details, hit)
-    return list(kept.values())
+class _Others(NamedTuple):
+    """The details a name was known with, other than a row's own."""
+
+    shown: list[Known]
+    """The first ``_MAX_LISTED``, in the order a reason lists them."""
+    total: int
+    payees: int
+    """How many are payees'."""
+    cut: bool
+    """Some are known under a name this one is cut from or cut to (18 characters)."""
 
 
-def _changed(row: LedgerRow, old: Sequence[tuple[Known, NameMatch]]) -> str:
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What is known of one name: each details once (the first way found), active payees
+    first, then deactivated payees, then rows; the same name before a cut one."""
+
+    hits: dict[_Details, tuple[Known, NameMatch]]
+    payees: int
+    cuts: int
+
+    @classmethod
+    def of(cls, ranked: list[tuple[Known, NameMatch]]) -> _Seen:
+        """Rank and count what was found."""
+        if not ranked:
+            return _NOTHING
+        if len(ranked) > 1:
+            ranked.sort(key=lambda h: (not h[0].payee, not h[0].active, h[1] is NameMatch.CUT))
+        hits: dict[_Details, tuple[Known, NameMatch]] = {}
+        for hit in ranked:
+            hits.setdefault(hit[0].details, hit)
+        payees = sum(known.payee for known, _ in hits.values())
+        cuts = sum(match is NameMatch.CUT for _, match in hits.values())
+        return cls(hits, payees, cuts)
+
+    def other_than(self, own: _Details) -> _Others | None:
+        """The details other than ``own`` (None when there are none), in a few steps."""
+        mine = self.hits.get(own)
+        count = len(self.hits) - (mine is not None)
+        if not count:
+            return None
+        others = (known for details, (known, _) in self.hits.items() if details != own)
+        return _Others(
+            shown=list(islice(others, _MAX_LISTED)),
+            total=count,
+            payees=self.payees - (mine is not None and mine[0].payee),
+            cut=self.cuts - (mine is not None and mine[1] is NameMatch.CUT) > 0,
+        )
+
+
+_NOTHING = _Seen({}, 0, 0)
+"""What is known of a name nothing is known of."""
+
+
+def _changed(row: LedgerRow, old: _Others) -> str:
     """A payee of this name exists (or existed, or this ledger paid it) with other details."""
-    was = _listed(row, old)
-    payees = sum(known.payee for known, _ in old)
-    count = f" ({payees} payees of this name)" if payees > 1 else ""
+    count = f" ({old.payees} payees of this name)" if old.payees > 1 else ""
     now = masked_details(row.sort_code, row.account_number)
     return (
-        f"bank details for {_shown(row.payee_name)} changed: was {was}{count}, now {now}"
-        f"{_cut_note(old)}{_WHAT_TO_DO}"
+        f"bank details for {_shown(row.payee_name)} changed: was {_listed(row, old)}{count},"
+        f" now {now}{_cut_note(old)}{_WHAT_TO_DO}"
     )
 
 
-def _differ(row: LedgerRow, others: Sequence[tuple[Known, NameMatch]]) -> str:
+def _differ(row: LedgerRow, others: _Others) -> str:
     """No payee of this name exists, and rows of the batch give it different details."""
     now = masked_details(row.sort_code, row.account_number)
-    rows = "another row has" if len(others) == 1 else f"{len(others)} other rows have"
+    rows = "another row has" if others.total == 1 else f"{others.total} other rows have"
     return (
         f"bank details for {_shown(row.payee_name)} differ within this batch and no payee of"
         f" that name exists yet: this row has {now}, {rows} {_listed(row, others)}"
@@ -137,16 +219,16 @@ def _differ(row: LedgerRow, others: Sequence[tuple[Known, NameMatch]]) -> str:
     )
 
 
-def _cut_note(found: Sequence[tuple[Known, NameMatch]]) -> str:
+def _cut_note(others: _Others) -> str:
     """Why names that differ are taken for one: one is the other cut to 18 characters."""
-    return _CUT_NOTE if any(match is NameMatch.CUT for _, match in found) else ""
+    return _CUT_NOTE if others.cut else ""
 
 
-def _listed(row: LedgerRow, found: Sequence[tuple[Known, NameMatch]]) -> str:
+def _listed(row: LedgerRow, others: _Others) -> str:
     """Up to three masked details, each with where it was known, joined with 'or', then how
     many more."""
-    shown = " or ".join(_one(row, known) for known, _ in found[:_MAX_LISTED])
-    extra = len(found) - _MAX_LISTED
+    shown = " or ".join(_one(row, known) for known in others.shown)
+    extra = others.total - len(others.shown)
     return f"{shown} or {extra} more" if extra > 0 else shown
 
 

@@ -10,9 +10,10 @@ the words are sorted. "Mrs Jane Q Smith", "Smith, Jane Q", "Jané-Q Smith." and 
 Smith" with a Cyrillic ``а`` all have the key of "Jane Q Smith"; "John Smith" and "Jane Q
 Smithers" do not.
 
-A Bacs file cuts a name to 18 characters: a name of 17 or 18 characters is also the same
-name as a longer one that starts with the same letters, titles and order kept (``CUT``),
-so "JANE Q SMITHERSONS" is "Jane Q Smithersonson Jones" as a Bacs file carries it.
+A Bacs file cuts a name to 18 characters: a name is also the same name as a longer one
+whose first 18 characters (of its normalized form: folded as above, runs of spaces as one)
+have its letters, titles and order kept (``CUT``), so "JANE Q SMITHERSONS" is "Jane Q
+Smithersonson Jones" as a Bacs file carries it.
 
 Each name's forms are computed once (a cache); a plain ASCII name never reaches the
 confusables table, whose import alone costs about 30 ms.
@@ -20,13 +21,11 @@ confusables table, whose import alone costs about 30 ms.
 
 from __future__ import annotations
 
-import bisect
 import re
 import unicodedata
-from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
-from typing import Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 __all__ = [
     "BACS_NAME_LENGTH",
@@ -45,10 +44,6 @@ NAME_TITLES = frozenset(
 
 BACS_NAME_LENGTH = 18
 """The characters a Bacs Standard 18 record keeps of a payee's name."""
-
-_CUT_LENGTHS = range(BACS_NAME_LENGTH - 1, BACS_NAME_LENGTH + 1)
-"""Lengths of a name that may be a longer name cut to 18 characters (a cut that ended on a
-space leaves 17 once the space is stripped)."""
 
 _CACHED_NAMES = 1 << 17
 _NOT_ALNUM = re.compile(r"[\W_]+")
@@ -72,39 +67,37 @@ class NameMatch(Enum):
     """One is the other as a Bacs file cuts it (18 characters); their keys differ."""
 
 
-@dataclass(frozen=True, slots=True)
-class NameForms:
+class NameForms(NamedTuple):
     """What comparisons need of one name."""
 
     keys: tuple[str, ...]
     """The skeleton words without titles, sorted, joined by single spaces; a second key
     when the name has a ``1`` (read as ``i``)."""
-    letters: str
-    """The skeleton words in the name's order, titles kept, joined with no space."""
-    may_be_cut: bool
-    """17 or 18 characters: perhaps a longer name cut to 18."""
-    cut_if_bacs: bool
-    """Over 18 characters: a Bacs file would cut it."""
+    letters: str | None
+    """For a name of at most 18 characters (normalized), which may be a longer name cut: its
+    skeleton words in its order, titles kept, joined with no space."""
+    cut_letters: str | None
+    """For a longer name: ``letters`` of its first 18 characters, as a Bacs file keeps it."""
 
 
 @lru_cache(maxsize=_CACHED_NAMES)
 def name_forms(name: str) -> NameForms:
     """The name's keys and the forms the 18-character rule compares (cached)."""
     plain = name.isascii()
-    folded = name.lower() if plain else _folded(name)
-    words = _skeleton_words(folded, plain=plain)
+    folded = " ".join((name.lower() if plain else _folded(name)).split())
+    # Letters and spaces only (most names): nothing to map or split on
+    simple = plain and folded.replace(" ", "").isalpha()
+    words = folded.split() if simple else _skeleton_words(folded, plain=plain)
     keys: tuple[str, ...] = (_key(words, name),)
-    if "1" in folded or "|" in folded:
+    if not simple and ("1" in folded or "|" in folded):
         # TR39 takes 1 for l, and (in capitals) for I: after case folding, for i too
         other = _key(_skeleton_words(folded.translate(_ONE_AS_I), plain=plain), name)
         keys = keys if other == keys[0] else (*keys, other)
-    size = len(name.strip())
-    return NameForms(
-        keys=keys,
-        letters="".join(words),
-        may_be_cut=size in _CUT_LENGTHS,
-        cut_if_bacs=size > BACS_NAME_LENGTH,
-    )
+    if len(folded) <= BACS_NAME_LENGTH:
+        return NameForms(keys=keys, letters="".join(words), cut_letters=None)
+    start = folded[:BACS_NAME_LENGTH]
+    cut = start.split() if simple else _skeleton_words(start, plain=plain)
+    return NameForms(keys=keys, letters=None, cut_letters="".join(cut))
 
 
 def name_match(first: str, second: str) -> NameMatch | None:
@@ -121,13 +114,8 @@ def name_match(first: str, second: str) -> NameMatch | None:
 
 
 def _cut_from(short: NameForms, full: NameForms) -> bool:
-    """True when ``short`` could be ``full`` cut to 18 characters."""
-    return (
-        short.may_be_cut
-        and full.cut_if_bacs
-        and len(full.letters) > len(short.letters)
-        and full.letters.startswith(short.letters)
-    )
+    """True when ``short`` is ``full`` cut to 18 characters."""
+    return short.letters is not None and short.letters == full.cut_letters
 
 
 def _key(words: list[str], name: str) -> str:
@@ -165,71 +153,53 @@ def _without_accents(text: str) -> str:
 class NameIndex(Generic[_T]):
     """Items filed by name, found by any name that is the same name (``name_match``)."""
 
-    __slots__ = ("_by_key", "_full", "_full_sorted", "_may_be_cut")
+    __slots__ = ("_by_cut", "_by_key", "_by_letters")
 
     def __init__(self) -> None:
         self._by_key: dict[str, list[_T]] = {}
-        # letters -> items, of names that may be cut; of names a Bacs file would cut
-        self._may_be_cut: dict[str, list[_T]] = {}
-        self._full: list[tuple[str, int, _T]] = []
-        self._full_sorted = True
+        # Names of at most 18 characters by their letters; longer names by their cut's
+        self._by_letters: dict[str, list[_T]] = {}
+        self._by_cut: dict[str, list[_T]] = {}
 
     def add(self, name: str, item: _T) -> None:
         """File ``item`` under ``name``."""
         forms = name_forms(name)
         for key in forms.keys:
             self._by_key.setdefault(key, []).append(item)
-        if forms.may_be_cut:
-            self._may_be_cut.setdefault(forms.letters, []).append(item)
-        if forms.cut_if_bacs:
-            self._full.append((forms.letters, len(self._full), item))
-            self._full_sorted = False
+        if forms.letters is not None:
+            self._by_letters.setdefault(forms.letters, []).append(item)
+        if forms.cut_letters is not None:
+            self._by_cut.setdefault(forms.cut_letters, []).append(item)
+
+    def __len__(self) -> int:
+        """How many keys items are filed under."""
+        return len(self._by_key)
 
     def find(self, name: str) -> list[tuple[_T, NameMatch]]:
         """The items filed under the same name, in the order filed; then, once each, those
         filed under a name that this one is cut from or cut to (``CUT``)."""
-        forms = name_forms(name)
-        same = self._same(forms)
-        found = [(item, NameMatch.SAME) for item in same]
-        if not self._may_be_cut and not self._full:
-            return found
+        return self.find_forms(name_forms(name))
+
+    def find_forms(self, forms: NameForms) -> list[tuple[_T, NameMatch]]:
+        """``find``, by the name's forms."""
+        keys = forms.keys
+        same = self._by_key.get(keys[0], _NONE) if len(keys) == 1 else self._same(keys)
+        if forms.letters is not None:
+            cut = self._by_cut.get(forms.letters, _NONE) if self._by_cut else _NONE
+        else:
+            cut = self._by_letters.get(forms.cut_letters or "", _NONE)
+        if not cut:
+            return [(item, NameMatch.SAME) for item in same] if same else []
         taken = {id(item) for item in same}
-        for item in [*self._full_names(forms), *self._cut_names(forms)]:
-            if id(item) not in taken:
-                taken.add(id(item))
-                found.append((item, NameMatch.CUT))
+        found = [(item, NameMatch.SAME) for item in same]
+        found.extend((item, NameMatch.CUT) for item in cut if id(item) not in taken)
         return found
 
-    def _same(self, forms: NameForms) -> list[_T]:
-        """Items filed under one of the name's keys, once each."""
-        if len(forms.keys) == 1:
-            return self._by_key.get(forms.keys[0], [])
-        items = {id(item): item for key in forms.keys for item in self._by_key.get(key, ())}
+    def _same(self, keys: tuple[str, ...]) -> list[_T]:
+        """Items filed under one of several keys, once each."""
+        items = {id(item): item for key in keys for item in self._by_key.get(key, ())}
         return list(items.values())
 
-    def _full_names(self, short: NameForms) -> list[_T]:
-        """Items of longer names that ``short`` may be cut from."""
-        if not short.may_be_cut or not self._full:
-            return []
-        if not self._full_sorted:
-            self._full.sort(key=lambda entry: entry[:2])
-            self._full_sorted = True
-        index = bisect.bisect_left(self._full, (short.letters, -1), key=lambda e: e[:2])
-        items: list[_T] = []
-        while index < len(self._full) and self._full[index][0].startswith(short.letters):
-            letters, _, item = self._full[index]
-            if len(letters) > len(short.letters):
-                items.append(item)
-            index += 1
-        return items
 
-    def _cut_names(self, full: NameForms) -> list[_T]:
-        """Items of names of 17 or 18 characters that ``full`` may have been cut to."""
-        if not full.cut_if_bacs or not self._may_be_cut:
-            return []
-        letters = full.letters
-        return [
-            item
-            for size in range(1, min(len(letters), BACS_NAME_LENGTH + 1))
-            for item in self._may_be_cut.get(letters[:size], ())
-        ]
+_NONE: list[Any] = []
+"""No items (never changed)."""
