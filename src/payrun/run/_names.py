@@ -15,8 +15,9 @@ whose first 18 characters (of its normalized form: folded as above, runs of spac
 have its letters, titles and order kept (``CUT``), so "JANE Q SMITHERSONS" is "Jane Q
 Smithersonson Jones" as a Bacs file carries it.
 
-Each name's forms are computed once (a cache); a plain ASCII name never reaches the
-confusables table, whose import alone costs about 30 ms.
+Each name's forms are computed once (a cache); a name that is plain ASCII once its accents
+are stripped never reaches the confusables table (whose import alone costs about 30 ms): a
+short table does for ASCII what it would do.
 """
 
 from __future__ import annotations
@@ -83,8 +84,9 @@ class NameForms(NamedTuple):
 @lru_cache(maxsize=_CACHED_NAMES)
 def name_forms(name: str) -> NameForms:
     """The name's keys and the forms the 18-character rule compares (cached)."""
-    plain = name.isascii()
-    folded = " ".join((name.lower() if plain else _folded(name)).split())
+    folded = " ".join((name.lower() if name.isascii() else _folded(name)).split())
+    # Accents stripped, many a name is plain ASCII: the skeleton's shortcut then applies
+    plain = folded.isascii()
     # Letters and spaces only (most names): nothing to map or split on
     simple = plain and folded.replace(" ", "").isalpha()
     words = folded.split() if simple else _skeleton_words(folded, plain=plain)
@@ -126,7 +128,13 @@ def _key(words: list[str], name: str) -> str:
 
 def _folded(name: str) -> str:
     """Without format characters, in NFKC, case-folded, without accents."""
-    visible = "".join(ch for ch in name if unicodedata.category(ch) != "Cf")
+    # Format characters do not print (nor does anything else but letters, marks, numbers,
+    # punctuation, symbols and the space)
+    visible = (
+        name
+        if name.isprintable()
+        else "".join(ch for ch in name if unicodedata.category(ch) != "Cf")
+    )
     return _without_accents(unicodedata.normalize("NFKC", visible).casefold())
 
 
@@ -140,7 +148,8 @@ def _unicode_skeleton(folded: str) -> str:
     """The TR39 skeleton of a folded name, without accents."""
     from disarm import skeleton_key  # noqa: PLC0415 - ~30 ms, only for non-ASCII names
 
-    return _without_accents(skeleton_key(folded, digit_policy="tr39"))
+    skeleton = skeleton_key(folded, digit_policy="tr39")
+    return skeleton if skeleton.isascii() else _without_accents(skeleton)
 
 
 def _without_accents(text: str) -> str:
