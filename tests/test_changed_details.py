@@ -354,3 +354,21 @@ def test_new_rows_sharing_a_name_with_other_details_are_all_held(tmp_path: Path)
 def test_masked_details_show_four_and_two_digits(sort_code: str, number: str, shown: str) -> None:
     """Only the account number's last 4 digits and the sort code's last 2 are shown."""
     assert masked_details(sort_code, number) == shown
+
+
+def test_look_alike_rows_with_the_same_new_details_share_one_new_payee(tmp_path: Path) -> None:
+    """Rows of one owner whose names are one name (case, punctuation, word order) and whose
+    details are the same get one new payee, not a look-alike payee each; each is paid once."""
+    ada = ("403300", "33330001")
+    rows = [
+        _row(0, "Ada Lovelace", ada),
+        _row(2, "LOVELACE, Ada", ada, "7.00"),
+        _row(4, "Ada Lovelace.", ada, "8.00"),
+    ]
+    batch = write_batch(tmp_path / "pay.csv", rows)
+    ledger = tmp_path / "pay.ledger.sqlite"
+    with _bank([]) as bank:
+        done = run(bank, batch, ledger)
+        assert done.returncode == 0, done.describe()
+        assert_exactly_once(bank, rows, ledger, done.describe())
+        assert _payees_with(bank, ada) == 1
