@@ -68,6 +68,8 @@ _PAYEE_WORKERS = 20
 _READ_SHARE = 0.8
 _OPEN = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING)
 _MID_CALL = (RowStatus.CREATING, RowStatus.SUBMITTING)
+_REJECTED = RowStatus.REJECTED
+"""A payment the approver rejected paid nothing: its details are no old detail."""
 _T = TypeVar("_T")
 PayeeKey = tuple[str, str, str, str]
 """A payee to create: owner legal person, name, sort code, account number."""
@@ -150,8 +152,10 @@ class Preflight:
         self._numbers: dict[str, list[int]] = {}
         self._details: dict[str, PayeeFacts] = {}
         self._srds: dict[tuple[str, str], set[str]] = {}
-        # Rows this ledger paid on earlier runs, by name: what the guard knows of names
-        self._paid_before = _paid_rows(book.all())
+        # Rows this ledger paid on earlier runs (not this one's), filed by name when the
+        # guard first has rows to judge
+        self._paid_rows = [r for r in book.all() if r.payment_url and r.status != _REJECTED]
+        self._paid_before: NameIndex[Known] | None = None
         # A payee to create for rows of one name (its key) and details
         self._payee_keys: dict[tuple[str, str, str, str], PayeeKey] = {}
 
@@ -407,10 +411,16 @@ class Preflight:
                 by_owner[owner].append(row)
         holds: dict[int, RowUpdate] = {}
         for owner, rows in by_owner.items():
-            known = (self.indexes[owner].known, self._paid_before)
+            known = (self.indexes[owner].known, self._paid_index())
             for number, reason in changed_details_holds(rows, known).items():
                 holds[number] = {"status": RowStatus.HELD, "error": reason}
         self.book.set_each(holds)
+
+    def _paid_index(self) -> NameIndex[Known]:
+        """The rows this ledger paid on earlier runs, filed by name (once, when first asked)."""
+        if self._paid_before is None:
+            self._paid_before = _paid_rows(self._paid_rows)
+        return self._paid_before
 
     def check_balances(
         self, *, created: bool = True, accounts: Collection[str] | None = None
@@ -757,6 +767,8 @@ class PayeeIndex:
         )
 
     def _find(self, name: str, details: tuple[str, str], *, active: bool) -> str | None:
+        """The first payee (``active`` or not) with the details and the same name, else the
+        first with a name this one is cut from or cut to, else None."""
         cut: str | None = None
         for listed in self.by_details.get(details, ()):
             if listed.active is not active:
@@ -770,14 +782,11 @@ class PayeeIndex:
 
 
 def _paid_rows(rows: Iterable[LedgerRow]) -> NameIndex[Known]:
-    """The rows an earlier run paid (a payment made, and not rejected), by name."""
+    """Rows an earlier run paid, by name."""
     index: NameIndex[Known] = NameIndex()
     for row in rows:
-        if row.payment_url and row.status is not RowStatus.REJECTED:
-            known = Known(
-                row.payee_name, row.sort_code, row.account_number, payee=False, row=row.row
-            )
-            index.add(row.payee_name, known)
+        known = Known(row.payee_name, row.sort_code, row.account_number, payee=False, row=row.row)
+        index.add(row.payee_name, known)
     return index
 
 
