@@ -1,9 +1,11 @@
-"""The guard against changed bank details (issue 19): a known payee name, new details, held.
+"""The guard against changed bank details (issues 19 and 27): a known payee name, new
+details, held.
 
-A row whose payee name (ignoring case and repeated spaces) an active payee of the paying
-account's owner has with another sort code or account number, while no payee has the row's
-own name and details, is held with a reason naming old and new details by their last 4
-(account number) and last 2 (sort code) digits; ``--accept-changed-details`` pays it. The
+A row whose payee name (or a look-alike of it, or its first 18 characters as a Bacs file
+keeps them) a payee of the paying account's owner (active or deactivated) or a row this
+ledger paid has with another sort code or account number, while no active payee has the
+row's own name and details, is held with a reason naming old and new details by their last
+4 (account number) and last 2 (sort code) digits; ``--accept-changed-details`` pays it. The
 real CLI runs against a sandbox bank over loopback HTTP; what was created is read at the bank.
 """
 
