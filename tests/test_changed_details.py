@@ -1,37 +1,40 @@
-"""The guard against changed bank details (issue 19): a known payee name, new details, held.
+"""The guard against changed bank details (issues 19 and 27): a known payee name, new
+details, held.
 
-A row whose payee name (ignoring case and repeated spaces) an active payee of the paying
-account's owner has with another sort code or account number, while no payee has the row's
-own name and details, is held with a reason naming old and new details by their last 4
-(account number) and last 2 (sort code) digits; ``--accept-changed-details`` pays it. The
+A row whose payee name (or a look-alike of it, or its first 18 characters as a Bacs file
+keeps them) a payee of the paying account's owner (active or deactivated) or a row this
+ledger paid has with another sort code or account number, while no active payee has the
+row's own name and details, is held with a reason naming old and new details by their last
+4 (account number) and last 2 (sort code) digits; ``--accept-changed-details`` pays it. The
 real CLI runs against a sandbox bank over loopback HTTP; what was created is read at the bank.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from _run_helpers import (
     ACCOUNTS,
     BatchRow,
+    account_urls,
     assert_exactly_once,
     ledger_rows,
     run,
     stats,
     write_batch,
 )
-from payrun._models import LedgerRow, RowStatus
-from payrun.run._changed import changed_details_holds, masked_details
+from payrun.run._changed import masked_details
 from payrun.sandbox import RunningSandbox, default_seed, serve_in_thread
 
 OLD = ("401156", "11111234")
@@ -178,7 +181,7 @@ def test_names_match_ignoring_case_and_spaces_and_known_details_are_paid(tmp_pat
 
 def test_a_paged_payee_list_with_several_old_payees_is_read_to_its_end(tmp_path: Path) -> None:
     """Old payees on the third page of the bank's list (450 payees, 200 a page) are found,
-    each active one listed; a deactivated payee of the name is no old detail."""
+    each listed, the deactivated one marked so (issue 27 M3)."""
     fillers = [_payee(f"Filler {i:03d}", ("309000", f"70{i:06d}")) for i in range(450)]
     olds = [
         _payee("Jane Q Smith", OLD),
@@ -193,23 +196,128 @@ def test_a_paged_payee_list_with_several_old_payees_is_read_to_its_end(tmp_path:
     assert done.returncode == 1, done.describe()
     error = _statuses(ledger)["R-0"][1] or ""
     was = re.match(
-        r"bank details for Jane Q Smith changed: was (.*) \(2 payees of this name\),", error
+        r"bank details for Jane Q Smith changed: was (.*) \(3 payees of this name\),", error
     )
     assert was is not None, error
-    assert sorted(was[1].split(" or ")) == ["..1234 at ..56", "..5555 at ..78"]
+    listed = was[1].split(" or ")
+    assert sorted(listed[:2]) == ["..1234 at ..56", "..5555 at ..78"]
+    assert listed[2] == "..7777 at ..99 (deactivated payee)"
     assert ", now ..9876 at ..12 (or two different people share this name);" in error
-    assert "..7777" not in error
 
 
-def test_only_a_deactivated_payee_of_the_name_holds_nothing(tmp_path: Path) -> None:
-    """A deactivated payee with the name and other details is no reason to hold a row."""
+def test_a_deactivated_payee_of_the_name_holds_new_details(tmp_path: Path) -> None:
+    """Issue 27 M3: the only payee of the name is deactivated, and a row to it with new
+    details is held, nothing created for it; the flag pays it once."""
     rows = [_row(0, "Jane Q Smith", NEW)]
     batch = write_batch(tmp_path / "pay.csv", rows)
     ledger = tmp_path / "pay.ledger.sqlite"
     with _bank([_payee("Jane Q Smith", OLD, status="deactivated")]) as bank:
         done = run(bank, batch, ledger)
-        assert done.returncode == 0, done.describe()
-        assert_exactly_once(bank, rows, ledger, done.describe())
+        assert done.returncode == 1, done.describe()
+        assert _payees_with(bank, NEW) == 0 and _payments_for(bank, rows) == 0
+        status, error = _statuses(ledger)["R-0"]
+        assert status == "held", error
+        assert (error or "").startswith(
+            "bank details for Jane Q Smith changed: was ..1234 at ..56 (deactivated payee),"
+            " now ..9876 at ..12 (or two different people share this name);"
+        ), error
+        accepted = run(bank, batch, ledger, FLAG)
+        assert accepted.returncode == 0, accepted.describe()
+        assert_exactly_once(bank, rows, ledger, accepted.describe())
+
+
+def test_a_name_this_ledger_paid_to_other_details_holds_the_row(tmp_path: Path) -> None:
+    """Issue 27 M3: a row this ledger paid on an earlier run is an old detail, from any
+    account: a row of another owner's account (no payee of the name there) that failed on
+    that run is held on the next, nothing created for it."""
+    paid, later = _row(0, "Jane Q Smith", OLD), _row(1, "Jane Q Smith", NEW)
+    later = dataclasses.replace(later, source_account="040004 30000003")
+    batch = write_batch(tmp_path / "pay.csv", [paid, later])
+    ledger = tmp_path / "pay.ledger.sqlite"
+    client = {
+        "display-name": "Client Money Ltd",
+        "sort-code": "040004",
+        "account-number": "30000003",
+        "balance": "0.00",
+        "owner": "client",
+    }
+    seed = default_seed()
+    seed["legal-persons"] = [{"key": "client", "display-name": "Client Ltd"}]
+    seed["accounts"] = [*seed["accounts"], client]
+    with serve_in_thread(seed=seed, rng_seed=27) as bank:
+        first = run(bank, batch, ledger)
+        assert first.returncode == 1, first.describe()
+        assert _statuses(ledger)["R-1"][0] == "failed" and _payments_for(bank, [paid]) == 1
+        url = account_urls(bank)["040004 30000003"]
+        funded = httpx.post(
+            f"{bank.base_url}/__sandbox/accounts/{url.rsplit('/', 1)[1]}/balance",
+            json={"value": "1000.00"},
+            timeout=30,
+        )
+        funded.raise_for_status()
+        again = run(bank, batch, ledger)
+        assert again.returncode == 1, again.describe()
+        assert _payees_with(bank, NEW) == 0 and _payments_for(bank, [later]) == 0
+    status, error = _statuses(ledger)["R-1"]
+    assert status == "held", error
+    assert (error or "").startswith(
+        "bank details for Jane Q Smith changed: was ..1234 at ..56 (paid by this ledger for"
+        " row 2), now ..9876 at ..12"
+    ), error
+
+
+def test_look_alike_names_are_held_and_the_old_details_reuse_the_payee(tmp_path: Path) -> None:
+    """Issue 27 M2: look-alike spellings of a payee's name with new details are held,
+    nothing created or paid for them; the payee's own details under a look-alike spelling
+    pay that payee (no second payee)."""
+    spellings = [
+        "J\u0430n\u0435 Q Smith",  # Cyrillic a and e
+        "Jane\u200b Q Smith",  # a zero-width space
+        "Smith, Jane Q",
+        "\uff2a\uff41\uff4e\uff45 Q Smith",  # full-width letters
+        "Mrs Jan\u00e9-Q Smith.",
+    ]
+    news = [(f"40221{n}", f"2222987{n}") for n in range(len(spellings))]
+    held = [_row(n, name, news[n]) for n, name in enumerate(spellings)]
+    same = _row(len(spellings), "SMITH, Mrs Jane Q", OLD)
+    batch = write_batch(tmp_path / "pay.csv", [*held, same])
+    ledger = tmp_path / "pay.ledger.sqlite"
+    with _bank([_payee("Jane Q Smith", OLD)]) as bank:
+        done = run(bank, batch, ledger)
+        assert done.returncode == 1, done.describe()
+        assert _payments_for(bank, held) == 0
+        assert all(_payees_with(bank, details) == 0 for details in news)
+        assert _payments_for(bank, [same]) == 1 and _payees_with(bank, OLD) == 1
+    statuses = _statuses(ledger)
+    for row in held:
+        status, error = statuses[row.row_id]
+        assert status == "held", (row.payee_name, error)
+        assert '..1234 at ..56 (payee "Jane Q Smith"), now ..' in (error or ""), error
+    assert statuses[same.row_id] == ("submitted", None)
+    zero_width = statuses[held[1].row_id][1] or ""
+    assert zero_width.startswith("bank details for Jane\\u200b Q Smith changed:"), zero_width
+
+
+def test_a_name_cut_to_18_characters_is_the_same_name(tmp_path: Path) -> None:
+    """A Bacs-style name (upper case, cut to 18 characters) with new details is held, the
+    reason saying the names agree on their first 18 characters; with the payee's own
+    details it pays that payee (issue 28's names through issue 27's guard)."""
+    cut_new = _row(0, "JANE QUENTINA SMIT", NEW)
+    cut_old = _row(1, "JANE QUENTINA SMIT", OLD)
+    batch = write_batch(tmp_path / "pay.csv", [cut_new, cut_old])
+    ledger = tmp_path / "pay.ledger.sqlite"
+    with _bank([_payee("Jane Quentina Smithers", OLD)]) as bank:
+        done = run(bank, batch, ledger)
+        assert done.returncode == 1, done.describe()
+        assert _payments_for(bank, [cut_new]) == 0 and _payees_with(bank, NEW) == 0
+        assert _payments_for(bank, [cut_old]) == 1 and _payees_with(bank, OLD) == 1
+    status, error = _statuses(ledger)["R-0"]
+    assert status == "held", error
+    assert (error or "").startswith(
+        'bank details for JANE QUENTINA SMIT changed: was ..1234 at ..56 (payee "Jane'
+        ' Quentina Smithers"), now ..9876 at ..12, and the names agree on their first 18'
+        " characters, all that a Bacs file keeps of a name (or two different people"
+    ), error
 
 
 def test_new_rows_sharing_a_name_with_other_details_are_all_held(tmp_path: Path) -> None:
@@ -241,30 +349,6 @@ def test_new_rows_sharing_a_name_with_other_details_are_all_held(tmp_path: Path)
         assert_exactly_once(bank, rows, ledger, accepted.describe())
 
 
-def _ledger_row(number: int, name: str, details: tuple[str, str]) -> LedgerRow:
-    """A pending row needing a payee, as the guard sees it."""
-    return LedgerRow(
-        row=number,
-        row_id=None,
-        payee_name=name,
-        sort_code=details[0],
-        account_number=details[1],
-        amount=Decimal("1.00"),
-        reference=None,
-        source_account=ACCOUNTS[0],
-        status=RowStatus.PENDING,
-    )
-
-
-def test_more_than_three_old_payees_are_counted_not_listed() -> None:
-    """Three old details are listed, the rest counted; never a whole number in the text."""
-    olds = [(f"4011{i:02d}", f"1111{1000 + i:04d}") for i in range(5)]
-    held = changed_details_holds([_ledger_row(2, "Jane", NEW)], {"jane": olds})
-    text = held[2]
-    assert re.search(r"was (\.\.\d{4} at \.\.\d{2} or ){3}2 more \(5 payees of this name\)", text)
-    _no_full_details(text, NEW, *olds)
-
-
 @pytest.mark.parametrize(
     ("sort_code", "number", "shown"),
     [("123456", "87654321", "..4321 at ..56"), ("000000", "00000000", "..0000 at ..00")],
@@ -272,3 +356,21 @@ def test_more_than_three_old_payees_are_counted_not_listed() -> None:
 def test_masked_details_show_four_and_two_digits(sort_code: str, number: str, shown: str) -> None:
     """Only the account number's last 4 digits and the sort code's last 2 are shown."""
     assert masked_details(sort_code, number) == shown
+
+
+def test_look_alike_rows_with_the_same_new_details_share_one_new_payee(tmp_path: Path) -> None:
+    """Rows of one owner whose names are one name (case, punctuation, word order) and whose
+    details are the same get one new payee, not a look-alike payee each; each is paid once."""
+    ada = ("403300", "33330001")
+    rows = [
+        _row(0, "Ada Lovelace", ada),
+        _row(2, "LOVELACE, Ada", ada, "7.00"),
+        _row(4, "Ada Lovelace.", ada, "8.00"),
+    ]
+    batch = write_batch(tmp_path / "pay.csv", rows)
+    ledger = tmp_path / "pay.ledger.sqlite"
+    with _bank([]) as bank:
+        done = run(bank, batch, ledger)
+        assert done.returncode == 0, done.describe()
+        assert_exactly_once(bank, rows, ledger, done.describe())
+        assert _payees_with(bank, ada) == 1

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from functools import partial
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 import anyio
 
@@ -35,7 +35,7 @@ from payrun.errors import (
     RateLimitedError,
 )
 from payrun.run._book import RowBook
-from payrun.run._changed import changed_details_holds, normalise_name
+from payrun.run._changed import Known, changed_details_holds
 from payrun.run._matching import (
     CLOCK_SKEW,
     PayeeFacts,
@@ -44,6 +44,7 @@ from payrun.run._matching import (
     reference_match,
     srds_by_account,
 )
+from payrun.run._names import NameIndex, NameMatch, name_forms, name_match
 from payrun.run._payees import confirm_payee, cop_verdict, held_again_reason
 from payrun.run._reconcile import fetch_recent_payments
 from payrun.run._stop import StopSignal
@@ -59,7 +60,6 @@ __all__ = [
     "PayeeLike",
     "Preflight",
     "find_repeats",
-    "normalise_name",
 ]
 
 _PAYEE_WORKERS = 20
@@ -68,6 +68,8 @@ _PAYEE_WORKERS = 20
 _READ_SHARE = 0.8
 _OPEN = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING)
 _MID_CALL = (RowStatus.CREATING, RowStatus.SUBMITTING)
+_REJECTED = RowStatus.REJECTED
+"""A payment the approver rejected paid nothing: its details are no old detail."""
 _T = TypeVar("_T")
 PayeeKey = tuple[str, str, str, str]
 """A payee to create: owner legal person, name, sort code, account number."""
@@ -152,6 +154,12 @@ class Preflight:
         self._numbers: dict[str, list[int]] = {}
         self._details: dict[str, PayeeFacts] = {}
         self._srds: dict[tuple[str, str], set[str]] = {}
+        # Rows this ledger paid on earlier runs (not this one's), filed by name when the
+        # guard first has rows to judge
+        self._paid_rows = [r for r in book.all() if r.payment_url and r.status != _REJECTED]
+        self._paid_before: NameIndex[Known] | None = None
+        # A payee to create for rows of one name (its key) and details
+        self._payee_keys: dict[tuple[str, str, str, str], PayeeKey] = {}
 
     @property
     def payee_details(self) -> dict[str, PayeeFacts]:
@@ -387,12 +395,13 @@ class Preflight:
                 )
 
     def guard_changed_details(self) -> None:
-        """Hold pending rows whose payee name is known with other bank details (an active
-        payee of the owner, or another row of the batch when no payee has the name yet),
-        unless ``accept_changed_details``. Rows are judged once their owner's payees are
-        read, all of that owner's rows together (whichever account they pay from). A dry
-        run under ``accept_changed_details`` notes the rows it would have held (a plan counts
-        them) and holds none."""
+        """Hold pending rows whose payee name is known with other bank details (a payee of
+        the owner, active or deactivated, a row this ledger paid on an earlier run, or
+        another row of the batch when nothing is known of the name yet), unless
+        ``accept_changed_details``. Rows are judged once their owner's payees are read, all
+        of that owner's rows together (whichever account they pay from). A dry run under
+        ``accept_changed_details`` notes the rows it would have held (a plan counts them)
+        and holds none."""
         if self.accept_changed_details and not self.dry_run:
             return
         by_owner: dict[str, list[LedgerRow]] = defaultdict(list)
@@ -406,7 +415,8 @@ class Preflight:
                 by_owner[owner].append(row)
         holds: dict[int, RowUpdate] = {}
         for owner, rows in by_owner.items():
-            for number, reason in changed_details_holds(rows, self.indexes[owner].named).items():
+            known = (self.indexes[owner].known, self._paid_index())
+            for number, reason in changed_details_holds(rows, known).items():
                 holds[number] = {"status": RowStatus.HELD, "error": reason}
         if self.accept_changed_details:
             self._count_changed(holds)
@@ -419,6 +429,12 @@ class Preflight:
             plan = self._plan_for(self.book.get(number).account_url or "")
             if plan is not None:
                 plan.changed_rows.add(number)
+
+    def _paid_index(self) -> NameIndex[Known]:
+        """The rows this ledger paid on earlier runs, filed by name (once, when first asked)."""
+        if self._paid_before is None:
+            self._paid_before = _paid_rows(self._paid_rows)
+        return self._paid_before
 
     def check_balances(
         self, *, created: bool = True, accounts: Collection[str] | None = None
@@ -503,7 +519,7 @@ class Preflight:
                 )
             else:
                 owner = self.accounts[row.account_url].owner_url
-                groups[(owner, row.payee_name, row.sort_code, row.account_number)].append(row)
+                groups[self._payee_key(owner, row)].append(row)
         self.book.set_each(reuse)
         if self.dry_run and self.confirm_payees:
             groups = self._hold_again(groups)
@@ -515,6 +531,20 @@ class Preflight:
                 plan.payees_to_create += 1
         self.new_payees.update(groups)
         return groups
+
+    def _payee_key(self, owner: str, row: LedgerRow) -> PayeeKey:
+        """The payee to create for ``row``: one for every row of the owner with the same
+        name (its key: a look-alike spelling is one payee) and details, named as the first."""
+        same = (owner, name_forms(row.payee_name).keys[0], row.sort_code, row.account_number)
+        key = self._payee_keys.get(same)
+        if key is None:
+            key = self._payee_keys[same] = (
+                owner,
+                row.payee_name,
+                row.sort_code,
+                row.account_number,
+            )
+        return key
 
     async def create_payees(self, groups: Mapping[PayeeKey, list[LedgerRow]]) -> None:
         """Check and create the payees ``find_payees`` found missing (nothing in a dry run);
@@ -687,15 +717,25 @@ class PayeeLike(Protocol):
     def srd(self) -> str | None: ...
 
 
+class _Listed(NamedTuple):
+    """One payee of a ``PayeeIndex``, filed by its details."""
+
+    name: str
+    url: str
+    active: bool
+
+
 @dataclass(slots=True)
 class PayeeIndex:
-    """The payees of one legal person, looked up by name, sort code and account number."""
+    """The payees of one legal person, looked up by name, sort code and account number; a
+    name matches its look-alikes and, as a Bacs file cuts it, its first 18 characters
+    (``name_match``)."""
 
-    active: dict[tuple[str, str, str], str] = field(default_factory=dict)
-    named: dict[str, dict[tuple[str, str], None]] = field(default_factory=dict)
-    """Normalised name -> the sort codes and account numbers of its active payees, in
-    the bank's order."""
-    deactivated: set[tuple[str, str, str]] = field(default_factory=set)
+    by_details: dict[tuple[str, str], list[_Listed]] = field(default_factory=dict)
+    """Sort code and account number -> the payees with them, in the bank's order."""
+    known: NameIndex[Known] = field(default_factory=NameIndex)
+    """Every payee's name and details, active or deactivated (the changed-details guard's
+    old details)."""
     details: dict[str, PayeeFacts] = field(default_factory=dict)
     inactive: set[str] = field(default_factory=set)
     """URLs of payees that cannot be paid (deactivated)."""
@@ -710,13 +750,13 @@ class PayeeIndex:
 
     def add(self, payee: PayeeLike) -> None:
         """Add one payee (for example one just created)."""
-        key = (normalise_name(payee.account_holder), payee.sort_code, payee.account_number)
+        active = payee.status == "active"
+        details = (payee.sort_code, payee.account_number)
         self.details[payee.url] = PayeeFacts(payee.sort_code, payee.account_number, payee.srd)
-        if payee.status == "active":
-            self.active.setdefault(key, payee.url)
-            self.named.setdefault(key[0], {})[(payee.sort_code, payee.account_number)] = None
-        else:
-            self.deactivated.add(key)
+        listed = _Listed(payee.account_holder, payee.url, active)
+        self.by_details.setdefault(details, []).append(listed)
+        self.known.add(payee.account_holder, Known(payee.account_holder, *details, active=active))
+        if not active:
             self.inactive.add(payee.url)
 
     def needs_new_payee(self, row: LedgerRow) -> bool:
@@ -728,13 +768,40 @@ class PayeeIndex:
         return self.lookup(*details) is None and not self.is_deactivated(*details)
 
     def lookup(self, name: str, sort_code: str, account_number: str) -> str | None:
-        """The URL of an active payee with these details, or None."""
-        return self.active.get((normalise_name(name), sort_code, account_number))
+        """The URL of an active payee with these details and the same name, or None (a
+        payee of the same key before one whose name this one is cut from or cut to)."""
+        return self._find(name, (sort_code, account_number), active=True)
 
     def is_deactivated(self, name: str, sort_code: str, account_number: str) -> bool:
-        """True when only a deactivated payee has these details."""
-        key = (normalise_name(name), sort_code, account_number)
-        return key in self.deactivated and key not in self.active
+        """True when only a deactivated payee has these details and the same name."""
+        details = (sort_code, account_number)
+        return (
+            self._find(name, details, active=False) is not None
+            and self._find(name, details, active=True) is None
+        )
+
+    def _find(self, name: str, details: tuple[str, str], *, active: bool) -> str | None:
+        """The first payee (``active`` or not) with the details and the same name, else the
+        first with a name this one is cut from or cut to, else None."""
+        cut: str | None = None
+        for listed in self.by_details.get(details, ()):
+            if listed.active is not active:
+                continue
+            match = name_match(name, listed.name)
+            if match is NameMatch.SAME:
+                return listed.url
+            if match is NameMatch.CUT and cut is None:
+                cut = listed.url
+        return cut
+
+
+def _paid_rows(rows: Iterable[LedgerRow]) -> NameIndex[Known]:
+    """Rows an earlier run paid, by name."""
+    index: NameIndex[Known] = NameIndex()
+    for row in rows:
+        known = Known(row.payee_name, row.sort_code, row.account_number, payee=False, row=row.row)
+        index.add(row.payee_name, known)
+    return index
 
 
 def find_repeats(
