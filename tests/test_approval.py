@@ -27,10 +27,12 @@ from payrun.approval import (
     public_key_pem,
     refuse_approver,
     refuse_closed,
+    refuse_outside_policy,
+    refuse_rejecter,
     sign_plan,
     signature_verifies,
 )
-from payrun.approval._keys import load_private_key
+from payrun.approval._keys import load_private_key, rejection_verifies, sign_rejection
 from payrun.errors import ApprovalError, ConfigError, PolicyError
 
 _NOW = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
@@ -70,6 +72,7 @@ def _plan(*amounts: str, new_payees: tuple[int, ...] = (), maker: str = "carol")
 def _key(tmp_path: Path, name: str) -> Path:
     path = tmp_path / f"{name}.pem"
     path.write_bytes(new_private_key_pem())
+    path.chmod(0o600)
     return path
 
 
@@ -203,6 +206,7 @@ def test_a_key_file_that_is_not_a_private_key_is_refused(tmp_path: Path) -> None
     """An approver key file must hold an Ed25519 private key."""
     path = tmp_path / "key.pem"
     path.write_text("hello")
+    path.chmod(0o600)
     with pytest.raises(ConfigError, match="not an Ed25519 private key"):
         load_private_key(path)
 
@@ -272,3 +276,103 @@ def test_an_expired_or_rejected_plan_is_closed() -> None:
         refuse_closed(plan, [], _NOW + timedelta(days=7))
     with pytest.raises(ApprovalError, match="rejected by bob"):
         refuse_closed(plan, [Rejection("bob", _NOW, "wrong month")], _NOW)
+
+
+def test_an_approver_key_other_users_can_read_is_refused(tmp_path: Path) -> None:
+    """A key file readable by group or others is refused as the bank signing key is, with
+    the chmod that fixes it; 0600 is read."""
+    path = _key(tmp_path, "alice")
+    load_private_key(path)
+    path.chmod(0o644)
+    with pytest.raises(ConfigError, match=r"chmod 600 .*alice\.pem") as caught:
+        load_private_key(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_two_approvers_with_one_key_are_refused(tmp_path: Path) -> None:
+    """Two [[approver]] entries holding the same public key (however its PEM is laid out)
+    would let one person count twice: the policy is refused."""
+    alice = _key(tmp_path, "alice")
+    pem = public_key_pem(load_private_key(alice))
+    relaid = pem.strip()
+    text = _policy_text({"alice": alice}) + (
+        f'[[approver]]\nname = "alias"\npublic_key = """{relaid}"""\n'
+    )
+    assert relaid != pem
+    path = tmp_path / "policy.toml"
+    path.write_text(text)
+    path.chmod(0o600)
+    with pytest.raises(PolicyError, match="same public_key"):
+        load_policy(path)
+
+
+def test_one_key_counts_once_whatever_names_sign_with_it(tmp_path: Path) -> None:
+    """Without a policy, two approvals under two names signed by one key are one approver."""
+    alice = _key(tmp_path, "alice")
+    plan = _plan("100.00")
+    twice = [_approval(plan, "alice", alice), _approval(plan, "alias", alice)]
+    needs_two = Policy(approvers_needed=2)
+    with pytest.raises(ApprovalError, match="needs 2"):
+        check_approvals(plan, twice, needs_two)
+    bob = _key(tmp_path, "bob")
+    counted = check_approvals(plan, [*twice, _approval(plan, "bob", bob)], needs_two)
+    assert counted == ("alice", "bob")
+
+
+def test_a_plan_is_checked_against_the_policy_in_force_not_the_makers(tmp_path: Path) -> None:
+    """A plan made under another policy (or none) is refused under a policy; without a
+    policy, a row above max_payment and the expiry are checked against the policy given."""
+    alice = _key(tmp_path, "alice")
+    policy = _policy(tmp_path, {"alice": alice}, 'max_payment = "100.00"')
+    plan = _plan("500.00")
+    with pytest.raises(ApprovalError, match="made under another policy"):
+        refuse_outside_policy(plan, policy, _NOW, started=False)
+    capped = Policy(max_payment=Decimal("100.00"))
+    with pytest.raises(ApprovalError, match=r"row 2 £500\.00, above the policy's max_payment"):
+        refuse_outside_policy(plan, capped, _NOW, started=False)
+    short = Policy(expires_after=timedelta(days=1))
+    refuse_outside_policy(plan, short, _NOW + timedelta(hours=23), started=False)
+    with pytest.raises(ApprovalError, match="expired"):
+        refuse_outside_policy(plan, short, _NOW + timedelta(days=2), started=False)
+    # A resume is not stopped by the expiry
+    refuse_outside_policy(plan, short, _NOW + timedelta(days=2), started=True)
+
+
+def test_expiry_stops_only_a_plans_first_run_and_a_rejection_stops_all() -> None:
+    """started (a run of the plan is in the trail): an expired plan may resume; a rejected
+    one may not."""
+    plan = _plan("100.00")
+    later = _NOW + timedelta(days=30)
+    refuse_closed(plan, [], later, started=True)
+    with pytest.raises(ApprovalError, match="expired"):
+        refuse_closed(plan, [], later)
+    with pytest.raises(ApprovalError, match="rejected by bob"):
+        refuse_closed(plan, [Rejection("bob", _NOW, "stop")], later, started=True)
+
+
+def test_a_rejection_under_a_policy_needs_a_listed_approver_and_their_key(
+    tmp_path: Path,
+) -> None:
+    """With a policy: someone it does not list, or a listed approver without their key
+    (or with another's), may not reject; without a policy, anyone may."""
+    alice, mallory = _key(tmp_path, "alice"), _key(tmp_path, "mallory")
+    policy = _policy(tmp_path, {"alice": alice})
+    plan = _plan("100.00")
+    alice_pem = public_key_pem(load_private_key(alice))
+    refuse_rejecter(plan, policy, "alice", alice_pem)
+    with pytest.raises(ApprovalError, match="not an approver"):
+        refuse_rejecter(plan, policy, "mallory", public_key_pem(load_private_key(mallory)))
+    with pytest.raises(ApprovalError, match="needs alice's approver key"):
+        refuse_rejecter(plan, policy, "alice", None)
+    with pytest.raises(ApprovalError, match="needs alice's approver key"):
+        refuse_rejecter(plan, policy, "alice", public_key_pem(load_private_key(mallory)))
+    refuse_rejecter(plan, NO_POLICY, "anyone", None)
+
+
+def test_a_rejection_signature_is_no_approval(tmp_path: Path) -> None:
+    """A rejection signs 'reject <id>': it verifies as a rejection and never as an approval."""
+    key = load_private_key(_key(tmp_path, "alice"))
+    plan = _plan("100.00")
+    signed = sign_rejection(key, plan.plan_id)
+    assert rejection_verifies(public_key_pem(key), plan.plan_id, signed)
+    assert not signature_verifies(public_key_pem(key), plan.plan_id, signed)

@@ -58,6 +58,7 @@ __all__ = [
     "load_settings",
     "mask_database_url",
     "redact_url",
+    "refuse_key_open_to_others",
     "parse_settle_wait",
     "settle_wait_from_env",
     "without_userinfo",
@@ -554,13 +555,21 @@ def _open_to_others(path: Path) -> int | None:
     return mode if stat.S_ISREG(status.st_mode) and mode & _OTHERS_BITS else None
 
 
+def refuse_key_open_to_others(path: Path, where: str) -> None:
+    """``ConfigError`` when users other than its owner may read or change the private key
+    file at ``path`` (as ssh refuses one): one line with the chmod that fixes it."""
+    open_to = _open_to_others(path)
+    if open_to is not None:
+        raise ConfigError(_too_open(where, path, open_to, refused=True))
+
+
 def _too_open(where: str, path: Path, mode: int, *, refused: bool) -> str:
     """The one line about a key file other users can read, with the chmod that fixes it."""
     fix = f"chmod 600 {shlex.quote(str(path))}"
     if refused:
         return (
             f"{where} can be read by other users (permissions {mode:04o}), so the key is not"
-            f" secret: payrun uses a signing key only its owner can read; run `{fix}`, and"
+            f" secret: payrun uses a private key only its owner can read; run `{fix}`, and"
             " replace the key if others may have copied it"
         )
     return (
@@ -659,10 +668,8 @@ def _read_signing_key(
         raise ConfigError(msg)
     where = f"the signing key file named by {file_source}"
     path = _home_expanded(path_text)
-    open_to = _open_to_others(path)
     # As ssh refuses a private key others can read: the key may no longer be secret
-    if open_to is not None:
-        raise ConfigError(_too_open(where, path, open_to, refused=True))
+    refuse_key_open_to_others(path, where)
     try:
         data = _key_file_bytes(path, where, stopped)
     except OSError as exc:

@@ -39,6 +39,8 @@ from payrun.approval._rules import approvals_needed as approvals_needed
 from payrun.approval._rules import check_approvals as check_approvals
 from payrun.approval._rules import refuse_approver as refuse_approver
 from payrun.approval._rules import refuse_closed as refuse_closed
+from payrun.approval._rules import refuse_outside_policy as refuse_outside_policy
+from payrun.approval._rules import refuse_rejecter as refuse_rejecter
 from payrun.approval._store import approvals_of as approvals_of
 from payrun.approval._store import find_plan as find_plan
 from payrun.approval._store import record_approval as record_approval
@@ -73,6 +75,8 @@ __all__ = [
     "record_plan",
     "refuse_approver",
     "refuse_closed",
+    "refuse_outside_policy",
+    "refuse_rejecter",
     "refuse_unplanned",
     "reject_plan",
     "sign_plan",

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from payrun._models import ApprovedRows, LedgerRow, RowStatus, utc_now
-from payrun.approval._keys import load_private_key, public_key_pem, sign_plan
+from payrun.approval._keys import load_private_key, public_key_pem, sign_plan, sign_rejection
 from payrun.approval._plan import Plan, PlanRow
 from payrun.approval._policy import Policy
 from payrun.approval._rules import (
@@ -29,10 +29,13 @@ from payrun.approval._rules import (
     check_approvals,
     refuse_approver,
     refuse_closed,
+    refuse_outside_policy,
+    refuse_rejecter,
 )
 from payrun.approval._store import (
     approvals_of,
     find_plan,
+    ran_before,
     record_approval,
     record_plan,
     record_rejection,
@@ -73,6 +76,7 @@ def plan_options(validation: ValidationOptions, options: RunOptions) -> dict[str
     return {
         "source_account": validation.source_account,
         "sheet": validation.sheet,
+        "input_format": validation.input_format,
         "max_amount": str(validation.max_amount),
         "max_rows": validation.max_rows,
         "allow_duplicates": validation.allow_duplicates,
@@ -92,6 +96,7 @@ def _validation_of(plan: Plan) -> ValidationOptions:
         source_account=chosen["source_account"],
         max_rows=chosen["max_rows"],
         sheet=chosen["sheet"],
+        input_format=chosen.get("input_format", "auto"),
     )
 
 
@@ -184,11 +189,14 @@ def _existing(location: LedgerLocation) -> LedgerStore:
     return open_ledger(location)
 
 
-def open_plan(ledger: LedgerStore, batch_path: Path, given: str, *, now: datetime) -> Plan:
-    """The plan ``given`` names, if not expired or rejected and the file still reads as it."""
+def open_plan(
+    ledger: LedgerStore, batch_path: Path, given: str, *, now: datetime, started: bool = False
+) -> Plan:
+    """The plan ``given`` names, if not rejected, not expired (unless ``started``: its run
+    is resumed) and the file still reads as it."""
     plan = find_plan(ledger, given)
     _, rejections = approvals_of(ledger, plan.plan_id)
-    refuse_closed(plan, rejections, now)
+    refuse_closed(plan, rejections, now, started=started)
     from payrun.run import file_rows
 
     difference = plan.differences(file_rows(batch_path, _validation_of(plan)))
@@ -217,6 +225,7 @@ def approve_plan(
     with _existing(location) as ledger:
         plan = open_plan(ledger, batch_path, given, now=utc_now())
         refuse_approver(plan, policy, name, public_key_pem(key))
+        refuse_outside_policy(plan, policy, utc_now(), started=False)
         if confirm is not None:
             confirm(plan)
         approval = Approval(
@@ -233,29 +242,51 @@ def reject_plan(
     *,
     name: str,
     note: str | None,
+    policy: Policy,
+    key_path: Path | None = None,
     confirm: Callable[[Plan], None] | None = None,
 ) -> Plan:
-    """Record ``name``'s rejection of the plan (no later run or approval of it goes on)."""
+    """Record ``name``'s rejection of the plan (no later run or approval of it goes on);
+    with a policy, only an approver it lists may reject, signing with their key."""
+    key = None if key_path is None else load_private_key(key_path)
+    public = None if key is None else public_key_pem(key)
     with _existing(location) as ledger:
         plan = find_plan(ledger, given)
         _, rejections = approvals_of(ledger, plan.plan_id)
         refuse_closed(plan, rejections, utc_now())
+        refuse_rejecter(plan, policy, name, public)
         if confirm is not None:
             confirm(plan)
-        record_rejection(ledger, plan.plan_id, Rejection(name, utc_now(), note))
+        signature = None if key is None else sign_rejection(key, plan.plan_id)
+        rejection = Rejection(name, utc_now(), note, signature, public)
+        record_rejection(ledger, plan.plan_id, rejection)
     return plan
 
 
 def approved_run(
-    location: LedgerLocation, batch_path: Path, given: str, *, policy: Policy, who: str
+    location: LedgerLocation,
+    batch_path: Path,
+    given: str,
+    *,
+    policy: Policy,
+    who: str,
+    check: Callable[[Plan], None] | None = None,
 ) -> tuple[Plan, ApprovedRows]:
-    """Check the plan before its run (open, the file reads as it, approvals meet the
-    policy), record the run in the audit trail, and say what the run may pay."""
+    """Check the plan before its run (open, the file reads as it, the policy in force is
+    the plan's, approvals meet it, then ``check(plan)`` if given), record the run in the
+    audit trail, and say what the run may pay. Expiry stops only a plan's first run: a
+    resume (a run of it is in this ledger's trail) finishes what was sent."""
     with _existing(location) as ledger:
-        plan = open_plan(ledger, batch_path, given, now=utc_now())
+        plan = find_plan(ledger, given)
+        started = ran_before(ledger, plan.plan_id)
+        now = utc_now()
+        plan = open_plan(ledger, batch_path, given, now=now, started=started)
+        refuse_outside_policy(plan, policy, now, started=started)
         approvals, _ = approvals_of(ledger, plan.plan_id)
-        check_approvals(plan, approvals, policy)
-        record_run(ledger, plan, who, utc_now())
+        approvers = check_approvals(plan, approvals, policy)
+        if check is not None:
+            check(plan)
+        record_run(ledger, plan, who, utc_now(), approvers)
     return plan, plan.approved_rows()
 
 
@@ -287,12 +318,15 @@ def approved_stored_batch(
     location: LedgerLocation, given: str, *, policy: Policy, who: str
 ) -> tuple[Plan, ApprovedRows]:
     """Check the plan of a batch whose rows a ledger holds (a fleet lane's) before it is
-    paid, as ``approved_run`` checks a file's: open, the stored rows read as the plan,
-    approvals meet the policy; record the run; what it may pay."""
+    paid, as ``approved_run`` checks a file's: open (expiry stops only the first run), the
+    stored rows read as the plan, the policy in force is the plan's and its approvals meet
+    it; record the run; what it may pay."""
     with open_ledger(location) as ledger:
         plan = find_plan(ledger, given)
+        started = ran_before(ledger, plan.plan_id)
+        now = utc_now()
         approvals, rejections = approvals_of(ledger, plan.plan_id)
-        refuse_closed(plan, rejections, utc_now())
+        refuse_closed(plan, rejections, now, started=started)
         difference = plan.differences(ledger.rows())
         if difference is not None:
             msg = (
@@ -300,8 +334,9 @@ def approved_stored_batch(
                 f" {difference}; make and approve a new plan"
             )
             raise ApprovalError(msg)
-        check_approvals(plan, approvals, policy)
-        record_run(ledger, plan, who, utc_now())
+        refuse_outside_policy(plan, policy, now, started=started)
+        approvers = check_approvals(plan, approvals, policy)
+        record_run(ledger, plan, who, utc_now(), approvers)
     return plan, plan.approved_rows()
 
 

@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from payrun.config import refuse_key_open_to_others
 from payrun.errors import ConfigError, PolicyError
 
 __all__ = [
@@ -25,9 +26,16 @@ __all__ = [
     "new_private_key_pem",
     "parse_public_key",
     "public_key_pem",
+    "raw_public_key",
+    "rejection_verifies",
     "sign_plan",
+    "sign_rejection",
     "signature_verifies",
 ]
+
+_REJECTION = "reject {plan_id}"
+"""What a rejection signs: never the bare plan id an approval signs, so that no rejection's
+signature can be copied into an approval."""
 
 
 def new_private_key_pem() -> bytes:
@@ -40,7 +48,9 @@ def new_private_key_pem() -> bytes:
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:
-    """The Ed25519 private key in ``path``; ``ConfigError`` when it is not one."""
+    """The Ed25519 private key in ``path``; ``ConfigError`` when it is not one, or when
+    users other than its owner may read it (as the bank signing key is refused)."""
+    refuse_key_open_to_others(path, f"the approver key {path}")
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -77,18 +87,45 @@ def parse_public_key(pem: str) -> Ed25519PublicKey | None:
     return key if isinstance(key, Ed25519PublicKey) else None
 
 
+def raw_public_key(pem: str) -> bytes | None:
+    """The 32 raw bytes of the Ed25519 public key in ``pem`` (one key however its PEM is
+    laid out), or None when it is not one."""
+    key = parse_public_key(pem)
+    if key is None:
+        return None
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
 def sign_plan(key: Ed25519PrivateKey, plan_id: str) -> str:
-    """The key's signature over the plan id (its ASCII hex), base64."""
-    return base64.b64encode(key.sign(plan_id.encode("ascii"))).decode("ascii")
+    """The key's signature over the plan id (its ASCII hex), base64: an approval."""
+    return _sign(key, plan_id)
+
+
+def sign_rejection(key: Ed25519PrivateKey, plan_id: str) -> str:
+    """The key's signature over ``reject <plan id>``, base64: a rejection."""
+    return _sign(key, _REJECTION.format(plan_id=plan_id))
 
 
 def signature_verifies(public_pem: str, plan_id: str, signature: str) -> bool:
-    """True when ``signature`` (base64) is ``public_pem``'s over ``plan_id``."""
+    """True when ``signature`` (base64) is ``public_pem``'s approval of ``plan_id``."""
+    return _verifies(public_pem, plan_id, signature)
+
+
+def rejection_verifies(public_pem: str, plan_id: str, signature: str) -> bool:
+    """True when ``signature`` (base64) is ``public_pem``'s rejection of ``plan_id``."""
+    return _verifies(public_pem, _REJECTION.format(plan_id=plan_id), signature)
+
+
+def _sign(key: Ed25519PrivateKey, text: str) -> str:
+    return base64.b64encode(key.sign(text.encode("ascii"))).decode("ascii")
+
+
+def _verifies(public_pem: str, text: str, signature: str) -> bool:
     key = parse_public_key(public_pem)
     if key is None:
         return False
     try:
-        key.verify(base64.b64decode(signature, validate=True), plan_id.encode("ascii"))
+        key.verify(base64.b64decode(signature, validate=True), text.encode("ascii"))
     except (InvalidSignature, ValueError):
         return False
     return True

@@ -18,7 +18,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from payrun.approval._keys import check_public_key
+from payrun.approval._keys import check_public_key, raw_public_key
 from payrun.errors import PolicyError
 
 __all__ = ["DEFAULT_EXPIRY_DAYS", "NO_POLICY", "Approver", "Policy", "load_policy"]
@@ -184,6 +184,7 @@ def _approvers(entries: object, path: Path) -> tuple[Approver, ...]:
         msg = f"the approval policy {path}: approvers are [[approver]] tables"
         raise PolicyError(msg)
     found: dict[str, Approver] = {}
+    holders: dict[bytes | None, str] = {}
     for entry in entries:
         name = entry.get("name") if isinstance(entry, dict) else None
         key = entry.get("public_key") if isinstance(entry, dict) else None
@@ -194,5 +195,13 @@ def _approvers(entries: object, path: Path) -> tuple[Approver, ...]:
             msg = f"the approval policy {path}: approver {name!r} is listed twice"
             raise PolicyError(msg)
         check_public_key(key, name=name)
+        raw = raw_public_key(key)
+        if raw in holders:
+            msg = (
+                f"the approval policy {path}: approvers {holders[raw]!r} and {name!r} have the"
+                " same public_key, so one person would count as two: give each their own key"
+            )
+            raise PolicyError(msg)
+        holders[raw] = name
         found[name] = Approver(name, key)
     return tuple(found.values())

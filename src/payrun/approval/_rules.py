@@ -1,9 +1,11 @@
 """The policy applied to a plan: who may approve it, and whether its approvals suffice.
 
 Input: a ``Plan``, its recorded approvals and rejections, a ``Policy`` and the time now.
-Output: nothing when allowed; ``ApprovalError`` saying what is missing otherwise. Every
-signature is checked against the policy's public keys as they are now (without a policy,
-against the key recorded with the approval).
+Output: nothing when allowed (``check_approvals``: the approvers whose signatures count);
+``ApprovalError`` saying what is missing otherwise. Every signature is checked against the
+policy's public keys as they are now (without a policy, against the key recorded with the
+approval), and the plan against the policy in force now: the maker's own policy decides
+nothing (``refuse_outside_policy``).
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
-from payrun.approval._keys import signature_verifies
+from payrun.approval._keys import raw_public_key, signature_verifies
 from payrun.approval._plan import Plan
 from payrun.approval._policy import Policy
 from payrun.errors import ApprovalError
@@ -24,6 +27,8 @@ __all__ = [
     "check_approvals",
     "refuse_approver",
     "refuse_closed",
+    "refuse_outside_policy",
+    "refuse_rejecter",
 ]
 
 
@@ -40,11 +45,13 @@ class Approval:
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    """One recorded rejection of a plan."""
+    """One recorded rejection of a plan (signed when a policy was in force)."""
 
     name: str
     at: datetime
     note: str | None
+    signature: str | None = None
+    public_key: str | None = None
 
 
 def approvals_needed(plan: Plan, policy: Policy) -> tuple[int, str]:
@@ -59,8 +66,11 @@ def approvals_needed(plan: Plan, policy: Policy) -> tuple[int, str]:
     return policy.approvers_needed + extra, " and ".join(reasons)
 
 
-def refuse_closed(plan: Plan, rejections: Sequence[Rejection], now: datetime) -> None:
-    """``ApprovalError`` when the plan expired or was rejected."""
+def refuse_closed(
+    plan: Plan, rejections: Sequence[Rejection], now: datetime, *, started: bool = False
+) -> None:
+    """``ApprovalError`` when the plan was rejected, or expired before its first run
+    (``started``: a run of it began in this ledger, and this is its resume)."""
     plan_id = plan.plan_id[:12]
     if rejections:
         first = rejections[0]
@@ -70,10 +80,38 @@ def refuse_closed(plan: Plan, rejections: Sequence[Rejection], now: datetime) ->
             " and approve a new plan"
         )
         raise ApprovalError(msg)
-    if now >= plan.expires_at:
+    if not started and now >= plan.expires_at:
         msg = (
             f"plan {plan_id} expired at {plan.expires_at.isoformat()}: make and approve a new"
             " plan (payrun plan)"
+        )
+        raise ApprovalError(msg)
+
+
+def refuse_outside_policy(plan: Plan, policy: Policy, now: datetime, *, started: bool) -> None:
+    """``ApprovalError`` when the plan was made under another policy than the one in force,
+    pays a row above its max_payment, or is older than its expiry allows (before the first
+    run only: a resume must finish what was sent)."""
+    plan_id = plan.plan_id[:12]
+    if policy.path is not None and plan.policy_digest != policy.digest:
+        msg = (
+            f"plan {plan_id} was made under another policy than {policy.path}: make the plan"
+            " again under this one (payrun plan --policy), and have it approved"
+        )
+        raise ApprovalError(msg)
+    limit = policy.max_payment
+    above = [r for r in plan.rows if limit is not None and Decimal(r.amount) > limit]
+    if limit is not None and above:
+        msg = (
+            f"plan {plan_id} pays row {above[0].row} £{above[0].amount}, above the policy's"
+            f" max_payment £{limit:,.2f}: make the plan again under this policy"
+        )
+        raise ApprovalError(msg)
+    ends = plan.created_at + policy.expires_after
+    if not started and now >= ends:
+        msg = (
+            f"plan {plan_id} expired at {ends.isoformat()} (the policy's"
+            " expires_after_days): make and approve a new plan (payrun plan)"
         )
         raise ApprovalError(msg)
 
@@ -90,7 +128,7 @@ def refuse_approver(plan: Plan, policy: Policy, name: str, public_pem: str) -> N
     if approver is None:
         msg = f"{name} is not an approver in the policy {policy.path}"
         raise ApprovalError(msg)
-    if _normalised(approver.public_key) != _normalised(public_pem):
+    if raw_public_key(approver.public_key) != raw_public_key(public_pem):
         msg = (
             f"the key given is not {name}'s: its public half differs from {name}'s in the"
             f" policy {policy.path}"
@@ -98,18 +136,44 @@ def refuse_approver(plan: Plan, policy: Policy, name: str, public_pem: str) -> N
         raise ApprovalError(msg)
 
 
-def check_approvals(plan: Plan, approvals: Sequence[Approval], policy: Policy) -> None:
-    """``ApprovalError`` unless enough distinct approvers, none the maker, signed the plan
-    with the keys the policy holds now."""
-    valid: set[str] = set()
+def refuse_rejecter(plan: Plan, policy: Policy, name: str, public_pem: str | None) -> None:
+    """``ApprovalError`` unless ``name`` may reject the plan: anyone without a policy; with
+    one, only an approver it lists, with their key (whose public half is ``public_pem``)."""
+    if policy.path is None:
+        return
+    approver = policy.approver(name)
+    if approver is None:
+        msg = (
+            f"{name} is not an approver in the policy {policy.path}, so cannot reject plan"
+            f" {plan.plan_id[:12]}: ask an approver"
+        )
+        raise ApprovalError(msg)
+    if public_pem is None or raw_public_key(approver.public_key) != raw_public_key(public_pem):
+        msg = (
+            f"rejecting under the policy {policy.path} needs {name}'s approver key: add"
+            " --key FILE (payrun approver-key wrote it)"
+        )
+        raise ApprovalError(msg)
+
+
+def check_approvals(plan: Plan, approvals: Sequence[Approval], policy: Policy) -> tuple[str, ...]:
+    """The approvers whose approvals count: distinct people with distinct keys, none the
+    maker, who signed the plan with the keys the policy holds now; ``ApprovalError`` unless
+    they are enough."""
+    valid: dict[str, None] = {}
+    keys: set[bytes] = set()
     for approval in approvals:
         if approval.name == plan.maker or approval.name in valid:
             continue
-        if _signed(plan, approval, policy):
-            valid.add(approval.name)
+        raw = _verified_key(plan, approval, policy)
+        # One key is one person, whatever names it is listed under
+        if raw is None or raw in keys:
+            continue
+        valid[approval.name] = None
+        keys.add(raw)
     needed, why = approvals_needed(plan, policy)
     if len(valid) >= needed:
-        return
+        return tuple(valid)
     because = f" ({why})" if why else ""
     have = ", ".join(sorted(valid)) if valid else "none"
     msg = (
@@ -120,17 +184,16 @@ def check_approvals(plan: Plan, approvals: Sequence[Approval], policy: Policy) -
     raise ApprovalError(msg)
 
 
-def _signed(plan: Plan, approval: Approval, policy: Policy) -> bool:
-    """The approval's signature verifies with the approver's key (the policy's, if any)."""
+def _verified_key(plan: Plan, approval: Approval, policy: Policy) -> bytes | None:
+    """The raw public key the approval's signature verifies with -- the policy's for its
+    name, or without a policy the one recorded with it -- or None when it does not."""
     if policy.path is None:
         key = approval.public_key
     else:
         approver = policy.approver(approval.name)
         if approver is None:
-            return False
+            return None
         key = approver.public_key
-    return signature_verifies(key, plan.plan_id, approval.signature)
-
-
-def _normalised(pem: str) -> str:
-    return "".join(pem.split())
+    if not signature_verifies(key, plan.plan_id, approval.signature):
+        return None
+    return raw_public_key(key)

@@ -25,6 +25,7 @@ __all__ = [
     "RUN",
     "approvals_of",
     "find_plan",
+    "ran_before",
     "record_approval",
     "record_plan",
     "record_rejection",
@@ -79,7 +80,15 @@ def approvals_of(ledger: LedgerStore, plan_id: str) -> tuple[list[Approval], lis
             continue
         detail = json.loads(entry.detail)
         if entry.event == REJECTED:
-            rejections.append(Rejection(entry.actor, entry.at, detail.get("note")))
+            rejections.append(
+                Rejection(
+                    entry.actor,
+                    entry.at,
+                    detail.get("note"),
+                    detail.get("signature"),
+                    detail.get("public_key"),
+                )
+            )
         else:
             approvals.append(
                 Approval(
@@ -106,12 +115,27 @@ def record_approval(ledger: LedgerStore, plan_id: str, approval: Approval) -> No
 
 
 def record_rejection(ledger: LedgerStore, plan_id: str, rejection: Rejection) -> None:
-    """Append a rejection."""
-    detail = json.dumps({"note": rejection.note})
+    """Append a rejection (with its signature and public key when signed)."""
+    found = {
+        "note": rejection.note,
+        "signature": rejection.signature,
+        "public_key": rejection.public_key,
+    }
+    detail = json.dumps({k: v for k, v in found.items() if k == "note" or v is not None})
     ledger.append_audit(AuditEntry(rejection.at, REJECTED, rejection.name, plan_id, detail))
 
 
-def record_run(ledger: LedgerStore, plan: Plan, who: str, at: datetime) -> None:
-    """Append a run of the plan (each start and each resume)."""
-    detail = json.dumps({"rows": len(plan.rows), "total": format_money(plan.total)})
+def ran_before(ledger: LedgerStore, plan_id: str) -> bool:
+    """True when a run of the plan already started in this ledger (this one resumes it)."""
+    return any(e.event == RUN and e.plan_id == plan_id for e in ledger.audit_trail())
+
+
+def record_run(
+    ledger: LedgerStore, plan: Plan, who: str, at: datetime, approvers: tuple[str, ...]
+) -> None:
+    """Append a run of the plan (each start and each resume), naming the approvers whose
+    signatures were verified for it."""
+    detail = json.dumps(
+        {"rows": len(plan.rows), "total": format_money(plan.total), "approvers": list(approvers)}
+    )
     ledger.append_audit(AuditEntry(at, RUN, who, plan.plan_id, detail))

@@ -43,7 +43,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "--key",
         type=file_path,
         metavar="FILE",
-        help="your approver private key (payrun approver-key wrote it); not needed to reject",
+        help="your approver private key (payrun approver-key wrote it); to reject under a"
+        " policy too (without one, optional)",
     )
     parser.add_argument("--note", metavar="TEXT", help="a note kept with the decision")
     parser.add_argument("--yes", action="store_true", help="do not ask on the terminal")
@@ -68,7 +69,14 @@ def execute(args: argparse.Namespace) -> int:
             msg = "--reject needs --note TEXT: say why, for the maker and the audit trail"
             raise UsageError(msg)
         plan = reject_plan(
-            location, args.batch, args.plan, name=args.name, note=args.note, confirm=confirm
+            location,
+            args.batch,
+            args.plan,
+            name=args.name,
+            note=args.note,
+            policy=policy_of(args),
+            key_path=args.key,
+            confirm=confirm,
         )
         _say(f"rejected plan {plan.plan_id[:12]} as {args.name}")
         return 0

@@ -8,25 +8,18 @@ input, refuses with ``NotConfirmedError``.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import termios
 from collections.abc import Sequence
 from typing import TextIO
 
 from payrun.cli._output import reader_may_leave
+from payrun.cli._terminal import discard_typeahead
 from payrun.errors import NotConfirmedError
 
-__all__ = ["CONFIRM_DIGITS", "confirm_plan", "discard_type_ahead"]
+__all__ = ["CONFIRM_DIGITS", "confirm_plan"]
 
 CONFIRM_DIGITS = 8
 """How many of the plan id's hex digits the approver types."""
-
-
-def discard_type_ahead(stream: TextIO) -> None:
-    """Throw away what was typed on the terminal ``stream`` and not read yet."""
-    with contextlib.suppress(OSError, ValueError, termios.error):
-        termios.tcflush(stream.fileno(), termios.TCIFLUSH)
 
 
 def confirm_plan(
@@ -44,7 +37,13 @@ def confirm_plan(
     with reader_may_leave(target):
         for line in lines:
             print(line, file=target)  # noqa: T201 - the question itself
-    discard_type_ahead(source)
+    try:
+        descriptor: int | None = source.fileno()
+    except (OSError, ValueError):
+        # No descriptor (a StringIO): nothing can have been typed ahead
+        descriptor = None
+    if descriptor is not None:
+        discard_typeahead(descriptor)
     with reader_may_leave(target):
         print(  # noqa: T201 - the question itself
             f"type the plan's first {CONFIRM_DIGITS} hex digits ({wanted}) to {verb} it: ",

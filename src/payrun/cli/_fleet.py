@@ -25,6 +25,7 @@ from payrun.config import (
     database_url,
     ledger_url_from_env,
     parse_settle_wait,
+    policy_path_from_env,
     settle_wait_from_env,
 )
 from payrun.errors import ConfigError
@@ -229,6 +230,7 @@ def _submit(args: argparse.Namespace, url: DatabaseURL) -> int:
         namespace=args.namespace,
         task_queue=args.task_queue,
         heartbeat_seconds=_heartbeat_seconds(args.heartbeat_timeout),
+        policy=policy_path_from_env(),
     )
     as_json = args.format == "json"
 

@@ -10,7 +10,7 @@ or invalid), 2 (nothing can be planned). Also the policy options and the ``--pla
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,7 @@ from payrun.config import (
     settle_wait_from_env,
 )
 from payrun.errors import UsageError
+from payrun.intake import show_day
 
 if TYPE_CHECKING:
     from payrun.approval import Plan, Policy
@@ -47,7 +48,7 @@ __all__ = [
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `plan` subcommand."""
-    from payrun.cli._run import _add_file_options, _count, _days, _money, _settle_wait
+    from payrun.cli._run import add_file_options, count_arg, days_arg, money_arg, settle_wait_arg
 
     parser = subparsers.add_parser(
         "plan",
@@ -58,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         " when every row is planned, 1 when some are held or invalid, 2 when nothing can"
         " be planned. Then: payrun approve BATCH --plan ID, and payrun run BATCH --plan ID.",
     )
-    _add_file_options(parser)
+    add_file_options(parser)
     parser.add_argument("--ledger", type=ledger_arg, help="the ledger, as for payrun run")
     parser.add_argument("--sandbox", action="store_true", help="check with the embedded sandbox")
     parser.add_argument("--base-url", help="bank API base address (default PAYRUN_BASE_URL)")
@@ -74,14 +75,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--allow-repeat", action="store_true", help="as for payrun run")
     parser.add_argument(
         "--duplicate-window",
-        type=_days,
+        type=days_arg,
         default=DEFAULT_DUPLICATE_WINDOW_DAYS,
         help="as for payrun run",
     )
-    parser.add_argument("--expect-count", type=_count, help="control total: valid rows")
-    parser.add_argument("--expect-total", type=_money, help="control total: their sum")
+    parser.add_argument("--expect-count", type=count_arg, help="control total: valid rows")
+    parser.add_argument("--expect-total", type=money_arg, help="control total: their sum")
     parser.add_argument(
-        "--settle-wait", type=_settle_wait, metavar="SECONDS", help="as for payrun run"
+        "--settle-wait", type=settle_wait_arg, metavar="SECONDS", help="as for payrun run"
     )
     parser.add_argument("--as", dest="maker", metavar="NAME", help="the maker (default: login)")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output")
@@ -141,17 +142,52 @@ def plan_gate(args: argparse.Namespace) -> ApprovedRows | None:
         msg = "--plan with --sandbox needs --ledger: the ledger the plan was recorded in"
         raise UsageError(msg)
     location = ledger_location(args.ledger, args.batch)
-    plan, approved = approved_run(location, args.batch, args.plan, policy=policy, who=login_name())
+    plan, approved = approved_run(
+        location,
+        args.batch,
+        args.plan,
+        policy=policy,
+        who=login_name(),
+        check=lambda plan: _take_pay_date(args, plan),
+    )
     # The rows are read and checked as the plan's were
     for name, value in plan.options.items():
         setattr(args, name, Decimal(value) if name == "max_amount" else value)
     return approved
 
 
+def _take_pay_date(args: argparse.Namespace, plan: Plan, *, today: date | None = None) -> None:
+    """The run pays on the plan's pay date, the one approved: another ``--pay-date`` is
+    refused, and so is a run before it (``--pay-now`` too) -- before the run is recorded."""
+    planned = None if plan.pay_date is None else date.fromisoformat(plan.pay_date)
+    plan_id = plan.plan_id[:12]
+    approved = "with no pay date" if planned is None else f"to pay on {show_day(planned)}"
+    if args.pay_date is not None and args.pay_date != planned:
+        msg = (
+            f"plan {plan_id} was approved {approved}, not {show_day(args.pay_date)}: leave"
+            " --pay-date out, or make and approve a new plan for that day"
+        )
+        raise UsageError(msg)
+    today = today or date.today()  # noqa: DTZ011 - the clerk's own calendar day
+    if planned is not None and today < planned:
+        if args.pay_now:
+            msg = (
+                f"plan {plan_id} was approved {approved}, so --pay-now cannot pay it before"
+                " then: nothing was sent; make and approve a new plan to pay now"
+            )
+        else:
+            msg = (
+                f"plan {plan_id} was approved {approved}, and today is {show_day(today)}:"
+                " nothing was sent; run it again on that day"
+            )
+        raise UsageError(msg)
+    args.pay_date = planned
+
+
 def execute(args: argparse.Namespace) -> int:
     """Check the batch, record the plan, and print it."""
     from payrun.approval import make_plan
-    from payrun.cli._run import _bank
+    from payrun.cli._run import bank_session
     from payrun.run import event_loop_options
 
     if args.ledger is None:
@@ -169,7 +205,7 @@ def execute(args: argparse.Namespace) -> int:
         sheet=args.sheet,
         input_format=args.input_format,
     )
-    with _bank(args) as (settings, _, bound):
+    with bank_session(args) as (settings, _, bound):
         options = _options(args, bound)
         made = anyio.run(
             lambda: make_plan(

@@ -47,7 +47,17 @@ from payrun.config import (
 from payrun.errors import ConfigError, RefusedMidRunError, UsageError
 from payrun.intake import extension_note, sheet_note
 
-__all__ = ["RUN_HELP_GROUPS", "execute", "register"]
+__all__ = [
+    "RUN_HELP_GROUPS",
+    "add_file_options",
+    "bank_session",
+    "count_arg",
+    "days_arg",
+    "execute",
+    "money_arg",
+    "register",
+    "settle_wait_arg",
+]
 
 RUN_HELP_GROUPS: tuple[OptionGroup, ...] = (
     (
@@ -132,7 +142,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         " or control-total error (nothing more was sent), 3 when interrupted or incomplete:"
         " run the same command again.",
     )
-    _add_file_options(parser)
+    add_file_options(parser)
     _add_ledger_and_bank_options(parser)
     _add_payment_options(parser)
     _add_output_options(parser)
@@ -141,7 +151,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(handler=execute)
 
 
-def _add_file_options(parser: argparse.ArgumentParser) -> None:
+def add_file_options(parser: argparse.ArgumentParser) -> None:
     """The batch file and how to read and validate it."""
     parser.add_argument(
         "batch", type=file_path, metavar="BATCH", help="the CSV or .xlsx batch file"
@@ -158,7 +168,7 @@ def _add_file_options(parser: argparse.ArgumentParser) -> None:
     add_input_options(parser, run=True)
     parser.add_argument(
         "--max-amount",
-        type=_money,
+        type=money_arg,
         metavar="AMOUNT",
         default=DEFAULT_MAX_AMOUNT,
         help="largest amount allowed per payment (default 1,000,000.00)",
@@ -232,7 +242,7 @@ def _add_payment_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--settle-wait",
-        type=_settle_wait,
+        type=settle_wait_arg,
         metavar="SECONDS",
         help="how long after a request whose answer was lost (a timeout, a crash) the bank"
         " may still carry it out: such a row is checked with the bank, and paid if the bank"
@@ -240,10 +250,10 @@ def _add_payment_options(parser: argparse.ArgumentParser) -> None:
         " sandbox's own bound)",
     )
     parser.add_argument(
-        "--expect-count", type=_count, metavar="N", help="control total: number of valid rows"
+        "--expect-count", type=count_arg, metavar="N", help="control total: number of valid rows"
     )
     parser.add_argument(
-        "--expect-total", type=_money, metavar="AMOUNT", help="control total: sum of valid rows"
+        "--expect-total", type=money_arg, metavar="AMOUNT", help="control total: sum of valid rows"
     )
     parser.add_argument(
         "--create-only",
@@ -263,7 +273,7 @@ def _add_payment_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--duplicate-window",
-        type=_days,
+        type=days_arg,
         metavar="DAYS",
         default=DEFAULT_DUPLICATE_WINDOW_DAYS,
         help="days of the accounts' payments checked for repeats (default 3; 0: no check)",
@@ -315,7 +325,7 @@ _AMOUNT = re.compile(r"[0-9]{1,3}(,[0-9]{3})*(\.[0-9]{1,2})?|[0-9]+(\.[0-9]{1,2}
 _MAX_WINDOW_DAYS = 3650
 
 
-def _money(text: str) -> Decimal:
+def money_arg(text: str) -> Decimal:
     """A control total: pounds with at most 2 decimals, optional £ and thousands commas."""
     plain = text.strip().removeprefix("£")
     if not plain.isascii() or not _AMOUNT.fullmatch(plain):
@@ -327,7 +337,7 @@ def _money(text: str) -> Decimal:
     return Decimal(plain.replace(",", ""))
 
 
-def _count(text: str) -> int:
+def count_arg(text: str) -> int:
     """--expect-count: a whole number of rows, 0 or more."""
     if not text.strip().isdigit():
         msg = f"{text!r} is not a number of rows (a whole number, 0 or more)"
@@ -335,7 +345,7 @@ def _count(text: str) -> int:
     return int(text)
 
 
-def _days(text: str) -> int:
+def days_arg(text: str) -> int:
     """--duplicate-window: whole days from 0 (no repeat check) to ten years."""
     if not text.strip().isdigit() or int(text) > _MAX_WINDOW_DAYS:
         msg = f"{text!r} is not a number of days from 0 to {_MAX_WINDOW_DAYS}"
@@ -355,7 +365,7 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _settle_wait(text: str) -> float:
+def settle_wait_arg(text: str) -> float:
     """--settle-wait: seconds from 0 to a day."""
     try:
         return parse_settle_wait(text)
@@ -384,7 +394,7 @@ def execute(args: argparse.Namespace) -> int:
         input_format=args.input_format,
     )
     as_json = args.log_format == "json"
-    with _bank(args) as (settings, folder, bound):
+    with bank_session(args) as (settings, folder, bound):
         # Before the bank is asked anything: what was read, and whether today is its pay date
         pay_date_gate(
             args,
@@ -593,7 +603,7 @@ def _note(message: str, *, as_json: bool) -> None:
 
 
 @contextlib.contextmanager
-def _bank(args: argparse.Namespace) -> Iterator[tuple[Settings, Path | None, float | None]]:
+def bank_session(args: argparse.Namespace) -> Iterator[tuple[Settings, Path | None, float | None]]:
     """The bank to pay through: the embedded sandbox, or the configured one; where a sandbox
     run puts its ledger and report; and the embedded sandbox's settle bound (None: a bank
     that states none)."""

@@ -28,6 +28,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from payrun._models import RowStatus, utc_now
 from payrun.config import DEFAULT_SETTLE_WAIT, DatabaseURL, RunOptions, Settings, load_settings
 from payrun.errors import (
+    ApprovalError,
     AuthError,
     ConfigError,
     InterruptedRunError,
@@ -51,6 +52,7 @@ from payrun.ledger import DatabaseLedger
 from payrun.run import RunOutcome, StopSignal
 
 if TYPE_CHECKING:
+    from payrun.approval import Policy
     from payrun.bank import Organization
 
 __all__ = ["HEARTBEAT_SECONDS", "FleetActivities"]
@@ -261,17 +263,20 @@ def _pay_in_thread(
 
 def _planned_options(owner: FleetActivities, batch: FleetBatch, options: RunOptions) -> RunOptions:
     """A batch with an approved plan: the plan checked (``ApprovalError`` when it does not
-    verify) and its payee options and rows taken."""
-    plan_id = batch.options.get("plan")
-    if not plan_id:
-        return options
+    verify) and its payee options and rows taken. A batch without one is refused when the
+    worker's policy (PAYRUN_POLICY_FILE) requires an approved plan."""
     from payrun.approval import approved_stored_batch, load_policy
     from payrun.config import policy_path_from_env
 
+    policy = load_policy(policy_path_from_env())
+    plan_id = batch.options.get("plan")
+    if not plan_id:
+        _refuse_unplanned(batch.name, policy)
+        return options
     plan, approved = approved_stored_batch(
         DatabaseLedger(owner.ledger_url, batch.name),
         str(plan_id),
-        policy=load_policy(policy_path_from_env()),
+        policy=policy,
         who=owner.identity,
     )
     chosen = plan.options
@@ -284,6 +289,17 @@ def _planned_options(owner: FleetActivities, batch: FleetBatch, options: RunOpti
         duplicate_window_days=int(chosen["duplicate_window"]),
         plan=approved,
     )
+
+
+def _refuse_unplanned(name: str, policy: Policy) -> None:
+    """``ApprovalError`` for a batch without a plan when ``policy`` requires one."""
+    if policy.required:
+        msg = (
+            f"batch {name} has no plan, and the approval policy {policy.path} requires an"
+            " approved one: make it with payrun plan FILE --ledger URL, have it approved, and"
+            " submit the batch again with plan = ID in the manifest"
+        )
+        raise ApprovalError(msg)
 
 
 async def _heartbeat(batch: FleetBatch, stop: StopSignal) -> None:

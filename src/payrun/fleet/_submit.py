@@ -79,11 +79,15 @@ class SubmitOptions:
     namespace: str = "default"
     task_queue: str = "payrun"
     heartbeat_seconds: float = DEFAULT_HEARTBEAT_TIMEOUT
+    policy: Path | None = None
+    """The submitting side's approval policy (PAYRUN_POLICY_FILE): when it requires an
+    approved plan, a batch without one is refused before anything is stored."""
 
 
 async def submit(manifest: Path, options: SubmitOptions) -> list[str]:
     """Check, store and hand over every batch of ``manifest``; their names, in order."""
     entries = [_bounded(entry) for entry in load_manifest(manifest)]
+    await asyncio.to_thread(_refuse_unplanned, entries, options.policy)
     for entry in entries:
         await asyncio.to_thread(_check_file, entry)
     store = FleetStore(options.ledger_url)
@@ -276,6 +280,21 @@ def _plan_source(entry: BatchEntry, url: DatabaseURL) -> DatabaseLedger:
     from payrun.ledger import batch_name
 
     return DatabaseLedger(url, batch_name(entry.file))
+
+
+def _refuse_unplanned(entries: list[BatchEntry], policy_path: Path | None) -> None:
+    """``ApprovalError`` for the first batch without a plan when the policy requires one."""
+    from payrun.approval import load_policy
+
+    policy = load_policy(policy_path)
+    unplanned = [entry.name for entry in entries if entry.plan is None]
+    if policy.required and unplanned:
+        msg = (
+            f"batch {unplanned[0]} has no plan, and the approval policy {policy.path} requires"
+            " an approved one: make it with payrun plan FILE --ledger URL, have it approved,"
+            " and add plan = ID to the batch in the manifest; nothing was submitted"
+        )
+        raise ApprovalError(msg)
 
 
 def _check_plan(entry: BatchEntry, url: DatabaseURL) -> None:

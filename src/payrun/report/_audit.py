@@ -7,6 +7,7 @@ lines naming the plan a run paid, its maker and its approvers.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from payrun._models import AuditEntry
@@ -34,19 +35,27 @@ def audit_table(entries: Sequence[AuditEntry]) -> list[tuple[object, ...]]:
 
 
 def plan_summary_lines(entries: Sequence[AuditEntry]) -> list[tuple[object, ...]]:
-    """Summary-sheet lines for the plan the last run paid: its id, maker and approvers
-    (none when no run paid a plan)."""
+    """Summary-sheet lines for the plan the last run paid: its id, maker and approvers --
+    those whose signatures the run verified, as its audit entry names them, never every
+    recorded approval (none when no run paid a plan)."""
     runs = [entry for entry in entries if entry.event == "run"]
     if not runs:
         return []
     plan_id = runs[-1].plan_id
     makers = [e.actor for e in entries if e.event == "plan" and e.plan_id == plan_id]
-    approvers: dict[str, None] = {}
-    for entry in entries:
-        if entry.event == "approve" and entry.plan_id == plan_id and entry.at <= runs[-1].at:
-            approvers[entry.actor] = None
+    approvers = _verified(runs[-1])
     return [
         ("plan", plan_id, None, None),
         ("maker", makers[0] if makers else "", None, None),
         ("approvers", ", ".join(approvers), len(approvers), None),
     ]
+
+
+def _verified(run: AuditEntry) -> list[str]:
+    """The approvers a run's audit entry names (none in a ledger written before runs named
+    them: an approval recorded there was not necessarily valid)."""
+    try:
+        named = json.loads(run.detail).get("approvers", [])
+    except (ValueError, AttributeError):
+        return []
+    return [str(name) for name in named] if isinstance(named, list) else []
