@@ -9,6 +9,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import httpx
 import openpyxl  # type: ignore[import-untyped]
 import pytest
 
+from _exports import Credit, bacs18_data
 from _run_helpers import (
     DatabaseLedgerRef,
     LedgerFor,
@@ -32,6 +34,7 @@ from _run_helpers import (
 )
 from _run_helpers import write_batch as write_trial_batch
 from payrun._models import AuditEntry
+from payrun.approval._keys import rejection_verifies
 from payrun.cli import main
 from payrun.config import database_url
 from payrun.ledger import DatabaseLedger, LedgerLocation, open_ledger
@@ -421,3 +424,169 @@ def test_an_unknown_plan_is_refused(
         assert approve(batch, ledger, given, "alice", tmp_path / "alice.pem") == 2
         assert says in capsys.readouterr().err
     assert payments(bank) == []
+
+
+def named_policy(tmp_path: Path, name: str, rules: str, entries: list[str]) -> str:
+    """A policy file called NAME.toml only its owner can change; its path."""
+    path = tmp_path / f"{name}.toml"
+    path.write_text(f"[approval]\n{rules}\n" + "\n".join(entries), encoding="utf-8")
+    path.chmod(0o600)
+    return str(path)
+
+
+def test_a_plan_made_under_another_policy_is_neither_approved_nor_run(
+    bank: RunningSandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A £500 row planned under a lax policy (no max_payment): approve and run --plan under
+    the real one (max_payment 100.00) are refused (exit 2, one line), nothing is paid."""
+    alice = approver_key(tmp_path, "alice", capsys)
+    lax = named_policy(tmp_path, "lax", "", [alice])
+    real = named_policy(tmp_path, "real", 'max_payment = "100.00"', [alice])
+    batch = write_batch(tmp_path / "b.csv", ["500.00"], payees=EMPLOYEES[:1])
+    ledger = tmp_path / "b.ledger.sqlite"
+    plan = make_plan(batch, ledger, capsys, "--policy", lax)
+    assert plan["rows"] == 1
+    key = tmp_path / "alice.pem"
+    assert approve(batch, ledger, plan["plan"], "alice", key, "--policy", real) == 2
+    err = capsys.readouterr().err
+    assert "made under another policy" in err and len(err.strip().splitlines()) == 1
+    assert approve(batch, ledger, plan["plan"], "alice", key, "--policy", lax) == 0
+    capsys.readouterr()
+    assert pay(ledger, batch, "--plan", plan["plan"], "--policy", real) == 2
+    err = capsys.readouterr().err
+    assert "made under another policy" in err and len(err.strip().splitlines()) == 1
+    assert payments(bank) == []
+    assert [e.event for e in audit(ledger)] == ["plan", "approve"]
+
+
+def test_run_plan_pays_on_the_approved_pay_date_only(
+    bank: RunningSandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plan approved to pay on a future day: run --plan before it, with --pay-now, or
+    with another --pay-date is refused (exit 2, one line), nothing paid, no run recorded."""
+    approver_key(tmp_path, "alice", capsys)
+    batch = write_batch(tmp_path / "pay.csv", ["10.00"], payees=EMPLOYEES[:1])
+    ledger = tmp_path / "pay.ledger.sqlite"
+    day = (date.today() + timedelta(days=30)).isoformat()  # noqa: DTZ011 - as payrun's
+    plan = make_plan(batch, ledger, capsys, "--pay-date", day)["plan"]
+    assert approve(batch, ledger, plan, "alice", tmp_path / "alice.pem") == 0
+    today = date.today().isoformat()  # noqa: DTZ011 - as payrun's
+    tries = [
+        ([], "and today is"),
+        (["--pay-now"], "--pay-now cannot pay it before"),
+        (["--pay-date", today], "not"),
+    ]
+    capsys.readouterr()
+    for extra, says in tries:
+        assert pay(ledger, batch, "--plan", plan, *extra) == 2
+        err = capsys.readouterr().err
+        assert says in err and "approved to pay on" in err, err
+        assert len(err.strip().splitlines()) == 1
+    assert payments(bank) == []
+    assert [e.event for e in audit(ledger)] == ["plan", "approve"]
+
+
+def test_a_run_that_started_before_the_plan_expired_resumes_after(
+    bank: RunningSandbox,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """run --plan exits 3 (the bank away), the plan expires, the same command again
+    resumes and pays (expiry stops only a plan's first run)."""
+    alice = approver_key(tmp_path, "alice", capsys)
+    policy = named_policy(tmp_path, "short", "expires_after_days = 0.00015", [alice])
+    batch = write_batch(tmp_path / "pay.csv", ["10.00"], payees=EMPLOYEES[:1])
+    ledger = tmp_path / "pay.ledger.sqlite"
+    plan = make_plan(batch, ledger, capsys, "--policy", policy)
+    key = tmp_path / "alice.pem"
+    assert approve(batch, ledger, plan["plan"], "alice", key, "--policy", policy) == 0
+    monkeypatch.setenv("PAYRUN_BASE_URL", "http://127.0.0.1:9")
+    assert pay(ledger, batch, "--plan", plan["plan"], "--policy", policy) == 3
+    expires = datetime.fromisoformat(plan["expires_at"])
+    time.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds()) + 0.5)
+    monkeypatch.setenv("PAYRUN_BASE_URL", bank.base_url)
+    capsys.readouterr()
+    assert pay(ledger, batch, "--plan", plan["plan"], "--policy", policy) == 0, capsys.readouterr()
+    assert sum(group["payments"] for group in payments(bank)) == 1
+    assert [e.event for e in audit(ledger)] == ["plan", "approve", "run", "run"]
+
+
+def test_the_report_names_only_approvers_whose_signatures_verified(
+    bank: RunningSandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An approval entry with a bad signature (written into the ledger by hand) is not
+    named as an approver in the report: the run's audit entry names the verified ones."""
+    entries = [approver_key(tmp_path, name, capsys) for name in ("alice", "mallory")]
+    policy = named_policy(tmp_path, "policy", "", entries)
+    batch = write_batch(tmp_path / "pay.csv", ["10.00"], payees=EMPLOYEES[:1])
+    ledger = tmp_path / "pay.ledger.sqlite"
+    plan = make_plan(batch, ledger, capsys, "--policy", policy)["plan"]
+    assert approve(batch, ledger, plan, "alice", tmp_path / "alice.pem", "--policy", policy) == 0
+    forged = {"note": None, "signature": "AAAA", "public_key": audit_key(ledger)}
+    with open_ledger(location(ledger)) as store:
+        store.append_audit(
+            AuditEntry(datetime.now(UTC), "approve", "mallory", plan, json.dumps(forged))
+        )
+    assert pay(ledger, batch, "--plan", plan, "--policy", policy) == 0
+    workbook = tmp_path / "report.xlsx"
+    assert main(["report", str(batch), "--ledger", str(ledger), "-o", str(workbook)]) == 0
+    summary = openpyxl.load_workbook(workbook)["summary"]
+    lines = {row[0]: row[1] for row in summary.iter_rows(values_only=True)}
+    assert lines["approvers"] == "alice"
+    assert json.loads(audit(ledger)[-1].detail)["approvers"] == ["alice"]
+
+
+def audit_key(ledger: LedgerRef) -> str:
+    """The public key the ledger's first approval was recorded with."""
+    detail: dict[str, str] = json.loads(audit(ledger)[1].detail)
+    return detail["public_key"]
+
+
+def test_a_rejection_under_a_policy_needs_an_approver_and_their_key(
+    bank: RunningSandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """approve --reject under a policy: someone it does not list, or an approver without
+    their key or with another's, is refused (exit 2, nothing recorded); with their own key
+    the rejection is recorded, signed."""
+    entries = [approver_key(tmp_path, name, capsys) for name in ("alice", "bob")]
+    policy = named_policy(tmp_path, "policy", "", entries)
+    batch = write_batch(tmp_path / "pay.csv", ["10.00"], payees=EMPLOYEES[:1])
+    ledger = tmp_path / "pay.ledger.sqlite"
+    plan = make_plan(batch, ledger, capsys, "--policy", policy)["plan"]
+    words = ["approve", str(batch), "--ledger", str(ledger), "--plan", plan, "--yes"]
+    words += ["--reject", "--note", "wrong month", "--policy", policy]
+    tries = [
+        (["--as", "mallory"], "not an approver"),
+        (["--as", "bob"], "needs bob's approver key"),
+        (["--as", "bob", "--key", str(tmp_path / "alice.pem")], "needs bob's approver key"),
+    ]
+    for extra, says in tries:
+        assert main([*words, *extra]) == 2
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1
+    assert [e.event for e in audit(ledger)] == ["plan"]
+    assert main([*words, "--as", "bob", "--key", str(tmp_path / "bob.pem")]) == 0
+    rejection = audit(ledger)[-1]
+    detail = json.loads(rejection.detail)
+    assert (rejection.event, rejection.actor) == ("reject", "bob")
+    assert rejection_verifies(detail["public_key"], plan, detail["signature"])
+
+
+def test_a_plan_read_with_an_explicit_input_format_is_approved_and_run(
+    bank: RunningSandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file auto-detection cannot read (it reads two ways), planned with --input-format
+    bacs18: approve and run --plan read it the plan's way, and it is paid."""
+    credit = Credit("MIA,AMOUNT", "110001", "22039287", 1000, "NOV PAY")
+    batch = tmp_path / "pay.txt"
+    batch.write_text(bacs18_data(credit) + "\n", encoding="ascii")
+    assert main(["validate", str(batch)]) == 2
+    assert "reads both" in capsys.readouterr().err
+    approver_key(tmp_path, "alice", capsys)
+    ledger = tmp_path / "pay.ledger.sqlite"
+    plan = make_plan(batch, ledger, capsys, "--input-format", "bacs18")
+    assert plan["rows"] == 1
+    assert approve(batch, ledger, plan["plan"], "alice", tmp_path / "alice.pem") == 0
+    assert pay(ledger, batch, "--plan", plan["plan"], "--no-confirm-payees") == 0
+    assert sum(group["payments"] for group in payments(bank)) == 1
