@@ -210,9 +210,15 @@ def start_worker(
 
 
 def submit(
-    temporal: str, url: str, manifest: Path, queue: str, *extra: str, timeout: float = 300
+    temporal: str,
+    url: str,
+    manifest: Path,
+    queue: str,
+    *extra: str,
+    timeout: float = 300,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``payrun fleet submit`` to its end."""
+    """Run ``payrun fleet submit`` to its end; ``env`` adds to its environment."""
     return subprocess.run(
         [
             sys.executable,
@@ -229,7 +235,7 @@ def submit(
             queue,
             *extra,
         ],
-        env=fleet_env(),
+        env={**fleet_env(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,

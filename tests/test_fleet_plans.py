@@ -129,3 +129,50 @@ def test_a_plan_missing_from_the_database_submits_nothing(
     done = submit(temporal, url, manifest, "payrun-test-none")
     assert done.returncode == 2, done.stderr
     assert "no plan abababababab" in done.stderr and "nothing was submitted" in done.stderr
+
+
+def _required_policy(tmp_path: Path) -> Path:
+    """A policy requiring an approved plan, only its owner can change."""
+    path = tmp_path / "policy.toml"
+    path.write_text("[approval]\nrequired = true\n", encoding="utf-8")
+    path.chmod(0o600)
+    return path
+
+
+def test_a_worker_whose_policy_requires_a_plan_refuses_a_batch_without_one(
+    tmp_path: Path,
+    banks: list[RunningSandbox],
+    url: str,
+    temporal: str,
+    workers: list[Worker],
+) -> None:
+    """A manifest batch without ``plan``, submitted where no policy is set: the worker's
+    PAYRUN_POLICY_FILE requires an approved plan, so the batch ends refused (exit 2) with
+    one line saying so, and its bank gets nothing."""
+    write_batch(tmp_path / "org0.csv", make_rows(0, ROWS, tag="U"))
+    entry = {k: v for k, v in _entry(0, banks[0], "").items() if k != "plan"}
+    manifest = write_manifest(tmp_path / "fleet.toml", [entry])
+    keys = write_keys(tmp_path / "keys", banks[:1])
+    queue = f"payrun-test-{secrets.token_hex(4)}"
+    policy = {"PAYRUN_POLICY_FILE": str(_required_policy(tmp_path))}
+    workers.append(start_worker(temporal, url, keys, queue, tmp_path / "w.log", env=policy))
+    done = submit(temporal, url, manifest, queue, "--wait", "--format", "json")
+    assert done.returncode == 2, f"{done.stdout}\n{done.stderr}\n{workers[0].output()}"
+    assert [b["status"] for b in json.loads(done.stdout)["batches"]] == ["refused"]
+    assert "requires an approved one" in workers[0].output()
+    assert stats(banks[0])["payments"] == []
+
+
+def test_submit_refuses_a_batch_without_a_plan_when_its_policy_requires_one(
+    tmp_path: Path, banks: list[RunningSandbox], url: str, temporal: str
+) -> None:
+    """PAYRUN_POLICY_FILE on the submitting side requires a plan: a batch without one is
+    refused at submit (exit 2, one line), nothing submitted."""
+    write_batch(tmp_path / "org0.csv", make_rows(0, ROWS, tag="S"))
+    entry = {k: v for k, v in _entry(0, banks[0], "").items() if k != "plan"}
+    manifest = write_manifest(tmp_path / "fleet.toml", [entry])
+    policy = {"PAYRUN_POLICY_FILE": str(_required_policy(tmp_path))}
+    done = submit(temporal, url, manifest, "payrun-test-none", env=policy)
+    assert done.returncode == 2, done.stderr
+    assert "has no plan" in done.stderr and "nothing was submitted" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
