@@ -15,6 +15,7 @@ import csv
 from datetime import date, datetime
 from pathlib import Path
 
+from payrun._redaction import excerpt
 from payrun.errors import BatchFileError
 from payrun.intake._profile import ExportReading, pence_of, show_day
 
@@ -63,7 +64,7 @@ def _row(path: Path, number: int, fields: list[str]) -> tuple[list[str], date]:
     kind = fields[_TYPE].strip()
     if kind != _DOMESTIC:
         why = _REFUSED.get(kind) or (
-            f"record type {kind!r} in column 4 is not a standard domestic payment (01)"
+            f"record type {_quoted(kind)} in column 4 is not a standard domestic payment (01)"
         )
         msg = (
             f"{path.name} line {number} is {why}"
@@ -76,8 +77,8 @@ def _row(path: Path, number: int, fields: list[str]) -> tuple[list[str], date]:
     if debit:
         if len(debit) != _DEBIT_DIGITS or not debit.isdigit():
             msg = (
-                f"{path.name} line {number}, column 13 (debit account) reads {debit!r}, not 14"
-                " digits (sort code and account number); a spreadsheet drops leading zeros:"
+                f"{path.name} line {number}, column 13 (debit account) reads {_quoted(debit)},"
+                " not 14 digits (sort code and account number); a spreadsheet drops leading zeros:"
                 " use the file as Bankline's import expects it"
             )
             raise BatchFileError(msg, path=path)
@@ -100,7 +101,13 @@ def _credit_date(path: Path, number: int, text: str) -> date:
         return datetime.strptime(text, "%d%m%Y").date()  # noqa: DTZ007 - a calendar day
     except ValueError:
         msg = (
-            f"{path.name} line {number}, column 19 (credit date) reads {text!r}, not a date as"
-            " DDMMYYYY; a spreadsheet drops the leading zero of 01122025: use the file as exported"
+            f"{path.name} line {number}, column 19 (credit date) reads {_quoted(text)}, not a"
+            " date as DDMMYYYY; a spreadsheet drops the leading zero of 01122025: use the file"
+            " as exported"
         )
         raise BatchFileError(msg, path=path) from None
+
+
+def _quoted(text: str) -> str:
+    """The file's text as a message quotes it: 20 characters at most, escaped, a key never."""
+    return excerpt(text, 20)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from payrun._redaction import excerpt
 from payrun.errors import BatchFileError
 from payrun.intake._bacs18 import DIRECT_DEBITS
 from payrun.intake._detect import BARCLAYS_FIELDS
@@ -55,7 +56,12 @@ def _check(path: Path, number: int, fields: list[str]) -> None:
         raise BatchFileError(msg, path=path)
     if code != _CREDIT:
         msg = (
-            f"{path.name} line {number}: field 6 reads {code!r}, not 99 (a credit): a Barclays"
-            " BACS CSV pays credits only; check the file is the one the payroll exported"
+            f"{path.name} line {number}: field 6 reads {_quoted(code)}, not 99 (a credit): a"
+            " Barclays BACS CSV pays credits only; check the file is the one the payroll exported"
         )
         raise BatchFileError(msg, path=path)
+
+
+def _quoted(text: str) -> str:
+    """The file's text as a message quotes it: 20 characters at most, escaped, a key never."""
+    return excerpt(text, 20)
