@@ -109,7 +109,7 @@ class _Reader:
     def julian(self, number: int, text: str, what: str) -> date:
         digits = text.strip()
         try:
-            if len(digits) != len("YYDDD") or not digits.isdigit():
+            if len(digits) != len("YYDDD") or not (digits.isascii() and digits.isdigit()):
                 raise ValueError(digits)
             return datetime.strptime(digits, "%y%j").date()  # noqa: DTZ007 - a calendar day
         except ValueError:
@@ -132,7 +132,7 @@ class _Reader:
         line = line.ljust(_RECORD)
         for start, end, what in _FIELDS:
             text = line[start:end]
-            if not (text.isdigit() and text.isascii()):
+            if not (text.isascii() and text.isdigit()):
                 msg = (
                     f"columns {start + 1}-{end} ({what}) read {_quoted(text)}, not digits; {_EXCEL}"
                 )
@@ -171,7 +171,7 @@ class _Reader:
 
     def check_trailer(self, number: int, line: str) -> None:
         fields = (line[4:17], line[17:30], line[30:37], line[37:44])
-        if not all(text.isdigit() for text in fields):
+        if not all(text.isascii() and text.isdigit() for text in fields):
             msg = "UTL1's totals (columns 5-44) are not all digits; " + _EXCEL
             raise self.fail(number, msg)
         debit, credit, debits, credits = (int(text) for text in fields)

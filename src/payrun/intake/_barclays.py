@@ -9,14 +9,13 @@ with another number of fields, or whose last field is not 99.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from payrun._redaction import excerpt
 from payrun.errors import BatchFileError
 from payrun.intake._bacs18 import DIRECT_DEBITS
 from payrun.intake._detect import BARCLAYS_FIELDS
-from payrun.intake._profile import ExportReading, pence_of
+from payrun.intake._profile import ExportReading, csv_records, pence_of
 
 __all__ = ["read_barclays"]
 
@@ -27,7 +26,7 @@ def read_barclays(path: Path, sha256: str, lines: list[str]) -> ExportReading:
     """Read a Barclays BACS CSV's credits."""
     rows: list[tuple[int, list[str]]] = []
     total = 0
-    for number, fields in enumerate(csv.reader(lines), 1):
+    for number, fields in csv_records(path, lines):
         if not any(field.strip() for field in fields):
             continue
         _check(path, number, fields)
