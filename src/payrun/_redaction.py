@@ -5,6 +5,8 @@ message with every configured secret (``config.configured_secrets``: the API key
 signing key's lines, the ledger URL's passwords), as written or escaped, replaced by
 ``***``; a private key's PEM block, and a quoted text that looks like a key line (one long
 token of letters, digits and key punctuation, mixed case and digits), replaced by a note.
+A file's text is quoted only through ``excerpt`` (short, escaped, never a key, whatever
+its case); a file whose first line is one long token is a key file (``looks_like_a_key_file_line``).
 A secret reaches a message by paths no one foresaw (a key file given as the batch, a key
 pasted as an option's value): this is where it is stopped, whatever the path.
 """

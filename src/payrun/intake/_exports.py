@@ -1,8 +1,9 @@
 """The payroll-export profiles by name: a file's lines -> its ``ExportReading``.
 
 Input: a path and a profile name (``bacs18``, ``bankline``, ``barclays``). Output: the
-profile's reading of the file (control totals checked). Raises ``BatchFileError`` or
-``ControlTotalsError`` as the profile does.
+profile's reading of the file (control totals checked). Raises ``BatchFileError`` for a
+key file (refused unquoted, as for payrun's own files), or as the profile does, and
+``ControlTotalsError``.
 """
 
 from __future__ import annotations
