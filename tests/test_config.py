@@ -101,6 +101,23 @@ def test_a_user_name_or_password_in_the_base_url_is_refused_unshown() -> None:
     assert "hunter2" not in str(refused.value) and "ops" not in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://bank.example/v0?token=Tok-S3cret",
+        "https://bank.example?Tok-S3cret",
+        "https://bank.example/#Tok-S3cret",
+        "https://bank.example/v0?",
+    ],
+)
+def test_a_query_or_fragment_in_the_base_url_is_refused_unshown(url: str) -> None:
+    """https://host/?token=...: refused in one line (it would be kept in the ledger),
+    the query's value never echoed."""
+    with pytest.raises(ConfigError, match="has a query or fragment in it") as refused:
+        load_settings(environ={"PAYRUN_BASE_URL": url, "PAYRUN_API_KEY": "k"})
+    assert "Tok-S3cret" not in str(refused.value) and "\n" not in str(refused.value)
+
+
 @pytest.mark.parametrize("scheme", ["A\nB", "Service APIKey", "Bearer:"])
 def test_an_auth_scheme_that_is_not_one_word_is_refused_as_such(scheme: str) -> None:
     """A bad PAYRUN_AUTH_SCHEME is named as the fault (it was blamed on the key)."""

@@ -410,3 +410,22 @@ def test_sheet_is_refused_for_an_export(tmp_path: Path) -> None:
     path = write(tmp_path, bacs18_file(PAYEES))
     message = refusal(path, sheet="Pay")
     assert "--sheet Pay is for .xlsx workbooks, and pay.txt is a Bacs Standard 18 file" in message
+
+
+@pytest.mark.parametrize("profile", ["bankline", "barclays"])
+def test_rows_are_numbered_by_the_line_they_start_on(tmp_path: Path, profile: str) -> None:
+    """A quoted field spanning two lines: the rows after it, and a refusal, name the file's
+    line (where the record starts), not the CSV record's count."""
+    spanning = Credit("ADA\r\nLOVELACE", "200000", "55779911", 150000, "SALARY DEC")
+    make = bankline_file if profile == "bankline" else barclays_file
+    path = tmp_path / "pay.csv"
+    path.write_text(make([spanning, PAYEES[1], PAYEES[2]]), newline="")
+    assert [row for row, _ in rows_of(path, input_format=profile)] == [1, 3, 4]
+    bad = make([spanning, PAYEES[1]]) + (
+        bankline_file([PAYEES[2]], record_type="02")
+        if profile == "bankline"
+        else barclays_file([PAYEES[2]], code="17")
+    )
+    path.write_text(bad, newline="")
+    with pytest.raises(BatchFileError, match=r"line 4"):
+        rows_of(path, input_format=profile)

@@ -69,28 +69,24 @@ def test_a_manifest_of_too_many_batches_is_refused_before_they_are_checked(
     assert f"names {MAX_MANIFEST_BATCHES + 1:,} batches, over the" in str(refused.value)
 
 
-def test_a_lane_shows_the_bank_address_without_its_query(tmp_path: Path) -> None:
-    """A base_url with a token in its query: the lane status shows carries no option value."""
+def test_a_base_url_with_a_token_in_its_query_is_refused_unshown(tmp_path: Path) -> None:
+    """A base_url with a token in its query: refused in one line (the address is kept in
+    the ledger and named in lanes), the token never shown; exit 2 from fleet submit."""
     manifest = tmp_path / "one.toml"
     manifest.write_text(
         '[[batch]]\nname = "a"\nfile = "a.csv"\nkey = "acme"\n'
         'base_url = "https://bank.example/v0?token=Tok-S3cret"\n'
     )
-    from payrun.fleet import FleetBatch
-    from payrun.fleet._workflow import normalized_base_url
-
-    (entry,) = load_manifest(manifest)
-    stored = FleetBatch(
-        name=entry.name,
-        file=str(entry.file),
-        base_url=entry.base_url,
-        key=entry.key,
-        cutoff=None,
-        options={},
-        state="queued",
-        worker=None,
-        message=None,
+    with pytest.raises(UsageError, match="base_url has a query or fragment in it") as refused:
+        load_manifest(manifest)
+    assert "Tok-S3cret" not in str(refused.value) and "\n" not in str(refused.value)
+    done = subprocess.run(
+        [sys.executable, "-m", "payrun", "fleet", "submit", str(manifest)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
-    assert stored.lane == "acme@https://bank.example/v0"
-    # Once a worker found the organization, its lane is named by the address without query
-    assert normalized_base_url(entry.base_url) == "https://bank.example/v0"
+    assert done.returncode == 2, done.stderr
+    assert "Tok-S3cret" not in done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr

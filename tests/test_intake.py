@@ -404,3 +404,73 @@ def test_other_spreadsheets_say_how_to_export_from_their_program(
     with pytest.raises(BatchFileError) as info:
         read_batch(path)
     assert said in str(info.value) and "zip archive" not in str(info.value), info.value
+
+
+def _with_mimetype(path: Path, data: bytes, compress: int = zipfile.ZIP_DEFLATED) -> Path:
+    """A real workbook with a ``mimetype`` member holding ``data`` added to its zip."""
+    write_xlsx(path, [HEADER, GOOD])
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr("mimetype", data, compress)
+    return path
+
+
+def _member_data_at(path: Path, name: str) -> int:
+    """Where the member ``name``'s compressed bytes start in the zip file."""
+    with zipfile.ZipFile(path) as archive:
+        offset = archive.getinfo(name).header_offset
+    raw = path.read_bytes()
+    name_length = int.from_bytes(raw[offset + 26 : offset + 28], "little")
+    extra_length = int.from_bytes(raw[offset + 28 : offset + 30], "little")
+    return offset + 30 + name_length + extra_length
+
+
+def test_the_zip_bomb_guard_comes_before_any_member_is_inflated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``mimetype`` member that inflates past the limit is never opened: the size guard
+    refuses first; a long (over 100 bytes) mimetype is never inflated at all."""
+    opened: list[str] = []
+    real_open = zipfile.ZipFile.open
+
+    def spy(self: zipfile.ZipFile, name: Any, *args: Any, **kwargs: Any) -> Any:
+        opened.append(name if isinstance(name, str) else name.filename)
+        return real_open(self, name, *args, **kwargs)
+
+    bomb = _with_mimetype(tmp_path / "bomb.xlsx", b"\0" * 3_000_000)
+    long = _with_mimetype(tmp_path / "long.xlsx", b"x" * 5_000)
+    monkeypatch.setattr(zipfile.ZipFile, "open", spy)
+    monkeypatch.setattr("payrun.intake._zip.MAX_UNCOMPRESSED_BYTES", 2_000_000)
+    with pytest.raises(BatchFileError, match="zip bomb"):
+        read_all(bomb)
+    assert "mimetype" not in opened
+    monkeypatch.undo()
+    monkeypatch.setattr(zipfile.ZipFile, "open", spy)
+    assert len(read_all(long)) == 1
+    assert "mimetype" not in opened
+
+
+def test_a_broken_or_encrypted_member_is_a_corrupt_workbook(tmp_path: Path) -> None:
+    """A ``mimetype`` whose deflate stream is broken, or which is marked encrypted, or
+    compressed by an unknown method: one line, "corrupt" (exit 2), not "unexpected"."""
+    broken = _with_mimetype(tmp_path / "broken.xlsx", b"application/vnd.oasis.x" * 3)
+    at = _member_data_at(broken, "mimetype")
+    raw = bytearray(broken.read_bytes())
+    raw[at : at + 4] = b"\xff\xff\xff\xff"
+    broken.write_bytes(bytes(raw))
+    locked = _with_mimetype(tmp_path / "locked.xlsx", b"application/x", zipfile.ZIP_STORED)
+    unknown = _with_mimetype(tmp_path / "unknown.xlsx", b"application/x", zipfile.ZIP_STORED)
+    for path, flag, method in ((locked, 0x1, None), (unknown, 0, 97)):
+        raw = bytearray(path.read_bytes())
+        with zipfile.ZipFile(path) as archive:
+            local = archive.getinfo("mimetype").header_offset
+        central = raw.rindex(b"PK\x01\x02")
+        raw[local + 6] |= flag
+        raw[central + 8] |= flag
+        if method is not None:
+            raw[local + 8 : local + 10] = method.to_bytes(2, "little")
+            raw[central + 10 : central + 12] = method.to_bytes(2, "little")
+        path.write_bytes(bytes(raw))
+    for path in (broken, locked, unknown):
+        with pytest.raises(BatchFileError, match="corrupt") as caught:
+            read_all(path)
+        assert "\n" not in str(caught.value)

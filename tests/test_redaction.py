@@ -181,3 +181,54 @@ def test_the_run_log_never_shows_a_configured_secret(monkeypatch: pytest.MonkeyP
             f"the bank said: bad key {PLAIN_KEY}"
         )
         assert PLAIN_KEY not in stream.getvalue() and "bad key ***" in stream.getvalue()
+
+
+HEX_KEY = "6f065c87887ac1277af2822b01371a5b2c6a9432"
+"""Keys that are one case: hex, lower-case and upper-case base32 tokens."""
+ONE_CASE_KEYS = [HEX_KEY, "sk_live_4ec39hqlyjwdarjtt1zdp7dc", "JBSWY3DPEHPK3PXPJBSWY3DP"]
+
+
+@pytest.mark.parametrize("key", ONE_CASE_KEYS, ids=["hex", "lower", "upper"])
+def test_a_one_case_key_file_is_refused_unquoted_by_every_command(tmp_path: Path, key: str) -> None:
+    """A hex or one-case key file as the batch (validate, run, fleet submit's manifest file,
+    every --input-format): exit 2, one line, not a character run of the key shown."""
+    key_file = _key_file(tmp_path, key)
+    env = {"PAYRUN_API_KEY": "another-key-entirely", "PAYRUN_BASE_URL": _NO_BANK}
+    said = [
+        _payrun(tmp_path, "validate", "pay.key"),
+        _payrun(tmp_path, "run", "pay.key", env=env),
+        _payrun(tmp_path, "fleet", "submit", str(_manifest(tmp_path, key_file)), *_FLEET),
+    ]
+    said += [
+        _payrun(tmp_path, "validate", "pay.key", "--input-format", name)
+        for name in ("bacs18", "bankline", "barclays")
+    ]
+    said.append(_payrun(tmp_path, "run", "pay.key", "--input-format", "bacs18", env=env))
+    for code, output in said:
+        assert code == 2, output
+        assert len(output.strip().splitlines()) == 1, output
+        assert key[:6] not in output and key[-6:] not in output, output
+        assert "pay.key looks like a key file (its first line, not shown," in output, output
+
+
+@pytest.mark.parametrize("name", ["bankline", "barclays"])
+def test_an_export_reader_quotes_no_more_than_a_short_excerpt(tmp_path: Path, name: str) -> None:
+    """A bad cell the export readers name is quoted at most 20 characters (Standard 18's
+    fields are shorter), a key never."""
+    long_cell = "Q" * 30 + " " + HEX_KEY
+    lines = {
+        "bankline": ",,," + long_cell + ",,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,",
+        "barclays": f"20-00-00,Jane,12345678,1.00,ref,{long_cell}",
+    }
+    (tmp_path / "pay.txt").write_text(lines[name] + "\n")
+    code, output = _payrun(tmp_path, "validate", "pay.txt", "--input-format", name)
+    assert code == 2, output
+    assert "Q" * 21 not in output and HEX_KEY[:6] not in output, output
+    assert "Q" * 8 in output, output
+
+
+def test_an_excerpt_of_a_one_case_key_is_not_shown() -> None:
+    """excerpt hides a long one-case token with digits (hex, base32), not a long column name."""
+    for key in ONE_CASE_KEYS:
+        assert excerpt(key, 20) == KEY_NOT_SHOWN
+    assert excerpt("beneficiary_account_number", 40) == "'beneficiary_account_number'"

@@ -468,7 +468,8 @@ def without_userinfo(url: str) -> str:
 
 
 def check_base_url(url: str, *, source: str = "PAYRUN_BASE_URL") -> None:
-    """Refuse a base URL that is not https, unless it is plain http on a loopback host.
+    """Refuse a base URL that is not https, unless it is plain http on a loopback host,
+    or that holds a user name, password, query or fragment (kept in the ledger: never).
 
     ``source`` names where the address came from, for the message.
     """
@@ -477,6 +478,14 @@ def check_base_url(url: str, *, source: str = "PAYRUN_BASE_URL") -> None:
     if "@" in parts.netloc:
         msg = (
             f"{source} has a user name or password in it (before '@'): payrun signs in with"
+            " the API key alone, so give the bank's address without them"
+        )
+        raise ConfigError(msg)
+    # Never shown either: a query or fragment may carry a token, and the address is kept
+    # in the ledger
+    if parts.query or parts.fragment or "?" in url or "#" in url:
+        msg = (
+            f"{source} has a query or fragment in it (after '?' or '#'): payrun signs in with"
             " the API key alone, so give the bank's address without them"
         )
         raise ConfigError(msg)

@@ -170,57 +170,74 @@ def read_batch(
     path = Path(path)
     kind = sniff_format(path)
     export = _export_reading(path, kind, input_format)
-    if export is not None:
-        if kind == "csv" and sheet is not None:
-            msg = (
-                f"--sheet {sheet} is for .xlsx workbooks, and {path.name} is a"
-                f" {TITLES[export.input_format]} file: leave it out"
-            )
-            raise BatchFileError(msg, path=path)
-        return _export_batch(path, export, max_rows, file_source=file_source)
     # A sheet name the user expects to be used
     if kind == "csv" and sheet is not None:
-        msg = f"--sheet {sheet} is for .xlsx workbooks, and {path.name} is a CSV file: leave it out"
+        what = "a CSV" if export is None else f"a {TITLES[export.input_format]}"
+        msg = (
+            f"--sheet {sheet} is for .xlsx workbooks, and {path.name} is {what} file: leave it out"
+        )
         raise BatchFileError(msg, path=path)
+    if export is not None:
+        return _export_batch(path, export, max_rows, file_source=file_source)
     if kind == "csv":
-        source = open_csv(path)
-        sha256, sheet_name = source.sha256, None
-        quotes = QuoteCheck(path, source.delimiter)
-        records: Iterator[tuple[int, list[Any]]] = source.records(on_lines=quotes)
-    else:
-        from payrun.intake._xlsx import open_xlsx
+        return _csv_batch(path, max_rows)
+    return _xlsx_batch(path, sheet, max_rows)
 
-        workbook = open_xlsx(path, sheet=sheet, max_rows=max_rows)
-        sha256, sheet_name = workbook.sha256, workbook.sheet_name
-        records = workbook.records()
+
+def _csv_batch(path: Path, max_rows: int) -> Batch:
+    """A payrun CSV batch: its header read and its first row found (the rest streams)."""
+    source = open_csv(path)
+    quotes = QuoteCheck(path, source.delimiter)
+    records: Iterator[tuple[int, list[Any]]] = source.records(on_lines=quotes)
     try:
-        header_row, names = _header_cells(records, path, sheet_name)
-        if kind != "csv" and header_row in workbook.marks.hidden_rows:
-            msg = (
-                f"{path.name}: the header (row {header_row}) is hidden in sheet"
-                f" {sheet_name!r}: unhide it, so the columns read are the ones shown"
-            )
-            raise BatchFileError(msg, path=path)
+        _header_row, names = _header_cells(records, path, None)
         header = map_header(names, path=path)
-        limit = _RowLimit(max_rows, path)
-        if kind == "csv":
-            quotes.header = header
-            suspect = amount_suspect(header, source.delimiter)
-            cells = _csv_cells(records, header, limit, suspect)
-            raw_row = _csv_raw_row(header, suspect)
-        else:
-            _check_hidden_columns(header, workbook)
-            cells = _xlsx_cells(records, header, workbook, limit)
-            raw_row = _xlsx_raw_row(header, workbook)
+        quotes.header = header
+        suspect = amount_suspect(header, source.delimiter)
+        cells = _csv_cells(records, header, _RowLimit(max_rows, path), suspect)
+        raw_row = _csv_raw_row(header, suspect)
         first = next(cells, None)
     except BaseException:
         records.close()  # type: ignore[attr-defined]
         raise
+    return _started(Batch(path, "csv", source.sha256, header, cells, raw_row, None, records), first)
+
+
+def _xlsx_batch(path: Path, sheet: str | None, max_rows: int) -> Batch:
+    """A payrun .xlsx batch: its sheet's header read and its first row found."""
+    from payrun.intake._xlsx import open_xlsx
+
+    workbook = open_xlsx(path, sheet=sheet, max_rows=max_rows)
+    name = workbook.sheet_name
+    records = workbook.records()
+    try:
+        header_row, names = _header_cells(records, path, name)
+        if header_row in workbook.marks.hidden_rows:
+            msg = (
+                f"{path.name}: the header (row {header_row}) is hidden in sheet"
+                f" {name!r}: unhide it, so the columns read are the ones shown"
+            )
+            raise BatchFileError(msg, path=path)
+        header = map_header(names, path=path)
+        _check_hidden_columns(header, workbook)
+        cells = _xlsx_cells(records, header, workbook, _RowLimit(max_rows, path))
+        raw_row = _xlsx_raw_row(header, workbook)
+        first = next(cells, None)
+    except BaseException:
+        records.close()  # type: ignore[attr-defined]
+        raise
+    batch = Batch(path, "xlsx", workbook.sha256, header, cells, raw_row, name, records)
+    return _started(batch, first)
+
+
+def _started(batch: Batch, first: Cells | None) -> Batch:
+    """``batch`` with its first row put back in front of its stream; refused without one."""
     if first is None:
-        msg = f"{path.name} has a header but no payment rows"
-        raise BatchFileError(msg, path=path)
-    chained = itertools.chain((first,), cells)
-    return Batch(path, kind, sha256, header, chained, raw_row, sheet_name, records)
+        batch.close()
+        msg = f"{batch.path.name} has a header but no payment rows"
+        raise BatchFileError(msg, path=batch.path)
+    batch.cells = itertools.chain((first,), batch.cells)
+    return batch
 
 
 def open_batch(path: Path | str, validation: ValidationOptions) -> Batch:

@@ -22,6 +22,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import overload
 
+from payrun._redaction import excerpt
 from payrun.errors import BatchFileError, ControlTotalsError
 from payrun.intake._detect import LABELS
 from payrun.intake._profile import ExportReading, pounds, show_day
@@ -108,11 +109,11 @@ class _Reader:
     def julian(self, number: int, text: str, what: str) -> date:
         digits = text.strip()
         try:
-            if len(digits) != len("YYDDD") or not digits.isdigit():
+            if len(digits) != len("YYDDD") or not (digits.isascii() and digits.isdigit()):
                 raise ValueError(digits)
             return datetime.strptime(digits, "%y%j").date()  # noqa: DTZ007 - a calendar day
         except ValueError:
-            msg = f"{what} reads {text!r}, not a day as YYDDD (year, day of the year)"
+            msg = f"{what} reads {_quoted(text)}, not a day as YYDDD (year, day of the year)"
             raise self.fail(number, msg) from None
 
     def record(self, number: int, line: str) -> None:
@@ -131,8 +132,10 @@ class _Reader:
         line = line.ljust(_RECORD)
         for start, end, what in _FIELDS:
             text = line[start:end]
-            if not (text.isdigit() and text.isascii()):
-                msg = f"columns {start + 1}-{end} ({what}) read {text!r}, not digits; {_EXCEL}"
+            if not (text.isascii() and text.isdigit()):
+                msg = (
+                    f"columns {start + 1}-{end} ({what}) read {_quoted(text)}, not digits; {_EXCEL}"
+                )
                 raise self.fail(number, msg)
         self.transaction(number, line)
 
@@ -150,7 +153,7 @@ class _Reader:
             raise BatchFileError(msg, path=self.path)
         if code != _CREDIT:
             msg = (
-                f"transaction code {code!r} (columns 16-17) is not a credit (99), the only"
+                f"transaction code {_quoted(code)} (columns 16-17) is not a credit (99), the only"
                 f" records payrun pays; {_EXCEL}"
             )
             raise self.fail(number, msg)
@@ -168,7 +171,7 @@ class _Reader:
 
     def check_trailer(self, number: int, line: str) -> None:
         fields = (line[4:17], line[17:30], line[30:37], line[37:44])
-        if not all(text.isdigit() for text in fields):
+        if not all(text.isascii() and text.isdigit() for text in fields):
             msg = "UTL1's totals (columns 5-44) are not all digits; " + _EXCEL
             raise self.fail(number, msg)
         debit, credit, debits, credits = (int(text) for text in fields)
@@ -298,3 +301,8 @@ def _cells(line: str) -> list[str]:
         line[64:82].rstrip(),
         line[17:23] + " " + line[23:31],
     ]
+
+
+def _quoted(text: str) -> str:
+    """The file's text as a message quotes it: 20 characters at most, escaped, a key never."""
+    return excerpt(text, 20)

@@ -11,12 +11,12 @@ column of what cannot be read.
 
 from __future__ import annotations
 
-import csv
 from datetime import date, datetime
 from pathlib import Path
 
+from payrun._redaction import excerpt
 from payrun.errors import BatchFileError
-from payrun.intake._profile import ExportReading, pence_of, show_day
+from payrun.intake._profile import ExportReading, csv_records, pence_of, show_day
 
 __all__ = ["read_bankline"]
 
@@ -38,7 +38,7 @@ def read_bankline(path: Path, sha256: str, lines: list[str]) -> ExportReading:
     rows: list[tuple[int, list[str]]] = []
     days: set[date] = set()
     total = 0
-    for number, fields in enumerate(csv.reader(lines), 1):
+    for number, fields in csv_records(path, lines):
         if not any(field.strip() for field in fields):
             continue
         cells, day = _row(path, number, fields + [""] * (_WIDTH - len(fields)))
@@ -63,7 +63,7 @@ def _row(path: Path, number: int, fields: list[str]) -> tuple[list[str], date]:
     kind = fields[_TYPE].strip()
     if kind != _DOMESTIC:
         why = _REFUSED.get(kind) or (
-            f"record type {kind!r} in column 4 is not a standard domestic payment (01)"
+            f"record type {_quoted(kind)} in column 4 is not a standard domestic payment (01)"
         )
         msg = (
             f"{path.name} line {number} is {why}"
@@ -74,10 +74,10 @@ def _row(path: Path, number: int, fields: list[str]) -> tuple[list[str], date]:
     debit = fields[_DEBIT].strip()
     source = ""
     if debit:
-        if len(debit) != _DEBIT_DIGITS or not debit.isdigit():
+        if len(debit) != _DEBIT_DIGITS or not (debit.isascii() and debit.isdigit()):
             msg = (
-                f"{path.name} line {number}, column 13 (debit account) reads {debit!r}, not 14"
-                " digits (sort code and account number); a spreadsheet drops leading zeros:"
+                f"{path.name} line {number}, column 13 (debit account) reads {_quoted(debit)},"
+                " not 14 digits (sort code and account number); a spreadsheet drops leading zeros:"
                 " use the file as Bankline's import expects it"
             )
             raise BatchFileError(msg, path=path)
@@ -95,12 +95,18 @@ def _row(path: Path, number: int, fields: list[str]) -> tuple[list[str], date]:
 
 def _credit_date(path: Path, number: int, text: str) -> date:
     try:
-        if len(text) != len("DDMMYYYY") or not text.isdigit():
+        if len(text) != len("DDMMYYYY") or not (text.isascii() and text.isdigit()):
             raise ValueError(text)
         return datetime.strptime(text, "%d%m%Y").date()  # noqa: DTZ007 - a calendar day
     except ValueError:
         msg = (
-            f"{path.name} line {number}, column 19 (credit date) reads {text!r}, not a date as"
-            " DDMMYYYY; a spreadsheet drops the leading zero of 01122025: use the file as exported"
+            f"{path.name} line {number}, column 19 (credit date) reads {_quoted(text)}, not a"
+            " date as DDMMYYYY; a spreadsheet drops the leading zero of 01122025: use the file"
+            " as exported"
         )
         raise BatchFileError(msg, path=path) from None
+
+
+def _quoted(text: str) -> str:
+    """The file's text as a message quotes it: 20 characters at most, escaped, a key never."""
+    return excerpt(text, 20)

@@ -9,13 +9,13 @@ with another number of fields, or whose last field is not 99.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
+from payrun._redaction import excerpt
 from payrun.errors import BatchFileError
 from payrun.intake._bacs18 import DIRECT_DEBITS
 from payrun.intake._detect import BARCLAYS_FIELDS
-from payrun.intake._profile import ExportReading, pence_of
+from payrun.intake._profile import ExportReading, csv_records, pence_of
 
 __all__ = ["read_barclays"]
 
@@ -26,7 +26,7 @@ def read_barclays(path: Path, sha256: str, lines: list[str]) -> ExportReading:
     """Read a Barclays BACS CSV's credits."""
     rows: list[tuple[int, list[str]]] = []
     total = 0
-    for number, fields in enumerate(csv.reader(lines), 1):
+    for number, fields in csv_records(path, lines):
         if not any(field.strip() for field in fields):
             continue
         _check(path, number, fields)
@@ -55,7 +55,12 @@ def _check(path: Path, number: int, fields: list[str]) -> None:
         raise BatchFileError(msg, path=path)
     if code != _CREDIT:
         msg = (
-            f"{path.name} line {number}: field 6 reads {code!r}, not 99 (a credit): a Barclays"
-            " BACS CSV pays credits only; check the file is the one the payroll exported"
+            f"{path.name} line {number}: field 6 reads {_quoted(code)}, not 99 (a credit): a"
+            " Barclays BACS CSV pays credits only; check the file is the one the payroll exported"
         )
         raise BatchFileError(msg, path=path)
+
+
+def _quoted(text: str) -> str:
+    """The file's text as a message quotes it: 20 characters at most, escaped, a key never."""
+    return excerpt(text, 20)

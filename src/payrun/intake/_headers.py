@@ -8,11 +8,12 @@ underscores, so ``Sort Code``, ``sortcode`` and ``SORT-CODE`` are all ``sort_cod
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from payrun._models import RowProblem
-from payrun._redaction import KEY_NOT_SHOWN, excerpt, looks_like_a_key
+from payrun._redaction import KEY_NOT_SHOWN, excerpt, looks_like_a_key_file_line, shown_as_a_key
 from payrun.errors import BatchFileError
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "known_header",
     "map_header",
     "normalize_header",
+    "refuse_a_key_file",
 ]
 
 
@@ -140,7 +142,7 @@ class HeaderMap:
         return tuple(
             RowProblem(
                 1,
-                KEY_NOT_SHOWN if looks_like_a_key(name) else name[:_CLIP],
+                KEY_NOT_SHOWN if shown_as_a_key(name) else name[:_CLIP],
                 f"unknown column {excerpt(name, _CLIP)} is ignored",
             )
             for name in self.unknown
@@ -174,10 +176,11 @@ def map_header(cells: list[str], *, path: Path) -> HeaderMap:
     return HeaderMap(tuple(positions), headers, tuple(unknown))
 
 
-def _refuse_a_key_file(headers: tuple[str, ...], *, path: Path) -> None:
-    """Refuse, without quoting it, a file whose first line is a key or a PEM header."""
-    cells = [h for h in headers if h]
-    if len(cells) != 1 or not (looks_like_a_key(cells[0]) or cells[0].startswith("-----BEGIN")):
+def refuse_a_key_file(headers: Sequence[str], *, path: Path) -> None:
+    """Refuse, without quoting it, a file whose first line is one cell holding a key (one
+    token of 20 or more characters, whatever its case) or a PEM header."""
+    cells = [h for h in headers if h.strip()]
+    if len(cells) != 1 or not looks_like_a_key_file_line(cells[0]):
         return
     msg = (
         f"{path.name} looks like a key file (its first line, not shown, is a key or a PEM"
@@ -190,7 +193,7 @@ def _check_required(seen: dict[str, int], headers: tuple[str, ...], *, path: Pat
     missing = [spec.name for spec in COLUMNS if spec.required and spec.name not in seen]
     if not missing:
         return
-    _refuse_a_key_file(headers, path=path)
+    refuse_a_key_file(headers, path=path)
     named = [excerpt(h, _CLIP) for h in headers if h]
     found = ", ".join(named[:_MAX_LISTED]) or "none"
     if len(named) > _MAX_LISTED:

@@ -9,11 +9,12 @@ the text reading the profiles share (``export_lines``): bytes hashed, decoded, s
 
 from __future__ import annotations
 
+import csv
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Literal
 
@@ -25,6 +26,7 @@ __all__ = [
     "TITLES",
     "ExportReading",
     "InputFormat",
+    "csv_records",
     "export_lines",
     "pence_of",
     "pounds",
@@ -88,14 +90,22 @@ def pounds(pence: int, *, grouped: bool = False) -> str:
     return f"{whole:,}.{part:02d}" if grouped else f"{whole}.{part:02d}"
 
 
+_MOST_DIGITS = 30
+"""More digits of pence than any amount has (validation refuses the row)."""
+
+
 def pence_of(text: str) -> int:
     """Pounds text (``1234.50``, ``£1,234.50``) as pence, for the line that says what was
     read; 0 when it is not an amount (validation says what is wrong with the row)."""
     try:
         value = Decimal(text.strip().lstrip("£").replace(",", "")) * 100
-    except InvalidOperation:
+        # 9e999999 overflows (decimal.Overflow, not InvalidOperation); 1e999990 would be
+        # a million-digit int: neither is an amount
+        if not value.is_finite() or value.adjusted() > _MOST_DIGITS:
+            return 0
+        return int(value) if value == value.to_integral_value() else 0
+    except ArithmeticError:
         return 0
-    return int(value) if value.is_finite() and value == value.to_integral_value() else 0
 
 
 def show_day(day: date) -> str:
@@ -125,3 +135,19 @@ def export_lines(path: Path) -> tuple[str, list[str]]:
     if lines and lines[-1] == "":
         lines.pop()
     return sha256, [line.removesuffix("\r") for line in lines]
+
+
+def csv_records(path: Path, lines: list[str]) -> Iterator[tuple[int, list[str]]]:
+    """Each CSV record of ``lines`` with the file's line it starts on (a quoted field may
+    span lines). Raises ``BatchFileError`` for a line the csv module cannot read."""
+    reader = csv.reader(lines)
+    start = 1
+    try:
+        for fields in reader:
+            yield start, fields
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        # csv's own words for a lone CR would send the user looking for a setting
+        why = "a carriage return (CR) inside the line" if "new-line" in str(exc) else exc
+        msg = f"{path.name} line {reader.line_num} cannot be read as CSV ({why}): {_DECODE_HINT}"
+        raise BatchFileError(msg, path=path) from None

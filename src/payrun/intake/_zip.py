@@ -39,19 +39,33 @@ __all__ = [
 MAX_UNCOMPRESSED_BYTES = 512 * 1_048_576
 """A 1,000,000-row sheet inflates to about 250 MB; far more than that is a zip bomb."""
 _CHUNK = 4 * 1_048_576
+_MIMETYPE_BYTES = 100
+_BROKEN = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    # an encrypted member (RuntimeError) or an unknown compression method
+    RuntimeError,
+    NotImplementedError,
+    ValueError,
+    EOFError,
+    OSError,
+)
+"""What reading a broken zip raises: a corrupt workbook, never an unexpected error."""
 _STYLES = "xl/styles.xml"
 
 
 def check_workbook_zip(path: Path) -> None:
-    """Refuse a corrupt zip, a zip that is not a workbook, one that inflates too far, or
+    """Refuse a corrupt zip, one that inflates too far, a zip that is not a workbook, or
     one naming a part twice (a repeated member name or relationship Id)."""
     try:
         with zipfile.ZipFile(path) as archive:
             entries = archive.infolist()
+            # Before anything is inflated: the sizes the zip's directory declares
+            _check_inflated_size(path, entries)
             names = {entry.filename for entry in entries}
-            # An OpenDocument file names its kind in its first member, a few bytes long
-            kind = archive.read("mimetype")[:100] if "mimetype" in names else b""
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError) as exc:
+            kind = _mimetype(archive)
+    except _BROKEN as exc:
         msg = f"{path.name} is a corrupt .xlsx workbook (broken zip): save it again from Excel"
         raise BatchFileError(msg, path=path) from exc
     if "xl/workbook.xml" not in names:
@@ -70,6 +84,9 @@ def check_workbook_zip(path: Path) -> None:
         )
         raise BatchFileError(msg, path=path)
     _check_relationship_ids(path)
+
+
+def _check_inflated_size(path: Path, entries: list[zipfile.ZipInfo]) -> None:
     inflated = sum(entry.file_size for entry in entries)
     if inflated > MAX_UNCOMPRESSED_BYTES:
         msg = (
@@ -77,6 +94,19 @@ def check_workbook_zip(path: Path) -> None:
             f" {MAX_UNCOMPRESSED_BYTES // 1_048_576} MB limit (a zip bomb?); split the batch"
         )
         raise BatchFileError(msg, path=path)
+
+
+def _mimetype(archive: zipfile.ZipFile) -> bytes:
+    """An OpenDocument file's kind, named in its ``mimetype`` member (a few bytes long);
+    empty when there is none, or it is too long to be one (it is never inflated then)."""
+    try:
+        info = archive.getinfo("mimetype")
+    except KeyError:
+        return b""
+    if info.file_size > _MIMETYPE_BYTES:
+        return b""
+    with archive.open(info) as member:
+        return member.read(_MIMETYPE_BYTES)
 
 
 def other_spreadsheet(path: Path, names: Collection[str] = (), kind: bytes = b"") -> str | None:
@@ -106,7 +136,7 @@ def _check_relationship_ids(path: Path) -> None:
             rels = ElementTree.fromstring(archive.read("xl/_rels/workbook.xml.rels"))
     except KeyError:
         return
-    except (zipfile.BadZipFile, ElementTree.ParseError, zlib.error, ValueError, OSError) as exc:
+    except (*_BROKEN, ElementTree.ParseError) as exc:
         msg = f"{path.name} is a corrupt .xlsx workbook ({exc}): save it again from Excel"
         raise BatchFileError(msg, path=path) from exc
     seen: set[str] = set()
@@ -132,7 +162,7 @@ def sheet_marks(path: Path, sheet_index: int) -> SheetMarks:
             styles = style_damage(archive.read(_STYLES)) if _STYLES in names else {}
             with archive.open(member) as stream:
                 return scan_sheet(stream.read, _CHUNK, styles)
-    except (zipfile.BadZipFile, ElementTree.ParseError, KeyError, ValueError, OSError) as exc:
+    except (*_BROKEN, ElementTree.ParseError, KeyError) as exc:
         msg = f"{path.name} is a corrupt .xlsx workbook ({exc}): save it again from Excel"
         raise BatchFileError(msg, path=path) from exc
 
@@ -145,7 +175,7 @@ def sheet_extent(path: Path, sheet_index: int) -> Extent:
             archive.open(_sheet_member(archive, sheet_index)) as stream,
         ):
             return scan_extent(stream.read, _CHUNK)
-    except (zipfile.BadZipFile, zlib.error, EOFError, KeyError, ValueError, OSError) as exc:
+    except (*_BROKEN, KeyError) as exc:
         msg = f"{path.name} is a corrupt .xlsx workbook ({exc}): save it again from Excel"
         raise BatchFileError(msg, path=path) from exc
 
@@ -155,7 +185,7 @@ def sheet_states(path: Path) -> list[str]:
     try:
         with zipfile.ZipFile(path) as archive:
             book = ElementTree.fromstring(archive.read("xl/workbook.xml"))
-    except (zipfile.BadZipFile, ElementTree.ParseError, KeyError, ValueError, OSError) as exc:
+    except (*_BROKEN, ElementTree.ParseError, KeyError) as exc:
         msg = f"{path.name} is a corrupt .xlsx workbook ({exc}): save it again from Excel"
         raise BatchFileError(msg, path=path) from exc
     return [sheet.get("state", "visible") for sheet in _sheets(book)]
@@ -167,7 +197,7 @@ def sheet_choice(path: Path, sheet: str | None) -> tuple[str, str] | None:
     try:
         with zipfile.ZipFile(path) as archive:
             book = ElementTree.fromstring(archive.read("xl/workbook.xml"))
-    except (zipfile.BadZipFile, ElementTree.ParseError, KeyError, ValueError, OSError):
+    except (*_BROKEN, ElementTree.ParseError, KeyError):
         return None
     names = [element.get("name", "") for element in _sheets(book)]
     views = [e for e in book.iter() if _local(e.tag) == "workbookView"]
