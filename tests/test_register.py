@@ -383,7 +383,16 @@ def test_a_run_in_the_home_register_is_seen_once_the_squatter_leaves_tmp(
     ledger) makes /tmp/payrun-UID: B still sees A and is refused (a dry run too), and a
     run started after A ended pays (the home register is looked in, never written)."""
     taken = machine.own(VICTIM)
-    assert _as_user(ATTACKER, lambda: taken.mkdir(mode=0o777) or "done") == "done"
+
+    def squat() -> str:
+        taken.mkdir(mode=0o777)
+        return "squatting"
+
+    def leave() -> str:
+        shutil.rmtree(taken)
+        return "gone"
+
+    assert _as_user(ATTACKER, squat) == "squatting"
     rows = _payment_rows(6)
 
     def second() -> str:
@@ -398,7 +407,7 @@ def test_a_run_in_the_home_register_is_seen_once_the_squatter_leaves_tmp(
 
     with _while_user(VICTIM, lambda: _take(rows, "first.ledger.sqlite") and "holding") as said:
         assert said == "holding", said
-        assert _as_user(ATTACKER, lambda: shutil.rmtree(taken) or "gone") == "gone"
+        assert _as_user(ATTACKER, leave) == "gone"
         said = _as_user(VICTIM, second)
         assert said.startswith("refused: ") and "first.ledger.sqlite" in said, said
     assert _as_user(VICTIM, second).startswith("paid twice"), "A ended: B pays"
