@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from payrun._redaction import redact
 from payrun.cli._output import file_path, json_text, reader_may_leave
 from payrun.config import (
     DEFAULT_HEARTBEAT_TIMEOUT,
@@ -390,9 +391,9 @@ def _worker(args: argparse.Namespace, url: DatabaseURL) -> int:
 
 
 def _say(line: str) -> None:
-    """The worker's log: one line on stderr."""
+    """The worker's log: one line on stderr, redacted."""
     with reader_may_leave(sys.stderr, run=True):
-        print(line, file=sys.stderr, flush=True)  # noqa: T201
+        print(redact(line), file=sys.stderr, flush=True)  # noqa: T201
 
 
 def _print_batches(
@@ -415,7 +416,7 @@ def _print_batches(
             worker = f" on {batch.worker}" if batch.worker and batch.state == "paying" else ""
             print(f"{batch.name}: {batch.state}{worker} ({batch.lane}): {rows or 'no rows'}")  # noqa: T201
             if batch.message and batch.state != "done":
-                print(f"  {batch.message}")  # noqa: T201
+                print(f"  {redact(batch.message)}")  # noqa: T201
 
 
 def _document(batch: Any, *, extra: bool) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from payrun._models import utc_now
+from payrun._redaction import redact
 from payrun.config import DatabaseURL, redact_url
 from payrun.errors import LedgerError
 
@@ -245,7 +246,9 @@ class FleetStore:
         unless_final: bool = False,
     ) -> None:
         """Move the batch to ``state`` (a final one records when); ``unless_final`` leaves
-        a batch that already ended as it is."""
+        a batch that already ended as it is. The message is stored redacted (no
+        configured secret enters the table ``fleet status`` prints)."""
+        message = None if message is None else redact(message)
         ended = utc_now().isoformat() if state in FINAL_STATES else None
         guard = " AND state NOT IN ('done', 'incomplete', 'refused')" if unless_final else ""
         with self._connection() as db:
