@@ -50,6 +50,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         " ledger in a PostgreSQL database every worker reaches.",
     )
     commands = parser.add_subparsers(dest="fleet_command", metavar="FLEET_COMMAND", required=True)
+    _register_submit(commands)
+    _register_worker(commands)
+    _register_status(commands)
+    parser.set_defaults(handler=execute)
+
+
+def _register_submit(commands: argparse._SubParsersAction[Any]) -> None:
+    """`payrun fleet submit` and its options."""
     submit = commands.add_parser(
         "submit",
         allow_abbrev=False,
@@ -78,6 +86,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         f" to {_HEARTBEAT_MAX:g})",
     )
     _add_format(submit)
+
+
+def _register_worker(commands: argparse._SubParsersAction[Any]) -> None:
+    """`payrun fleet worker` and its options."""
     worker = commands.add_parser(
         "worker",
         allow_abbrev=False,
@@ -109,6 +121,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="N",
         help="batches (of different lanes) this worker pays at once (default 20)",
     )
+
+
+def _register_status(commands: argparse._SubParsersAction[Any]) -> None:
+    """`payrun fleet status` and its options."""
     status = commands.add_parser(
         "status",
         allow_abbrev=False,
@@ -141,7 +157,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="only batches in these states: queued, paying, done, incomplete, refused",
     )
     _add_format(status)
-    parser.set_defaults(handler=execute)
 
 
 def _add_temporal(parser: argparse.ArgumentParser) -> None:

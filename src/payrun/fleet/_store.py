@@ -2,7 +2,7 @@
 and where each stands (queued, paying on which worker, done, incomplete, refused).
 
 Input: the ledger database's URL (the same database and connection settings as the
-PostgreSQL ledger, ``payrun.ledger._postgres.connect``). Output: ``FleetBatch`` records,
+PostgreSQL ledger, ``payrun.ledger.connect_database``). Output: ``FleetBatch`` records,
 with each batch's rows counted by status from the ledger's own rows. The batch's rows
 live in the ledger's tables (``payrun_batches``/``payrun_rows``, written by the same code
 as ``payrun run``); this table holds only what Temporal must not: the bank's address,
@@ -109,9 +109,9 @@ class FleetStore:
 
     @contextmanager
     def _connection(self, *, readonly: bool = False) -> Iterator[psycopg.Connection[Any]]:
-        from payrun.ledger._postgres import connect
+        from payrun.ledger import connect_database
 
-        connection = connect(self.url, readonly=readonly)
+        connection = connect_database(self.url, readonly=readonly)
         try:
             with self._translated():
                 yield connection

@@ -99,7 +99,9 @@ async def submit(manifest: Path, options: SubmitOptions) -> list[str]:
             await asyncio.to_thread(_store_rows, entry, options.ledger_url)
         chosen = _batch_options(entry)
         if entry.plan is not None:
-            chosen["plan"] = await asyncio.to_thread(_copy_plan, entry, options.ledger_url)
+            chosen["plan"] = await asyncio.to_thread(
+                _copy_plan, entry, entry.plan, options.ledger_url
+            )
         await asyncio.to_thread(store.register, entry, chosen, task_queue=options.task_queue)
     for entry in entries:
         cutoff = None if entry.cutoff is None else entry.cutoff.astimezone(UTC).isoformat()
@@ -237,7 +239,7 @@ def _validation(entry: BatchEntry) -> ValidationOptions:
 def _check_file(entry: BatchEntry) -> None:
     """Read and validate the batch's file as ``payrun run`` does, writing nothing; refuse
     an unusable file or control totals that differ (``UsageError``, naming the batch)."""
-    from payrun.run._start import check_control_totals
+    from payrun.run import check_control_totals
 
     validation = _validation(entry)
     count, total = 0, Decimal(0)
@@ -260,7 +262,7 @@ def _check_file(entry: BatchEntry) -> None:
 
 def _refuse_other_rows(entry: BatchEntry, recorded: str | None, options: SubmitOptions) -> None:
     """A batch name already stored with another file's rows is refused (names are unique)."""
-    from payrun.run._start import file_sha256
+    from payrun.run import file_sha256
 
     if recorded is not None and recorded != file_sha256(entry.file):
         msg = (
@@ -297,17 +299,17 @@ def _check_plan(entry: BatchEntry, url: DatabaseURL) -> None:
         raise ApprovalError(msg) from None
 
 
-def _copy_plan(entry: BatchEntry, url: DatabaseURL) -> str:
-    """Copy the batch's plan and its decisions to the batch's own ledger; its full id."""
+def _copy_plan(entry: BatchEntry, plan: str, url: DatabaseURL) -> str:
+    """Copy the batch's plan ``plan`` and its decisions to the batch's own ledger; its
+    full id."""
     from payrun.approval import copy_plan
 
-    assert entry.plan is not None
-    return copy_plan(_plan_source(entry, url), DatabaseLedger(url, entry.name), entry.plan)
+    return copy_plan(_plan_source(entry, url), DatabaseLedger(url, entry.name), plan)
 
 
 def _store_rows(entry: BatchEntry, url: DatabaseURL) -> None:
     """Store the batch's rows in the ledger database, as ``payrun run`` records a new file."""
-    from payrun.run._start import open_run_ledger
+    from payrun.run import open_run_ledger
 
     options = RunOptions(expect_count=entry.expect_count, expect_total=entry.expect_total)
     where = DatabaseLedger(url, entry.name)
