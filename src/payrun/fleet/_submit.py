@@ -1,11 +1,12 @@
 """``payrun fleet submit``: check every batch of a manifest, store its rows, hand it to a lane.
 
 Input: the manifest, the Temporal address and the ledger database. First every batch
-file is read and validated as ``payrun run`` reads it (a file that cannot be used, or
-control totals that differ, refuse the whole submit before anything is stored or
-started); then each batch's rows go into the ledger database (row-level problems as
-``invalid`` rows, the same code as ``payrun run``), and each batch is signalled to its
-lane's workflow (started if none runs). Temporal sees batch names and cut-offs only.
+file is read and validated as ``payrun run`` reads it (a file that cannot be used,
+control totals that differ, or a payroll export whose pay date is still to come without
+``pay_now``, refuse the whole submit before anything is stored or started); then each
+batch's rows go into the ledger database (row-level problems as ``invalid`` rows, the
+same code as ``payrun run``), and each batch is signalled to its lane's workflow
+(started if none runs). Temporal sees batch names and cut-offs only.
 With ``wait`` it then follows the batches in the database until each has ended.
 """
 
@@ -16,7 +17,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from payrun.fleet._manifest import BatchEntry, load_manifest
 from payrun.fleet._requeue import queue_batch, requeue_lost
 from payrun.fleet._store import FleetBatch, FleetStore
 from payrun.fleet._temporal import connect_temporal
-from payrun.intake import open_batch
+from payrun.intake import open_batch, read_export, show_day
 from payrun.ledger import DatabaseLedger
 from payrun.run import StopSignal
 from payrun.validation import plain_or_verdicts
@@ -236,14 +237,16 @@ def _validation(entry: BatchEntry) -> ValidationOptions:
     return ValidationOptions(source_account=entry.source_account, input_format=entry.input_format)
 
 
-def _check_file(entry: BatchEntry) -> None:
+def _check_file(entry: BatchEntry, *, today: date | None = None) -> None:
     """Read and validate the batch's file as ``payrun run`` does, writing nothing; refuse
-    an unusable file or control totals that differ (``UsageError``, naming the batch)."""
+    an unusable file, control totals that differ, or a payroll export to be paid after
+    ``today`` unless the batch says ``pay_now`` (``UsageError``, naming the batch)."""
     from payrun.run import check_control_totals
 
     validation = _validation(entry)
     count, total = 0, Decimal(0)
     try:
+        _refuse_before_pay_date(entry, today or date.today())  # noqa: DTZ011 - as payrun run
         with open_batch(entry.file, validation) as batch:
             for verdict in plain_or_verdicts(batch, validation):
                 if not isinstance(verdict, RowVerdict):
@@ -258,6 +261,21 @@ def _check_file(entry: BatchEntry) -> None:
     except UsageError as exc:
         msg = f"batch {entry.name}: {exc}; nothing was submitted"
         raise type(exc)(msg) from None
+
+
+def _refuse_before_pay_date(entry: BatchEntry, today: date) -> None:
+    """A payroll export whose pay date is after ``today`` is refused unless ``pay_now``:
+    a lane pays as soon as it reaches a batch, and Faster Payments arrive in seconds."""
+    export = read_export(entry.file, input_format=entry.input_format)
+    pay_date = None if export is None else export.pay_date
+    if pay_date is None or entry.pay_now or today >= pay_date:
+        return
+    msg = (
+        f"{entry.file.name} is to be paid on {show_day(pay_date)}, and today is"
+        f" {show_day(today)}: a lane would pay it at once; submit it on that day, or add"
+        " pay_now = true to the batch in the manifest to pay it now"
+    )
+    raise UsageError(msg)
 
 
 def _refuse_other_rows(entry: BatchEntry, recorded: str | None, options: SubmitOptions) -> None:
