@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,43 @@ def test_a_base_url_with_a_token_in_its_query_is_refused_unshown(tmp_path: Path)
     assert done.returncode == 2, done.stderr
     assert "Tok-S3cret" not in done.stdout + done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize("pay_now", [False, True], ids=["refused", "pay_now"])
+def test_an_export_before_its_pay_date_is_refused_at_submit_unless_pay_now(
+    tmp_path: Path, pay_now: bool
+) -> None:
+    """A Bankline export to be paid in 20 days: `fleet submit` exits 2 in one line naming
+    the date and pay_now, before Temporal or the database is reached (nothing submitted);
+    with ``pay_now = true`` the batch passes the check (then the unreachable database
+    stops it), and a batch due today passes too."""
+    from _exports import Credit, bankline_file
+    from payrun.fleet._submit import _check_file
+
+    staff = [Credit("OLIVER SMITH", "309089", "00705473", 210000, "SALARY")]
+    due = date.today() + timedelta(days=20)
+    (tmp_path / "pay.csv").write_text(bankline_file(staff, credit_date=due), encoding="utf-8")
+    manifest = tmp_path / "payday.toml"
+    manifest.write_text(
+        '[[batch]]\nname = "acme-dec"\nfile = "pay.csv"\nbase_url = "https://bank.example"\n'
+        f'key = "acme"\n{"pay_now = true" if pay_now else ""}\n',
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "payrun", "fleet", "submit", str(manifest)]
+        + ["--temporal", "127.0.0.1:1", "--ledger-url", "postgresql://u@127.0.0.1:1/db"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    (line,) = done.stderr.strip().splitlines()
+    if pay_now:
+        assert "paid on" not in line and "127.0.0.1:1" in line, line
+        return
+    assert done.returncode == 2, line
+    assert line.startswith("payrun: error: batch acme-dec: pay.csv is to be paid on"), line
+    assert due.strftime("%d %b %Y") in line and "pay_now = true" in line, line
+    assert line.endswith("nothing was submitted"), line
+    (entry,) = load_manifest(manifest)
+    _check_file(entry, today=due)

@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,35 @@ def test_status_says_queued_and_paying_and_filters(
     assert text.splitlines()[-1] == ("organizations: 1 done, 0 paying, 0 queued; rows paid 0 of 0")
     whole = _status(url, capsys=capsys).splitlines()[-1]
     assert whole.startswith("organizations: 1 done, 1 paying, 1 queued;"), whole
+
+
+def test_a_secret_in_a_refused_batchs_message_is_redacted_everywhere_it_goes(
+    postgres: Cluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A batch refused with a message holding the configured API key: the fleet table,
+    ``fleet status``, the worker's log line and the failure Temporal keeps show ``***``."""
+    from payrun.cli._fleet import _print_batches, _say
+    from payrun.fleet._activities import _failure
+
+    secret = "sk_live_" + secrets.token_hex(12)
+    monkeypatch.setenv("PAYRUN_API_KEY", secret)
+    said = f"batch a-nov: the bank refused the key {secret}"
+    url = new_database(postgres.url)
+    store = _store(url)
+    store.register(_entry("a-nov"), {})
+    store.set_state("a-nov", "refused", message=said)
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        (kept,) = db.execute("SELECT message FROM payrun_fleet").fetchone() or ("",)
+    assert secret not in kept and "***" in kept, kept
+    shown = _status(url, capsys=capsys)
+    assert "a-nov: refused" in shown and secret not in shown and "***" in shown, shown
+    _say(said)
+    _print_batches([replace(store.batches()[0], message=said)], as_json=False)
+    out, err = capsys.readouterr()
+    assert secret not in out + err and "***" in out and "***" in err, (out, err)
+    assert secret not in str(_failure(said, kind="Refused"))
 
 
 def test_status_refuses_an_unknown_state(

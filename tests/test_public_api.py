@@ -90,3 +90,35 @@ def test_payrun_validate_loads_no_http_stack(tmp_path: Path) -> None:
         "print(code, sorted(stacks & set(sys.modules)))\n"
     )
     assert fresh_python(code).split() == ["0", "[]"]
+
+
+_FLEET_SOURCES = [
+    *sorted((Path(payrun.__file__).parent / "fleet").glob("*.py")),
+    Path(payrun.__file__).parent / "cli" / "_fleet.py",
+]
+_LONGEST_FUNCTION = 60
+
+
+@pytest.mark.parametrize("source", _FLEET_SOURCES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_fleet_uses_public_names_and_short_functions(source: Path) -> None:
+    """The fleet's modules import no private module or name of another payrun package
+    (issue 32: ``payrun.run`` and ``payrun.ledger`` name what it needs; the root's shared
+    modules, ``payrun._models`` and the like, are every package's), no ``assert`` (gone
+    under ``python -O``), and no function over 60 lines (house style)."""
+    import ast
+
+    own = "payrun." + ".".join(source.relative_to(Path(payrun.__file__).parent).parts[:-1])
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("payrun."):
+            module = node.module or ""
+            parts = module.split(".")
+            if module.startswith(own + ".") or len(parts) == 2:  # noqa: PLR2004
+                continue  # its own package's modules, and the root's shared ones
+            private = [p for p in parts[1:] if p.startswith("_")]
+            names = [a.name for a in node.names if a.name.startswith("_")]
+            assert not private and not names, f"{source.name}:{node.lineno} imports {module}"
+        assert not isinstance(node, ast.Assert), f"{source.name}:{node.lineno}: an assert"
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            assert length <= _LONGEST_FUNCTION, f"{source.name}: {node.name} is {length} lines"

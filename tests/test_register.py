@@ -374,6 +374,48 @@ def test_a_register_folder_another_user_made_first_refuses_no_run(machine: Machi
 
 
 @_NEEDS_ROOT
+@pytest.mark.parametrize("dry_run", [False, True], ids=["paying", "dry run"])
+def test_a_run_in_the_home_register_is_seen_once_the_squatter_leaves_tmp(
+    machine: Machine, dry_run: bool
+) -> None:
+    """Another user squats /tmp/payrun-UID, so this user's run A pays from the home
+    register; the squatter removes the folder, and run B (a copy of the file, another
+    ledger) makes /tmp/payrun-UID: B still sees A and is refused (a dry run too), and a
+    run started after A ended pays (the home register is looked in, never written)."""
+    taken = machine.own(VICTIM)
+
+    def squat() -> str:
+        taken.mkdir(mode=0o777)
+        return "squatting"
+
+    def leave() -> str:
+        shutil.rmtree(taken)
+        return "gone"
+
+    assert _as_user(ATTACKER, squat) == "squatting"
+    rows = _payment_rows(6)
+
+    def second() -> str:
+        try:
+            if dry_run:
+                check_batch_lock(rows, "bank A")
+            else:
+                _take(rows, "copy.ledger.sqlite").release()
+        except LedgerLockedError as exc:
+            return f"refused: {exc}"
+        return f"paid twice, {taken} {'made' if taken.is_dir() else 'missing'}"
+
+    with _while_user(VICTIM, lambda: _take(rows, "first.ledger.sqlite") and "holding") as said:
+        assert said == "holding", said
+        assert _as_user(ATTACKER, leave) == "gone"
+        said = _as_user(VICTIM, second)
+        assert said.startswith("refused: ") and "first.ledger.sqlite" in said, said
+    assert _as_user(VICTIM, second).startswith("paid twice"), "A ended: B pays"
+    home = machine.home / str(VICTIM) / ".local/state/payrun/register"
+    assert (home / "key").is_file() and taken.is_dir() != dry_run
+
+
+@_NEEDS_ROOT
 @pytest.mark.parametrize("member", [False, True], ids=["not in the group", "in the group"])
 def test_another_user_reads_no_path_amount_or_hash_of_a_run(machine: Machine, member: bool) -> None:
     """While a user's run holds its rows, another user reading every file they can (a

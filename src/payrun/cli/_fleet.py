@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from payrun._redaction import redact
 from payrun.cli._output import file_path, json_text, reader_may_leave
 from payrun.config import (
     DEFAULT_HEARTBEAT_TIMEOUT,
@@ -50,6 +51,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         " ledger in a PostgreSQL database every worker reaches.",
     )
     commands = parser.add_subparsers(dest="fleet_command", metavar="FLEET_COMMAND", required=True)
+    _register_submit(commands)
+    _register_worker(commands)
+    _register_status(commands)
+    parser.set_defaults(handler=execute)
+
+
+def _register_submit(commands: argparse._SubParsersAction[Any]) -> None:
+    """`payrun fleet submit` and its options."""
     submit = commands.add_parser(
         "submit",
         allow_abbrev=False,
@@ -78,6 +87,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         f" to {_HEARTBEAT_MAX:g})",
     )
     _add_format(submit)
+
+
+def _register_worker(commands: argparse._SubParsersAction[Any]) -> None:
+    """`payrun fleet worker` and its options."""
     worker = commands.add_parser(
         "worker",
         allow_abbrev=False,
@@ -109,6 +122,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="N",
         help="batches (of different lanes) this worker pays at once (default 20)",
     )
+
+
+def _register_status(commands: argparse._SubParsersAction[Any]) -> None:
+    """`payrun fleet status` and its options."""
     status = commands.add_parser(
         "status",
         allow_abbrev=False,
@@ -141,7 +158,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="only batches in these states: queued, paying, done, incomplete, refused",
     )
     _add_format(status)
-    parser.set_defaults(handler=execute)
 
 
 def _add_temporal(parser: argparse.ArgumentParser) -> None:
@@ -392,9 +408,9 @@ def _worker(args: argparse.Namespace, url: DatabaseURL) -> int:
 
 
 def _say(line: str) -> None:
-    """The worker's log: one line on stderr."""
+    """The worker's log: one line on stderr, redacted."""
     with reader_may_leave(sys.stderr, run=True):
-        print(line, file=sys.stderr, flush=True)  # noqa: T201
+        print(redact(line), file=sys.stderr, flush=True)  # noqa: T201
 
 
 def _print_batches(
@@ -417,7 +433,7 @@ def _print_batches(
             worker = f" on {batch.worker}" if batch.worker and batch.state == "paying" else ""
             print(f"{batch.name}: {batch.state}{worker} ({batch.lane}): {rows or 'no rows'}")  # noqa: T201
             if batch.message and batch.state != "done":
-                print(f"  {batch.message}")  # noqa: T201
+                print(f"  {redact(batch.message)}")  # noqa: T201
 
 
 def _document(batch: Any, *, extra: bool) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from payrun._models import RowStatus, utc_now
+from payrun._redaction import redact
 from payrun.config import DEFAULT_SETTLE_WAIT, DatabaseURL, RunOptions, Settings, load_settings
 from payrun.errors import (
     ApprovalError,
@@ -321,9 +322,10 @@ async def _organization(settings: Settings) -> Organization:
 
 def _failure(message: str, *, kind: str, non_retryable: bool = False) -> ApplicationError:
     """An expected end of an attempt (handed back, refused, the bank away): benign, so
-    the worker's log gets payrun's one line, not the SDK's warning with a traceback."""
+    the worker's log gets payrun's one line, not the SDK's warning with a traceback.
+    The message is redacted: it is kept in Temporal's history and shown by its tools."""
     return ApplicationError(
-        message,
+        redact(message),
         type=kind,
         non_retryable=non_retryable,
         category=ApplicationErrorCategory.BENIGN,

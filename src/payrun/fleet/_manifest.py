@@ -57,6 +57,8 @@ class _Batch(BaseModel):
     input_format: Literal["auto", "payrun", "bacs18", "bankline", "barclays"] = "auto"
     # An approved plan the lane verifies before paying (payrun plan, payrun approve)
     plan: str | None = Field(default=None, pattern=r"^[0-9a-f]{12,64}$")
+    # Pay a payroll export before its pay date (as --pay-now); else submit refuses it
+    pay_now: bool = False
 
     @field_validator("name")
     @classmethod
@@ -126,6 +128,7 @@ class BatchEntry:
     settle_wait: float | None = None
     input_format: str = "auto"
     plan: str | None = None
+    pay_now: bool = False
 
 
 def load_manifest(path: Path) -> list[BatchEntry]:
@@ -207,6 +210,7 @@ def _entry(path: Path, index: int, batch: _Batch) -> BatchEntry:
         settle_wait=batch.settle_wait,
         input_format=batch.input_format,
         plan=batch.plan,
+        pay_now=batch.pay_now,
     )
 
 
@@ -225,5 +229,5 @@ def _first_problem(path: Path, error: ValidationError) -> str:
     elif first["type"] == "extra_forbidden":
         reason = "not a manifest field (name, file, base_url, key, source_account,"
         reason += " expect_count, expect_total, cutoff, confirm_payees, settle_wait,"
-        reason += " input_format, plan)"
+        reason += " input_format, plan, pay_now)"
     return f"the manifest {path}: {place}: {field}: {reason}"

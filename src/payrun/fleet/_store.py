@@ -2,7 +2,7 @@
 and where each stands (queued, paying on which worker, done, incomplete, refused).
 
 Input: the ledger database's URL (the same database and connection settings as the
-PostgreSQL ledger, ``payrun.ledger._postgres.connect``). Output: ``FleetBatch`` records,
+PostgreSQL ledger, ``payrun.ledger.connect_database``). Output: ``FleetBatch`` records,
 with each batch's rows counted by status from the ledger's own rows. The batch's rows
 live in the ledger's tables (``payrun_batches``/``payrun_rows``, written by the same code
 as ``payrun run``); this table holds only what Temporal must not: the bank's address,
@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from payrun._models import utc_now
+from payrun._redaction import redact
 from payrun.config import DatabaseURL, redact_url
 from payrun.errors import LedgerError
 
@@ -108,9 +109,9 @@ class FleetStore:
 
     @contextmanager
     def _connection(self, *, readonly: bool = False) -> Iterator[psycopg.Connection[Any]]:
-        from payrun.ledger._postgres import connect
+        from payrun.ledger import connect_database
 
-        connection = connect(self.url, readonly=readonly)
+        connection = connect_database(self.url, readonly=readonly)
         try:
             with self._translated():
                 yield connection
@@ -245,7 +246,9 @@ class FleetStore:
         unless_final: bool = False,
     ) -> None:
         """Move the batch to ``state`` (a final one records when); ``unless_final`` leaves
-        a batch that already ended as it is."""
+        a batch that already ended as it is. The message is stored redacted (no
+        configured secret enters the table ``fleet status`` prints)."""
+        message = None if message is None else redact(message)
         ended = utc_now().isoformat() if state in FINAL_STATES else None
         guard = " AND state NOT IN ('done', 'incomplete', 'refused')" if unless_final else ""
         with self._connection() as db:

@@ -1,11 +1,12 @@
 """``payrun fleet submit``: check every batch of a manifest, store its rows, hand it to a lane.
 
 Input: the manifest, the Temporal address and the ledger database. First every batch
-file is read and validated as ``payrun run`` reads it (a file that cannot be used, or
-control totals that differ, refuse the whole submit before anything is stored or
-started); then each batch's rows go into the ledger database (row-level problems as
-``invalid`` rows, the same code as ``payrun run``), and each batch is signalled to its
-lane's workflow (started if none runs). Temporal sees batch names and cut-offs only.
+file is read and validated as ``payrun run`` reads it (a file that cannot be used,
+control totals that differ, or a payroll export whose pay date is still to come without
+``pay_now``, refuse the whole submit before anything is stored or started); then each
+batch's rows go into the ledger database (row-level problems as ``invalid`` rows, the
+same code as ``payrun run``), and each batch is signalled to its lane's workflow
+(started if none runs). Temporal sees batch names and cut-offs only.
 With ``wait`` it then follows the batches in the database until each has ended.
 """
 
@@ -16,7 +17,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from payrun.fleet._manifest import BatchEntry, load_manifest
 from payrun.fleet._requeue import queue_batch, requeue_lost
 from payrun.fleet._store import FleetBatch, FleetStore
 from payrun.fleet._temporal import connect_temporal
-from payrun.intake import open_batch
+from payrun.intake import open_batch, read_export, show_day
 from payrun.ledger import DatabaseLedger
 from payrun.run import StopSignal
 from payrun.validation import plain_or_verdicts
@@ -103,7 +104,9 @@ async def submit(manifest: Path, options: SubmitOptions) -> list[str]:
             await asyncio.to_thread(_store_rows, entry, options.ledger_url)
         chosen = _batch_options(entry)
         if entry.plan is not None:
-            chosen["plan"] = await asyncio.to_thread(_copy_plan, entry, options.ledger_url)
+            chosen["plan"] = await asyncio.to_thread(
+                _copy_plan, entry, entry.plan, options.ledger_url
+            )
         await asyncio.to_thread(store.register, entry, chosen, task_queue=options.task_queue)
     for entry in entries:
         cutoff = None if entry.cutoff is None else entry.cutoff.astimezone(UTC).isoformat()
@@ -238,14 +241,16 @@ def _validation(entry: BatchEntry) -> ValidationOptions:
     return ValidationOptions(source_account=entry.source_account, input_format=entry.input_format)
 
 
-def _check_file(entry: BatchEntry) -> None:
+def _check_file(entry: BatchEntry, *, today: date | None = None) -> None:
     """Read and validate the batch's file as ``payrun run`` does, writing nothing; refuse
-    an unusable file or control totals that differ (``UsageError``, naming the batch)."""
-    from payrun.run._start import check_control_totals
+    an unusable file, control totals that differ, or a payroll export to be paid after
+    ``today`` unless the batch says ``pay_now`` (``UsageError``, naming the batch)."""
+    from payrun.run import check_control_totals
 
     validation = _validation(entry)
     count, total = 0, Decimal(0)
     try:
+        _refuse_before_pay_date(entry, today or date.today())  # noqa: DTZ011 - as payrun run
         with open_batch(entry.file, validation) as batch:
             for verdict in plain_or_verdicts(batch, validation):
                 if not isinstance(verdict, RowVerdict):
@@ -262,9 +267,24 @@ def _check_file(entry: BatchEntry) -> None:
         raise type(exc)(msg) from None
 
 
+def _refuse_before_pay_date(entry: BatchEntry, today: date) -> None:
+    """A payroll export whose pay date is after ``today`` is refused unless ``pay_now``:
+    a lane pays as soon as it reaches a batch, and Faster Payments arrive in seconds."""
+    export = read_export(entry.file, input_format=entry.input_format)
+    pay_date = None if export is None else export.pay_date
+    if pay_date is None or entry.pay_now or today >= pay_date:
+        return
+    msg = (
+        f"{entry.file.name} is to be paid on {show_day(pay_date)}, and today is"
+        f" {show_day(today)}: a lane would pay it at once; submit it on that day, or add"
+        " pay_now = true to the batch in the manifest to pay it now"
+    )
+    raise UsageError(msg)
+
+
 def _refuse_other_rows(entry: BatchEntry, recorded: str | None, options: SubmitOptions) -> None:
     """A batch name already stored with another file's rows is refused (names are unique)."""
-    from payrun.run._start import file_sha256
+    from payrun.run import file_sha256
 
     if recorded is not None and recorded != file_sha256(entry.file):
         msg = (
@@ -316,17 +336,17 @@ def _check_plan(entry: BatchEntry, url: DatabaseURL) -> None:
         raise ApprovalError(msg) from None
 
 
-def _copy_plan(entry: BatchEntry, url: DatabaseURL) -> str:
-    """Copy the batch's plan and its decisions to the batch's own ledger; its full id."""
+def _copy_plan(entry: BatchEntry, plan: str, url: DatabaseURL) -> str:
+    """Copy the batch's plan ``plan`` and its decisions to the batch's own ledger; its
+    full id."""
     from payrun.approval import copy_plan
 
-    assert entry.plan is not None
-    return copy_plan(_plan_source(entry, url), DatabaseLedger(url, entry.name), entry.plan)
+    return copy_plan(_plan_source(entry, url), DatabaseLedger(url, entry.name), plan)
 
 
 def _store_rows(entry: BatchEntry, url: DatabaseURL) -> None:
     """Store the batch's rows in the ledger database, as ``payrun run`` records a new file."""
-    from payrun.run._start import open_run_ledger
+    from payrun.run import open_run_ledger
 
     options = RunOptions(expect_count=entry.expect_count, expect_total=entry.expect_total)
     where = DatabaseLedger(url, entry.name)

@@ -17,6 +17,8 @@ here only, and ``psycopg`` errors in ``_postgres`` only.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from payrun._models import BatchInfo as BatchInfo
 from payrun._models import LedgerRow as LedgerRow
 from payrun._models import utc_now as utc_now
@@ -48,6 +50,21 @@ from payrun.ledger._sqlite import SQLiteLedger as SQLiteLedger
 Ledger = SQLiteLedger
 """The SQLite ledger under its library name (``payrun.Ledger``)."""
 
+if TYPE_CHECKING:
+    import psycopg
+
+    from payrun.config import DatabaseURL
+
+
+def connect_database(url: DatabaseURL, *, readonly: bool) -> psycopg.Connection[Any]:
+    """A new autocommit connection to a ledger database, with payrun's keepalives (for the
+    fleet's own table beside the batches); its errors as ``LedgerError``/``ConfigError``.
+    psycopg and the PostgreSQL backend are imported only on the first call."""
+    from payrun.ledger._postgres import connect
+
+    return connect(url, readonly=readonly)
+
+
 __all__ = [
     "BatchInfo",
     "BatchLock",
@@ -61,6 +78,7 @@ __all__ = [
     "batch_beside",
     "batch_name",
     "check_batch_lock",
+    "connect_database",
     "database_ledger",
     "default_ledger_path",
     "discard_if_refused",

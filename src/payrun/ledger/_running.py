@@ -10,6 +10,10 @@ with no home finds the same one): ``/tmp/payrun-UID``, made 0700 and used only w
 belongs to this user with no access for anyone else. A folder of that name made by
 another user (which this user cannot remove) sends this user's runs to
 ``~/.local/state/payrun/register`` of the home the user database names, with a warning.
+Whichever of the two a run uses, it also looks (read-only, without its guard) in the other
+when that one is there, this user's and private: a run that fell back to the home register
+while another user held the name, and a later run that made ``/tmp/payrun-UID`` once it was
+free, still see each other (each publishes before it looks, so at least one sees the other).
 An entry holds the run's process, its ledger, and its batch's fingerprint, its bank and
 an 8-byte hash of each valid row's payment (source account, payee account, amount,
 reference), all keyed with the register's own random key (``key``, 0600): readable by
@@ -132,6 +136,8 @@ class _Place:
     folder: int
     secret: bytes
     shared: bool
+    read_only: bool = False
+    """Another place of this user's register, only looked in (never written, no guard)."""
 
 
 class _Held:
@@ -193,16 +199,18 @@ def take_batch_lock(
     held: list[_Held] = []
     try:
         with _guard(places):
-            # The shared entry first, then the look: of two users' runs starting at once,
-            # at least one sees the other (no lock there that another user could hold).
-            held += [_publish(p, batch, ledger_path) for p, batch in stored if p.shared]
+            # The entries first, then the look: of two runs starting at once that use
+            # different registers (two users' in the shared one, or this user's in /tmp
+            # and under the home), at least one sees the other; in this user's register
+            # the guard makes the two one step.
+            held += [_publish(p, b, ledger_path) for p, b in stored if not p.read_only]
             _refuse_overlap(stored, found.fingerprint, dry_run=False, own=held)
-            held += [_publish(p, batch, ledger_path) for p, batch in stored if not p.shared]
     except BaseException:
         for entry in held:
             entry.release()
         _close(p for p in places if not any(h.place is p for h in held))
         raise
+    _close(p for p in places if p.read_only)
     return BatchLock(held)
 
 
@@ -384,7 +392,43 @@ def _open_places(*, create: bool, note: Note | None) -> list[_Place]:
                 " the way, then run again"
             )
             raise LedgerError(msg) from None
-    return [p for p in (own, shared) if p is not None]
+    used = [p for p in (own, shared) if p is not None]
+    try:
+        return used + _other_places(own)
+    except BaseException:
+        _close(used)
+        raise
+
+
+def _other_places(own: _Place | None) -> list[_Place]:
+    """The places of this user's register that ``own`` is not (``/tmp/payrun-UID`` or
+    the home one), opened read-only when there, this user's and private; else none.
+
+    A run that fell back to the home register (another user held ``/tmp/payrun-UID``)
+    and a later one that made ``/tmp/payrun-UID`` once it was free look in both.
+    """
+    home = _home_of(os.getuid())
+    candidates = [_own_register()] + ([home / _HOME_REGISTER] if home is not None else [])
+    found = (_peek_place(p) for p in candidates if own is None or p != own.path)
+    return [place for place in found if place is not None]
+
+
+def _peek_place(path: Path) -> _Place | None:
+    """``path`` as a register to look in only: None unless it is a real folder of this
+    user's that nobody else may enter, holding a key of this user's."""
+    try:
+        folder = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(folder)
+        if info.st_uid == os.getuid() and not stat.S_IMODE(info.st_mode) & _NOT_OWNER:
+            secret = _read_secret(folder, minimum=_SECRET_BYTES, private=_NOT_OWNER)
+            return _Place(path, folder, secret, shared=False, read_only=True)
+    except (OSError, _NotUsable):
+        pass
+    os.close(folder)
+    return None
 
 
 def _open_own(*, create: bool, note: Note | None) -> _Place | None:
@@ -587,7 +631,7 @@ def _close(places: Iterable[_Place]) -> None:
 def _guard(places: Sequence[_Place]) -> Iterator[None]:
     """Hold the guard of this user's register: no other run of this user's looks or
     publishes meanwhile (the shared register has none: no other user can delay a run)."""
-    own = next((p for p in places if not p.shared), None)
+    own = next((p for p in places if not p.shared and not p.read_only), None)
     if own is None:
         yield
         return
@@ -648,17 +692,18 @@ def _refuse_unusable(place: _Place, why: str) -> NoReturn:
 
 
 def _live_entries(place: _Place) -> Iterator[RunningEntry]:
-    """Every readable entry whose run is alive; this user's dead entries are removed."""
+    """Every readable entry whose run is alive; this user's dead entries are removed
+    (except from a place only looked in)."""
     with os.scandir(place.folder) as found:
         names = sorted(e.name for e in found)
     for name in names:
         if name.startswith(_ENTRY_PREFIX) and name.endswith(_ENTRY_SUFFIX):
-            entry = _read_live(place.folder, name)
+            entry = _read_live(place.folder, name, tidy=not place.read_only)
             if entry is not None:
                 yield entry
 
 
-def _read_live(folder: int, name: str) -> RunningEntry | None:
+def _read_live(folder: int, name: str, *, tidy: bool) -> RunningEntry | None:
     """The entry ``name`` if a live run holds it; None if its run is over, or if it is no
     entry this user can read (planted, or another user's: skipped, never in the way)."""
     import fcntl
@@ -677,7 +722,7 @@ def _read_live(folder: int, name: str) -> RunningEntry | None:
             return _parse(name, os.read(fd, info.st_size))
         except OSError:
             return None
-        if info.st_uid == os.getuid():
+        if tidy and info.st_uid == os.getuid():
             _unlink_if_same(folder, name, fd)
         return None
     finally:

@@ -37,7 +37,10 @@ if TYPE_CHECKING:
     from payrun.run._readiness import Check as Check
     from payrun.run._readiness import Readiness as Readiness
     from payrun.run._readiness import check_readiness as check_readiness
+    from payrun.run._start import check_control_totals as check_control_totals
     from payrun.run._start import file_rows as file_rows
+    from payrun.run._start import file_sha256 as file_sha256
+    from payrun.run._start import open_run_ledger as open_run_ledger
     from payrun.run._stop import STOP_GRACE_SECONDS as STOP_GRACE_SECONDS
     from payrun.run._stop import StopSignal as StopSignal
 
@@ -57,7 +60,10 @@ _HOMES = {
     "run_stored_batch": "payrun.run._pipeline",
     "STOP_GRACE_SECONDS": "payrun.run._stop",
     "StopSignal": "payrun.run._stop",
+    "check_control_totals": "payrun.run._start",
     "file_rows": "payrun.run._start",
+    "file_sha256": "payrun.run._start",
+    "open_run_ledger": "payrun.run._start",
 }
 
 
@@ -82,9 +88,12 @@ __all__ = [
     "RunOutcome",
     "RunPreview",
     "StopSignal",
+    "check_control_totals",
     "check_readiness",
     "event_loop_options",
     "file_rows",
+    "file_sha256",
+    "open_run_ledger",
     "run_batch",
     "run_exit_code",
     "run_stored_batch",
