@@ -54,6 +54,8 @@ def bank(tmp_path: Path) -> Iterator[tuple[RunningSandbox, Path]]:
             serialization.NoEncryption(),
         )
     )
+    # As docs/scheduling.md says: payrun refuses a signing key other users can read
+    private.chmod(0o600)
     public = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
