@@ -23,7 +23,6 @@ from _fleet_helpers import (
     pg_rows,
     start_worker,
     submit,
-    temporal_dev_server,
     wait_for,
     write_keys,
     write_manifest,
@@ -37,13 +36,6 @@ from payrun.sandbox import ACCOUNT_SUBMITS_CAP, ORG_IN_FLIGHT_CAP, RunningSandbo
 pytestmark = pytest.mark.fleet
 
 ROWS = 300
-
-
-@pytest.fixture(scope="module")
-def temporal() -> Iterator[str]:
-    """A Temporal dev server for the module (in memory); its HOST:PORT."""
-    with temporal_dev_server() as address:
-        yield address
 
 
 @pytest.fixture
@@ -340,7 +332,10 @@ def test_the_cutoff_timer_stops_a_paying_batch_and_ends_it_incomplete(
 
     with serve_in_thread(latency_ms=150) as bank:
         keys = write_keys(tmp_path / "keys", [bank])
-        workers.append(start_worker(temporal, url, keys, queue, tmp_path / "w.log"))
+        worker = start_worker(temporal, url, keys, queue, tmp_path / "w.log")
+        workers.append(worker)
+        # The cut-off counts from a worker ready to pay, however long a busy machine takes
+        wait_for(lambda: "polls task queue" in worker.output(), 120, "the worker to start")
         soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=7)
         manifest, rows = _batches(tmp_path, [bank], cutoff=soon.isoformat())
         name = "org0-2026-11"
