@@ -330,13 +330,16 @@ def test_the_cutoff_timer_stops_a_paying_batch_and_ends_it_incomplete(
     the batch ends incomplete (exit 3) and no row is paid twice."""
     import datetime
 
-    with serve_in_thread(latency_ms=150) as bank:
+    # 300 rows at 600 ms a request (3 submits per account) take some 35 s: the cut-off,
+    # 20 s after the worker is ready, comes mid-batch even when a busy machine is slow to
+    # submit and start paying
+    with serve_in_thread(latency_ms=600) as bank:
         keys = write_keys(tmp_path / "keys", [bank])
         worker = start_worker(temporal, url, keys, queue, tmp_path / "w.log")
         workers.append(worker)
         # The cut-off counts from a worker ready to pay, however long a busy machine takes
         wait_for(lambda: "polls task queue" in worker.output(), 120, "the worker to start")
-        soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=7)
+        soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=20)
         manifest, rows = _batches(tmp_path, [bank], cutoff=soon.isoformat())
         name = "org0-2026-11"
         done = submit(temporal, url, manifest, queue, "--wait", "--format", "json")
