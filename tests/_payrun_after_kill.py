@@ -5,13 +5,17 @@ loaded. A run started right after another was killed gives the bank its settle w
 default; ``run_env`` sets ``PAYRUN_SETTLE_WAIT=1``: the test banks answer within about 40 ms)
 after that run's last sign of life plus ``ALIVE_SECONDS``, the time between two signs (5 s).
 These runs commit a sign every 0.5 s: a kill -9 trial's rerun still waits for its rows in
-doubt, and still finds what the bank made meanwhile.
+doubt, and still finds what the bank made meanwhile. With ``AFTER_KILL_STARTED`` set to a
+path, the file is made once the interpreter is up, before payrun is imported: a test that
+signals payrun's start-up times its signal from there, not from the launch (which a busy
+machine may take a second to get through).
 """
 
 from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -48,6 +52,8 @@ class _Shorten(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 sys.meta_path.insert(0, _Shorten())
+if os.environ.get("AFTER_KILL_STARTED"):
+    os.close(os.open(os.environ["AFTER_KILL_STARTED"], os.O_CREAT | os.O_WRONLY, 0o644))
 
 from payrun.__main__ import main  # noqa: E402 - after the finder, as python -m payrun would
 

@@ -206,8 +206,10 @@ def start_run(
     """Start `payrun run` in its own process group; stdout and stderr are captured.
 
     ``env`` adds to (or replaces) the variables ``run_env`` gives it, such as HOME.
+    A run the test leaves running (it failed before ``finish``) is killed after the test
+    (``reap_runs``).
     """
-    return subprocess.Popen(
+    process = subprocess.Popen(
         run_args(batch, ledger, *extra),
         env={**run_env(sandbox), **(env or {})},
         cwd=cwd or batch.parent,
@@ -217,6 +219,26 @@ def start_run(
         text=True,
         start_new_session=True,
     )
+    _STARTED.append(process)
+    return process
+
+
+_STARTED: list[subprocess.Popen[str]] = []
+"""The runs ``start_run`` started during the current test."""
+
+
+def reap_runs() -> None:
+    """Kill the process group of every run the test started and left running, wait for it
+    and close its pipes: a test that fails mid-way leaves no process behind, nor a pipe
+    whose ResourceWarning would fail whichever later test the garbage collector runs in."""
+    while _STARTED:
+        process = _STARTED.pop()
+        if process.poll() is None:
+            kill_group(process)
+        process.wait()
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 @dataclass(frozen=True, slots=True)

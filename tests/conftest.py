@@ -1,20 +1,110 @@
-"""Shared fixtures: every test starts with no PAYRUN_* variables set; a PostgreSQL server
-for the tests of the PostgreSQL ledger (and ``ledger_for``, which runs a test on both
-backends)."""
+"""Shared fixtures, and the conventions every test follows so the suite runs in parallel.
+
+The suite runs on pytest-xdist (``-n auto --dist loadgroup`` in pyproject's addopts): the
+README's plain ``pytest`` starts two worker processes per core (``pytest_xdist_auto_num_workers``:
+most tests wait on subprocesses and banks, not on the CPU). ``pytest -n 0 tests/test_x.py``
+runs serially, in this process. What that asks of a test:
+
+- Session fixtures are per worker: ``sandbox_server`` (a sandbox bank), ``postgres`` (a
+  throwaway PostgreSQL server, tests/_postgres.py), ``temporal`` (a Temporal dev server,
+  started only in a worker that runs a fleet test). Share them by name, never by state:
+  rows unique to the test (``make_rows`` with a ``tag``/``trial`` of its own), a database
+  of its own (``new_database``) or batches named by ``tmp_path`` (``ledger_for``), a task
+  queue of its own. A test that changes a server's behaviour starts its own
+  (``serve_in_thread``).
+- Files only under ``tmp_path`` (per worker). Nothing reads or writes ``samples/``: the
+  ``samples`` fixture copies the shipped samples to the test's folder, so a ledger a user
+  left beside ``samples/payroll.csv`` changes nothing. No fixed ports (port 0).
+- Environment: every test starts with no ``PAYRUN_*`` variable (``clean_environ``); HOME is
+  an empty folder of the worker's own (``worker_home``); change env, cwd or HOME only
+  through ``monkeypatch`` (or a subprocess's ``env=``/``cwd=``).
+- The user's register of running batches (``/tmp/payrun-UID``, chosen by the user id, not
+  HOME) is shared by every worker and every other pytest of this user on the machine: runs
+  meet there only on the same bank and rows, so unique rows or a bank of the test's own
+  keep them apart; a test that inspects or breaks the register points
+  ``payrun.ledger._running.TMP_FOLDER`` (and ``SHARED_FOLDER``) at ``tmp_path``, as
+  tests/test_register.py does.
+- Processes: a run started with ``start_run`` and left running (a failed test) is killed
+  after the test (``reaped_runs``); any other process a test starts needs a fixture or a
+  ``finally`` that kills and waits for it (``filterwarnings = error`` turns a leaked pipe
+  into a failure of whichever later test the garbage collector runs in).
+- No fixed sleeps to wait for something: poll (``wait_until``, ``wait_for``); time a signal
+  from a sign the program gives (``AFTER_KILL_STARTED``), not from its launch.
+- Markers: ``slow`` (kill -9 trials, long waits) and ``fleet`` tests start first
+  (``pytest_collection_modifyitems``) so their waits overlap the many short tests;
+  ``@pytest.mark.xdist_group("name")`` keeps tests on one worker when they must share
+  something a per-worker session fixture cannot give them.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 from _postgres import Cluster, find_binaries, throwaway_cluster
-from _run_helpers import LedgerFor
+from _run_helpers import LedgerFor, reap_runs
 
 REQUIRE_POSTGRES = os.environ.get("PAYRUN_REQUIRE_POSTGRES") == "1"
 """Set by .ci/run: a test of the PostgreSQL ledger fails, not skips, without a server."""
+
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+"""The shipped samples: tests copy them (``samples``), never run in this folder."""
+SHIPPED_SAMPLES = (
+    "payroll.csv",
+    "payroll-with-errors.csv",
+    "suppliers.xlsx",
+    "payroll-bacs18.txt",
+    "payroll-bankline.csv",
+    "payroll-barclays.csv",
+)
+"""The files of ``samples/`` in the repository (not whatever else a user left there)."""
+FIRST_MARKERS = ("slow", "fleet")
+"""Tests with one of these markers are started first: their waits overlap the short tests."""
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: two workers per core, since most tests wait (on subprocesses, on banks
+    answering after a latency, on settle waits) rather than compute."""
+    return 2 * (os.cpu_count() or 1)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the slow and fleet tests first (a stable sort: the rest keep their order)."""
+    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in FIRST_MARKERS))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def worker_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """HOME is an empty folder of this worker's own for the session, for the tests and the
+    programs they start: nothing a user keeps in their home folder reaches a test."""
+    home = tmp_path_factory.mktemp("home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(home))
+        yield home
+
+
+@pytest.fixture
+def samples(tmp_path: Path) -> Path:
+    """A copy of the shipped samples in ``tmp_path/samples``: tests read and run them
+    there, so nothing is written beside the real ones and nothing left there matters."""
+    folder = tmp_path / "samples"
+    folder.mkdir()
+    for name in SHIPPED_SAMPLES:
+        shutil.copyfile(SAMPLES / name, folder / name)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def reaped_runs() -> Iterator[None]:
+    """After each test, no `payrun run` it started (``start_run``) is left running."""
+    yield
+    reap_runs()
 
 
 @pytest.fixture(autouse=True)
@@ -88,3 +178,17 @@ def ledger_for(request: pytest.FixtureRequest) -> LedgerFor:
         return LedgerFor()
     cluster: Cluster = request.getfixturevalue("postgres")
     return LedgerFor(cluster.url)
+
+
+# ---- Temporal (the fleet) ---------------------------------------------------------------------
+# One dev server (in memory) per worker, started by the first test that asks for it; each test
+# keeps to its own task queue and database.
+
+
+@pytest.fixture(scope="session")
+def temporal() -> Iterator[str]:
+    """A Temporal dev server for the session (in memory); its HOST:PORT."""
+    from _fleet_helpers import temporal_dev_server
+
+    with temporal_dev_server() as address:
+        yield address

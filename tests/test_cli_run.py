@@ -1325,9 +1325,11 @@ def test_limits_over_the_caps_are_refused(
     assert "between 1 and 3" in capsys.readouterr().err
 
 
-def test_sandbox_mode_runs_the_sample(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sandbox_mode_runs_the_sample(
+    tmp_path: Path, samples: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`payrun run samples/payroll.csv --sandbox` pays the sample and says where the ledger is."""
-    sample = Path(__file__).parents[1] / "samples" / "payroll.csv"
+    sample = samples / "payroll.csv"
     ledger = tmp_path / "l.sqlite"
     assert (
         main(
@@ -1794,10 +1796,10 @@ def test_json_logs_end_a_failed_run_with_a_json_error(
 
 
 def test_sandbox_mode_says_where_the_ledger_goes(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    samples: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Without --ledger, a sandbox run keeps its ledger and report in a fresh temp folder."""
-    sample = Path(__file__).parents[1] / "samples" / "payroll.csv"
+    sample = samples / "payroll.csv"
     assert main(["run", str(sample), "--sandbox"]) == 0
     ledger, report = _sandbox_places(capsys.readouterr().err)
     assert ledger.parent == report.parent and ledger.parent.name.startswith("payrun-sandbox-")
@@ -1807,10 +1809,10 @@ def test_sandbox_mode_says_where_the_ledger_goes(
 
 
 def test_sandbox_mode_says_where_each_goes_when_one_is_given(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, samples: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """With --report r.json given, the sandbox message names it, and only the ledger is temp."""
-    sample = Path(__file__).parents[1] / "samples" / "payroll.csv"
+    sample = samples / "payroll.csv"
     given = tmp_path / "r.json"
     assert main(["run", str(sample), "--sandbox", "--report", str(given)]) == 0
     ledger, report = _sandbox_places(capsys.readouterr().err)
@@ -2150,10 +2152,10 @@ def test_validate_json_keeps_names_under_an_ascii_locale(tmp_path: Path) -> None
 
 
 def test_a_sandbox_run_logs_json_from_its_first_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    samples: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """--sandbox --log-format json: where the ledger goes is a JSON note like the rest."""
-    sample = Path(__file__).parents[1] / "samples" / "payroll.csv"
+    sample = samples / "payroll.csv"
     assert main(["run", str(sample), "--sandbox", "--log-format", "json"]) == 0
     events = _json_lines(capsys.readouterr().err)
     assert events[0]["event"] == "note" and "the ledger goes to" in events[0]["message"]
@@ -2253,18 +2255,20 @@ def test_https_to_a_plain_http_port_is_a_setting(
 
 
 def test_run_refuses_a_csv_whose_quote_swallows_rows(
-    tmp_path: Path, sandbox_server: RunningSandbox
+    tmp_path: Path, samples: Path, sandbox_server: RunningSandbox
 ) -> None:
     """An unclosed quote in row 4 of the 40-row sample: run pays nothing (not 2 rows),
     exits 2 naming the row and column, and leaves no ledger."""
-    text = (Path(__file__).parents[1] / "samples" / "payroll.csv").read_text()
-    batch = tmp_path / "payroll.csv"
+    text = (samples / "payroll.csv").read_text()
+    folder = tmp_path / "run"
+    folder.mkdir()
+    batch = folder / "payroll.csv"
     batch.write_text(text.replace(",George Taylor,", ',"George Taylor,', 1))
-    ledger = tmp_path / "payroll.csv.ledger.sqlite"
+    ledger = folder / "payroll.csv.ledger.sqlite"
     done = finish(start_run(sandbox_server, batch, ledger), time.monotonic())
     assert done.returncode == 2, done.describe()
     assert "row 4 (line 4 of the file), column payee_name" in done.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["payroll.csv"]
+    assert sorted(p.name for p in folder.iterdir()) == ["payroll.csv"]
 
 
 @pytest.mark.parametrize("how", ["deleted", "replaced"])

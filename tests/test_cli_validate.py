@@ -14,7 +14,6 @@ from _run_helpers import closed_pipe
 from payrun.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLES = REPO / "samples"
 HEADER = "payee_name,sort_code,account_number,amount,reference,source_account\n"
 GOOD = 'Ada Lovelace,12-34-56,12345678,"1,000.50",SALARY NOV,/v0/bank/accounts/ba.x\n'
 BAD_SORT = "Bad Sort,1234,12345678,20,SALARY NOV,/v0/bank/accounts/ba.x\n"
@@ -36,14 +35,14 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 
 @pytest.mark.parametrize("sample", ["payroll.csv", "suppliers.xlsx"])
-def test_samples_are_valid(sample: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_samples_are_valid(sample: str, samples: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The shipped samples validate with exit 0 and no errors."""
-    code, out, _ = run(["validate", str(SAMPLES / sample)], capsys)
+    code, out, _ = run(["validate", str(samples / sample)], capsys)
     assert code == 0
     assert " 0 invalid" in out and "fingerprint: count" in out
 
 
-def test_samples_use_sandbox_directory_payees() -> None:
+def test_samples_use_sandbox_directory_payees(samples: Path) -> None:
     """Every sample payee is in the sandbox directory (one deliberate close match aside)."""
     import csv
 
@@ -56,7 +55,7 @@ def test_samples_use_sandbox_directory_payees() -> None:
     }
     names = {(sort, account): name for name, sort, account in directory}
     for sample in ("payroll.csv", "suppliers.xlsx"):
-        with read_batch(SAMPLES / sample) as batch:
+        with read_batch(samples / sample) as batch:
             for row in batch.rows:
                 key = (row.values["sort_code"].replace("-", ""), row.values["account_number"])
                 assert key in names, (sample, row)
@@ -64,10 +63,12 @@ def test_samples_use_sandbox_directory_payees() -> None:
                     assert row.values["payee_name"] == "Brightwater Cleaning Ltd"
 
 
-def test_errors_sample_shows_each_kind_of_mistake(capsys: pytest.CaptureFixture[str]) -> None:
+def test_errors_sample_shows_each_kind_of_mistake(
+    samples: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """payroll-with-errors.csv exits 1 and names many distinct problems."""
     code, out, _ = run(
-        ["validate", str(SAMPLES / "payroll-with-errors.csv"), "--format", "json"], capsys
+        ["validate", str(samples / "payroll-with-errors.csv"), "--format", "json"], capsys
     )
     document = json.loads(out)
     assert code == 1
@@ -203,13 +204,13 @@ def test_max_rows_exit_2(batch_csv: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "more than 1 payment rows" in err
 
 
-def test_sheet_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sheet_option(samples: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--sheet picks the sheet to read; a missing sheet, or --sheet on a CSV, exits 2."""
-    path = SAMPLES / "suppliers.xlsx"
+    path = samples / "suppliers.xlsx"
     assert run(["validate", str(path), "--sheet", "suppliers"], capsys)[0] == 0
     code, _, err = run(["validate", str(path), "--sheet", "Nope"], capsys)
     assert code == 2 and "no sheet named 'Nope'" in err
-    code, _, err = run(["validate", str(SAMPLES / "payroll.csv"), "--sheet", "Nov"], capsys)
+    code, _, err = run(["validate", str(samples / "payroll.csv"), "--sheet", "Nov"], capsys)
     assert code == 2 and "--sheet Nov is for .xlsx workbooks" in err, err
 
 
@@ -236,7 +237,7 @@ def test_bad_files_exit_2_with_one_line(
     assert words in err and len(err.strip().splitlines()) == 1
 
 
-def test_subprocess_exit_codes_and_json(batch_csv: Path, tmp_path: Path) -> None:
+def test_subprocess_exit_codes_and_json(batch_csv: Path, tmp_path: Path, samples: Path) -> None:
     """A real `python -m payrun validate` process: exit 0/1/2 and the JSON shape."""
 
     def payrun(*args: str) -> subprocess.CompletedProcess[str]:
@@ -262,7 +263,7 @@ def test_subprocess_exit_codes_and_json(batch_csv: Path, tmp_path: Path) -> None
         "input_format",
         "pay_date",
     }
-    assert payrun("validate", str(SAMPLES / "payroll.csv")).returncode == 0
+    assert payrun("validate", str(samples / "payroll.csv")).returncode == 0
     missing = payrun("validate", str(tmp_path / "missing.csv"))
     assert missing.returncode == 2
     assert "Traceback" not in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
@@ -285,20 +286,21 @@ def test_output_into_a_closed_pipe_ends_quietly_with_the_verdict(batch_csv: Path
     assert (done.returncode, done.stderr) == (1, "")
 
 
-def _unclosed_quote(tmp_path: Path) -> Path:
-    """The 40-row sample with one quote opened before "George Taylor" (row 4) and never closed."""
-    text = (SAMPLES / "payroll.csv").read_text()
-    path = tmp_path / "payroll.csv"
+def _unclosed_quote(samples: Path) -> Path:
+    """The 40-row sample with one quote opened before "George Taylor" (row 4) and never closed,
+    beside the samples' copy."""
+    text = (samples / "payroll.csv").read_text()
+    path = samples.parent / "payroll.csv"
     path.write_text(text.replace(",George Taylor,", ',"George Taylor,', 1))
     return path
 
 
 def test_an_unclosed_quote_refuses_the_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    samples: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """One unclosed quote in row 4 of the 40-row sample: exit 2 naming the row, the column
     and the 37 lines it swallowed, not "3 rows: 2 valid"."""
-    code, out, err = run(["validate", str(_unclosed_quote(tmp_path))], capsys)
+    code, out, err = run(["validate", str(_unclosed_quote(samples))], capsys)
     assert code == 2, out + err
     assert "row 4 (line 4 of the file), column payee_name" in err
     assert "swallows the next 37 lines (to line 41)" in err and err.count("\n") == 1

@@ -23,7 +23,6 @@ from _fleet_helpers import (
     pg_rows,
     start_worker,
     submit,
-    temporal_dev_server,
     wait_for,
     write_keys,
     write_manifest,
@@ -37,13 +36,6 @@ from payrun.sandbox import ACCOUNT_SUBMITS_CAP, ORG_IN_FLIGHT_CAP, RunningSandbo
 pytestmark = pytest.mark.fleet
 
 ROWS = 300
-
-
-@pytest.fixture(scope="module")
-def temporal() -> Iterator[str]:
-    """A Temporal dev server for the module (in memory); its HOST:PORT."""
-    with temporal_dev_server() as address:
-        yield address
 
 
 @pytest.fixture
@@ -339,11 +331,16 @@ def test_the_cutoff_timer_stops_a_paying_batch_and_ends_it_incomplete(
     the batch ends incomplete (exit 3) and no row is paid twice."""
     import datetime
 
-    # 300 rows at 300 ms take about 17 s: the cut-off comes mid-batch even on a slow machine
-    with serve_in_thread(latency_ms=300) as bank:
+    # 300 rows at 600 ms a request (3 submits per account) take some 35 s: the cut-off,
+    # 20 s after the worker is ready, comes mid-batch even when a busy machine is slow to
+    # submit and start paying
+    with serve_in_thread(latency_ms=600) as bank:
         keys = write_keys(tmp_path / "keys", [bank])
-        workers.append(start_worker(temporal, url, keys, queue, tmp_path / "w.log"))
-        soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=12)
+        worker = start_worker(temporal, url, keys, queue, tmp_path / "w.log")
+        workers.append(worker)
+        # The cut-off counts from a worker ready to pay, however long a busy machine takes
+        wait_for(lambda: "polls task queue" in worker.output(), 120, "the worker to start")
+        soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=20)
         manifest, rows = _batches(tmp_path, [bank], cutoff=soon.isoformat())
         name = "org0-2026-11"
         done = submit(temporal, url, manifest, queue, "--wait", "--format", "json")

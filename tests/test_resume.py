@@ -45,10 +45,11 @@ from _run_helpers import (
 )
 from payrun.sandbox import RunningSandbox, serve_in_thread
 
-KILL_TRIALS = 5 if os.environ.get("CI") == "true" else 20
-"""kill -9 trials: 20 locally, 5 when CI=true."""
+KILL_TRIALS = 5 if os.environ.get("CI") == "true" else 10
+"""kill -9 trials on each ledger backend: 10 locally, 5 when CI=true. Each backend's trials
+have seeds of their own, so the two backends together try 20 (10) different kill schedules."""
 KILL_SEED = 20261114
-"""Base seed of the kill -9 trials (trial n uses KILL_SEED + n): a failure names its trial."""
+"""Base seed of the kill -9 trials (``_kill_seed``): a failure names its trial and seed."""
 KILL_BANK = {"latency_ms": 20, "jitter_ms": 10, "deliver_after_ms": 50}
 """A bank slow enough that a run of ~100 rows lasts a second or two after start-up."""
 CALIBRATION_ROWS = 100
@@ -90,6 +91,12 @@ def full_run_seconds(tmp_path_factory: pytest.TempPathFactory) -> float:
     return done.seconds
 
 
+def _kill_seed(trial: int, ledger_for: LedgerFor) -> int:
+    """The seed of a kill -9 trial: the SQLite ledger's trials count up from ``KILL_SEED``,
+    the PostgreSQL ledger's from ``KILL_SEED + 1000``."""
+    return KILL_SEED + trial + (0 if ledger_for.url is None else 1000)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("trial", range(KILL_TRIALS))
 def test_kill_9_at_random_instants_then_rerun_pays_each_row_once(
@@ -100,11 +107,12 @@ def test_kill_9_at_random_instants_then_rerun_pays_each_row_once(
     ledger_for: LedgerFor,
 ) -> None:
     """SIGKILL the run's process group at random instants (up to 3 times); the rerun pays once."""
-    rng = random.Random(KILL_SEED + trial)
+    seed = _kill_seed(trial, ledger_for)
+    rng = random.Random(seed)
     rows = make_rows(trial, rng.randint(60, 150), tag="T" + ledger_for.tag)
     batch, ledger = _batch(tmp_path, rows, ledger_for=ledger_for)
     history: list[str] = []
-    with serve_in_thread(**KILL_BANK, rng_seed=KILL_SEED + trial) as bank:
+    with serve_in_thread(**KILL_BANK, rng_seed=seed) as bank:
         final: Finished | None = None
         for attempt in range(MAX_KILLS + 1):
             kill = attempt == 0 or (attempt < MAX_KILLS and rng.random() < 0.5)
@@ -129,9 +137,7 @@ def test_kill_9_at_random_instants_then_rerun_pays_each_row_once(
                 final = done
                 if done.returncode == 0 or delay is None:
                     break
-        context = f"trial {trial} (seed {KILL_SEED + trial}, {len(rows)} rows):\n" + "\n".join(
-            history
-        )
+        context = f"trial {trial} (seed {seed}, {len(rows)} rows):\n" + "\n".join(history)
         request.node.user_properties.append(("history", context))  # --junitxml, xunit1
         assert final is not None, context
         assert final.returncode == 0, f"{context}\n{final.describe()}"
@@ -330,14 +336,17 @@ START_UP_TRIES = 16
 def test_ctrl_c_during_start_up_exits_3_and_pays_nothing(
     slow_bank: RunningSandbox, tmp_path: Path
 ) -> None:
-    """Ctrl-C 0.08-0.2 s after launch (16 tries): each exits 3, no traceback, nothing paid."""
+    """Ctrl-C 0.01-0.13 s after the interpreter is up, in payrun's imports and start-up
+    (16 tries): each exits 3, no traceback, nothing paid."""
     outcomes: list[str] = []
     for attempt in range(START_UP_TRIES):
         rows = make_rows(attempt, 10, tag="U")
         batch, ledger = _batch(tmp_path, rows, name=f"start{attempt}")
+        up = tmp_path / f"up{attempt}"
         started = time.monotonic()
-        process = start_run(slow_bank, batch, ledger)
-        delay = 0.08 + 0.12 * attempt / (START_UP_TRIES - 1)
+        process = start_run(slow_bank, batch, ledger, env={"AFTER_KILL_STARTED": str(up)})
+        wait_until(up.exists, RUN_TIMEOUT_S, "the interpreter to start")
+        delay = 0.01 + 0.12 * attempt / (START_UP_TRIES - 1)
         time.sleep(delay)
         kill_group(process, signal.SIGINT)
         stopped = finish(process, started)
