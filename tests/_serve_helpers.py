@@ -6,12 +6,16 @@
 
 from __future__ import annotations
 
+import csv
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from starlette.testclient import TestClient
 
+from _run_helpers import ACCOUNTS, BatchRow, run_env, write_batch
 from payrun.approval import NO_POLICY, Policy
 from payrun.sandbox import RunningSandbox
 from payrun.serve import Bank, ServeConfig, add_user, create_app
@@ -20,9 +24,6 @@ PASSWORD = "correct horse battery"
 """Every test user's password."""
 USERS = {"carol": "maker", "alice": "approver", "bob": "approver"}
 """The test users: carol makes plans, alice and bob approve them."""
-ACCOUNT = "040004 30000001"
-"""The sandbox's first source account (GBP 1,000,000)."""
-_COLUMNS = ("payee_name", "sort_code", "account_number", "amount", "reference", "source_account")
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
 
@@ -79,31 +80,55 @@ def post(client: TestClient, url: str, page: str, **fields: str) -> int:
     return client.post(url, data={"csrf": token, **fields}).status_code
 
 
-def directory_batch(path: Path, count: int, tag: str, *, start: int = 0) -> Path:
-    """A batch of ``count`` rows to payees the sandbox's Confirmation of Payee directory
-    knows (so none is held), references unique to ``tag``."""
-    import csv
-
+def directory_rows(count: int, tag: str) -> list[BatchRow]:
+    """``count`` rows to payees the sandbox's Confirmation of Payee directory knows (so none
+    is held), from its first source account, references unique to ``tag``."""
     import payrun.sandbox
 
     directory = Path(payrun.sandbox.__file__).with_name("directory.csv")
     with directory.open(encoding="utf-8") as handle:
         payees = list(csv.DictReader(handle))
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(
-            ["payee_name", "sort_code", "account_number", "amount", "reference", "source_account"]
+    return [
+        BatchRow(
+            row_id=f"{tag}-{i:05d}",
+            payee_name=payees[i % len(payees)]["account_holder"],
+            sort_code=payees[i % len(payees)]["sort_code"],
+            account_number=payees[i % len(payees)]["account_number"],
+            amount=f"{100 + i}.{i % 100:02d}",
+            reference=f"{tag}-{i:05d}",
+            source_account=ACCOUNTS[0],
         )
-        for i in range(start, start + count):
-            payee = payees[i % len(payees)]
-            writer.writerow(
-                [
-                    payee["account_holder"],
-                    payee["sort_code"],
-                    payee["account_number"],
-                    f"{100 + i}.{i % 100:02d}",
-                    f"{tag}-{i:05d}",
-                    ACCOUNT,
-                ]
-            )
-    return path
+        for i in range(count)
+    ]
+
+
+def directory_batch(path: Path, count: int, tag: str) -> Path:
+    """A batch file of ``directory_rows``."""
+    return write_batch(path, directory_rows(count, tag))
+
+
+def start_server(root: Path, sandbox: RunningSandbox) -> tuple[subprocess.Popen[str], str]:
+    """``payrun serve`` of ``root`` (``make_desk``'s) paying ``sandbox``, in its own process
+    group; the process and its URL (its first stdout line)."""
+    env = run_env(sandbox)
+    del env["PAYRUN_API_KEY"]
+    command = [
+        sys.executable,
+        "-m",
+        "payrun",
+        "serve",
+        "--port",
+        "0",
+        "--ledger-dir",
+        str(root),
+        "--api-key-file",
+        str(root / "api-key"),
+    ]
+    process = subprocess.Popen(  # noqa: S603 - our own interpreter
+        command, stdout=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline().strip()
+    name, _, url = line.partition("=")
+    assert name == "PAYRUN_SERVE_URL", f"first line {line!r}"
+    return process, url

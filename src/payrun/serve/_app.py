@@ -261,6 +261,8 @@ class _Pages:
         except PayrunError as error:
             return self._message(request, 409, str(error))
         index_plan(self.config.ledger_dir, plan_id, stored)
+        # Read and check it once now, so its page answers at once
+        await run_in_threadpool(plan_view, stored, plan_id, self.config.policy, utc_now())
         return RedirectResponse(f"/plans/{plan_id}", status_code=303)
 
     # -- plans -------------------------------------------------------------------------------
@@ -357,7 +359,7 @@ class _Pages:
         from payrun.ledger import open_ledger
 
         detail = json.dumps({"refused": f"{what} by {user.role} {user.name}", "status": 403})
-        entry = AuditEntry(utc_now(), f"{what}-refused", user.name, view.plan.plan_id, detail)
+        entry = AuditEntry(utc_now(), f"{what}-refused", user.name, view.plan_id, detail)
         try:
             with open_ledger(view.stored.ledger) as store:
                 store.append_audit(entry)
@@ -390,7 +392,7 @@ class _Pages:
             return self._message(request, refused.status, refused.message)
         if not view.files.report.exists():
             return self._message(request, 404, "The report is written when the run ends.")
-        name = f"payrun-report-{view.plan.plan_id[:12]}.xlsx"
+        name = f"payrun-report-{view.plan_id[:12]}.xlsx"
         return FileResponse(view.files.report, filename=name)
 
 
@@ -404,7 +406,7 @@ def _still_reads(view: PlanView) -> None:
     from payrun.ledger import open_ledger
 
     with open_ledger(view.stored.ledger, readonly=True) as store:
-        open_plan(store, view.stored.path, view.plan.plan_id, now=utc_now())
+        open_plan(store, view.stored.path, view.plan_id, now=utc_now())
 
 
 def _page_number(text: str | None, rows: int) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,7 +30,12 @@ _RAN_TO_THE_END = (0, 1)
 class PlanView:
     """Everything the plan page and the plan list show of one plan."""
 
+    plan_id: str
+    """The plan's id (``plan.plan_id`` hashes the whole plan again at each use)."""
     plan: Plan
+    total: Decimal
+    accounts: dict[str, tuple[int, Decimal]]
+    """Source account -> (rows, total)."""
     stored: StoredBatch
     approvals: list[Approval]
     rejections: list[Rejection]
@@ -75,14 +81,39 @@ def plan_view(stored: StoredBatch, plan_id: str, policy: Policy, now: datetime) 
     plan = load_plan(stored, plan_id)
     approvals, rejections = _decisions(stored.ledger, plan_id)
     files = RunFiles(stored.runs, plan_id)
-    why: str | None = None
-    try:
-        check_approvals(plan, approvals, policy)
-    except ApprovalError as error:
-        why = str(error)
+    why = _why_not_approved(plan, plan_id, tuple(approvals), policy)
     progress = read_progress(stored.ledger, len(plan.rows)) if files.started() else None
     state = _state(plan, rejections, why, files, progress, now)
-    return PlanView(plan, stored, approvals, rejections, state, why, files, progress)
+    total, accounts = _totals(stored.ledger, plan_id)
+    return PlanView(
+        plan_id, plan, total, accounts, stored, approvals, rejections, state, why, files, progress
+    )
+
+
+@lru_cache(maxsize=_CACHED_PLANS)
+def _totals(ledger: Path, plan_id: str) -> tuple[Decimal, dict[str, tuple[int, Decimal]]]:
+    plan = _plan(ledger, plan_id)
+    return plan.total, plan.by_account()
+
+
+_checked: dict[tuple[str, tuple[Approval, ...], str | None], str | None] = {}
+
+
+def _why_not_approved(
+    plan: Plan, plan_id: str, approvals: tuple[Approval, ...], policy: Policy
+) -> str | None:
+    """Why the approvals do not meet the policy (None: they do), remembered per plan,
+    approvals and policy (checking hashes the whole plan again for each signature)."""
+    key = (plan_id, approvals, policy.digest)
+    if key not in _checked:
+        if len(_checked) >= _CACHED_PLANS:
+            _checked.clear()
+        try:
+            check_approvals(plan, approvals, policy)
+            _checked[key] = None
+        except ApprovalError as error:
+            _checked[key] = str(error)
+    return _checked[key]
 
 
 def _state(

@@ -23,6 +23,14 @@ __all__ = ["serve", "session_key"]
 class _Server(uvicorn.Server):
     """A uvicorn server that prints its address once it accepts connections."""
 
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        """Stop gracefully; unlike plain uvicorn, do not re-raise the signal afterwards."""
+        super().handle_exit(sig, frame)
+        # A server stopped by SIGTERM or Ctrl-C is a clean exit (status 0)
+        captured = getattr(self, "_captured_signals", None)
+        if isinstance(captured, list):
+            captured.clear()
+
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets=sockets)
         if not self.started:
