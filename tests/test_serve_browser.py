@@ -214,3 +214,33 @@ def test_kill_9_of_the_server_mid_run_then_restart_pays_exactly_once(
             _stop(process)
         ledger = next(desk.glob("batches/*/batch.csv.ledger.sqlite"))
         assert exactly_once_problems(sandbox, rows, ledger) == []
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_server_alone_leaves_the_run_going(browser: Browser, tmp_path: Path) -> None:
+    """The run is its own process: the server killed mid-run and restarted finds it paying
+    or paid, and every row is paid exactly once with no Pay pressed again."""
+    with serve_in_thread(deliver_after_ms=50, latency_ms=80) as sandbox:
+        desk = tmp_path / "desk"
+        make_desk(desk, sandbox)
+        process, url = start_server(desk, sandbox)
+        rows = directory_rows(80, "S")
+        _, plan_url = _request_plan(
+            browser, url, write_batch(tmp_path / "s.csv", rows), shoot=False
+        )
+        approver = _approve(browser, plan_url, url, shoot=False)
+        approver.get_by_role("button", name="Pay").click()
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        if process.stdout is not None:
+            process.stdout.close()
+        process, url = start_server(desk, sandbox)
+        try:
+            approver.goto(plan_url.replace(plan_url.split("/plans/")[0], url))
+            report = approver.get_by_role("link", name="Download report (.xlsx)")
+            expect(report).to_be_visible(timeout=RUN_TIMEOUT_MS)
+            expect(approver.get_by_role("status")).to_contain_text("80 of 80 rows paid")
+        finally:
+            _stop(process)
+        ledger = next(desk.glob("batches/*/batch.csv.ledger.sqlite"))
+        assert exactly_once_problems(sandbox, rows, ledger) == []
