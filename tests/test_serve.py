@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import openpyxl  # type: ignore[import-untyped]
@@ -21,9 +22,10 @@ from _serve_helpers import (
     sign_in,
     upload,
 )
+from payrun.approval import load_policy, load_private_key, public_key_pem
 from payrun.ledger import open_ledger
-from payrun.sandbox import RunningSandbox
-from payrun.serve import add_user, load_users
+from payrun.sandbox import RunningSandbox, serve_in_thread
+from payrun.serve import add_user, key_path, load_users
 
 RUN_TIMEOUT_S = 60.0
 
@@ -259,3 +261,34 @@ def test_plans_lists_each_state(desk: Desk, tmp_path: Path) -> None:
     post(approver, first + "/approve", first)
     page = _text(approver.get("/plans").text)
     assert "awaiting approval" in page and " approved" in page
+
+
+def test_a_policy_asking_two_approvers_for_new_payees_waits_for_the_second(
+    tmp_path: Path,
+) -> None:
+    """With the policy's second approver for new payees, one approval leaves the plan
+    awaiting approval (the page says why); bob's second approval makes it payable."""
+
+    # Its own bank: on the session's, other tests may have made these payees already
+    with serve_in_thread() as sandbox:
+        _two_approvals(tmp_path, sandbox)
+
+
+def _two_approvals(tmp_path: Path, sandbox: RunningSandbox) -> None:
+    first = make_desk(tmp_path / "desk", sandbox)
+    entries = []
+    for name in ("alice", "bob"):
+        key = load_private_key(key_path(first.config.users_file, name))
+        entries.append(f'[[approver]]\nname = "{name}"\npublic_key = """{public_key_pem(key)}"""')
+    policy_file = tmp_path / "policy.toml"
+    rules = "[approval]\napprovers = 1\nsecond_approver_for_new_payees = true\n"
+    policy_file.write_text(rules + "\n".join(entries), encoding="utf-8")
+    policy_file.chmod(0o644)
+    desk = Desk(replace(first.config, policy=load_policy(policy_file)))
+    url = _plan_url(desk, tmp_path, "Q", rows=8)
+    for name, state in (("alice", "awaiting approval"), ("bob", "approved")):
+        approver = desk.client()
+        sign_in(approver, name)
+        assert "it pays a new or changed payee" in _text(approver.get(url).text)
+        assert post(approver, url + "/approve", url) == 303
+        assert f"State: {state}" in _text(approver.get(url).text)

@@ -216,8 +216,10 @@ class _Pages:
         """Keep the file under a new name, check it, and show the verdict."""
         try:
             self._signed_in(request)
-            length = int(request.headers.get("content-length") or MAX_UPLOAD_BYTES + 1)
-            if length > MAX_UPLOAD_BYTES:
+            length = request.headers.get("content-length", "")
+            if not length.isdigit():
+                raise _Refused(411, "The upload must say its length: use the page's form.")
+            if int(length) > MAX_UPLOAD_BYTES:
                 raise _Refused(
                     413, f"The file is larger than {MAX_UPLOAD_BYTES // 1_048_576} MB: split it."
                 )

@@ -14,7 +14,15 @@ from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 
-from payrun.approval import Approval, Plan, Policy, Rejection, approvals_of, check_approvals
+from payrun.approval import (
+    Approval,
+    Plan,
+    Policy,
+    Rejection,
+    approvals_needed,
+    approvals_of,
+    check_approvals,
+)
 from payrun.errors import ApprovalError, PayrunError
 from payrun.serve._batches import StoredBatch
 from payrun.serve._runs import Progress, RunFiles, read_progress
@@ -43,6 +51,8 @@ class PlanView:
     why_not_approved: str | None
     files: RunFiles
     progress: Progress | None
+    needed: tuple[int, str]
+    """The approvals the policy asks of this plan, and why more than its base number."""
 
     @property
     def can_pay(self) -> bool:
@@ -85,8 +95,20 @@ def plan_view(stored: StoredBatch, plan_id: str, policy: Policy, now: datetime) 
     progress = read_progress(stored.ledger, len(plan.rows)) if files.started() else None
     state = _state(plan, rejections, why, files, progress, now)
     total, accounts = _totals(stored.ledger, plan_id)
+    needed = approvals_needed(plan, policy) if state == "awaiting approval" else (0, "")
     return PlanView(
-        plan_id, plan, total, accounts, stored, approvals, rejections, state, why, files, progress
+        plan_id,
+        plan,
+        total,
+        accounts,
+        stored,
+        approvals,
+        rejections,
+        state,
+        why,
+        files,
+        progress,
+        needed,
     )
 
 
