@@ -292,3 +292,29 @@ def _two_approvals(tmp_path: Path, sandbox: RunningSandbox) -> None:
         assert "it pays a new or changed payee" in _text(approver.get(url).text)
         assert post(approver, url + "/approve", url) == 303
         assert f"State: {state}" in _text(approver.get(url).text)
+
+
+def test_an_approver_cannot_approve_a_plan_they_made(desk: Desk, tmp_path: Path) -> None:
+    """alice (an approver) makes a plan: no Approve for her, and her forged POST is 403."""
+    client = desk.client()
+    sign_in(client, "alice")
+    verdict = upload(client, directory_batch(tmp_path / "own.csv", 2, "O"))
+    made = client.post(verdict + "/plan", data={"csrf": csrf_of(client.get(verdict).text)})
+    url = made.headers["location"]
+    assert ">Approve</button>" not in client.get(url).text
+    assert post(client, url + "/approve", url) == 403
+    assert "awaiting approval" in _text(client.get(url).text)
+
+
+def test_a_tampered_session_cookie_signs_you_out(desk: Desk) -> None:
+    """A session cookie changed by hand fails its signature: back to the sign-in page."""
+    client = desk.client()
+    sign_in(client, "carol")
+    value = client.cookies["payrun_session"]
+    tampered = ("f" if value[0] != "f" else "e") + value[1:]
+    client.cookies.clear()
+    client.cookies.set("payrun_session", value)
+    assert client.get("/plans").status_code == 200
+    client.cookies.clear()
+    client.cookies.set("payrun_session", tampered)
+    assert client.get("/plans").headers["location"] == "/sign-in"
