@@ -57,6 +57,19 @@ def server(tmp_path: Path, sandbox_server: RunningSandbox) -> Iterator[str]:
     _stop(process)
 
 
+@pytest.fixture
+def servers() -> Iterator[list[subprocess.Popen[str]]]:
+    """Servers a test starts; any still running when it ends (a failed test) is killed."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
 def _stop(process: subprocess.Popen[str]) -> None:
     process.send_signal(signal.SIGTERM)
     code = process.wait(timeout=30)
@@ -182,7 +195,7 @@ def test_a_file_changed_after_approval_voids_it(
 
 @pytest.mark.slow
 def test_kill_9_of_the_server_mid_run_then_restart_pays_exactly_once(
-    browser: Browser, tmp_path: Path
+    browser: Browser, tmp_path: Path, servers: list[subprocess.Popen[str]]
 ) -> None:
     """The server and its run are killed mid-run; after a restart the plan shows
     interrupted, Pay resumes it, and every row is paid exactly once."""
@@ -190,6 +203,7 @@ def test_kill_9_of_the_server_mid_run_then_restart_pays_exactly_once(
         desk = tmp_path / "desk"
         make_desk(desk, sandbox)
         process, url = start_server(desk, sandbox)
+        servers.append(process)
         rows = directory_rows(120, "K")
         batch = write_batch(tmp_path / "k.csv", rows)
         _, plan_url = _request_plan(browser, url, batch, shoot=False)
@@ -204,6 +218,7 @@ def test_kill_9_of_the_server_mid_run_then_restart_pays_exactly_once(
         if process.stdout is not None:
             process.stdout.close()
         process, url = start_server(desk, sandbox)
+        servers.append(process)
         try:
             approver.goto(plan_url.replace(plan_url.split("/plans/")[0], url))
             expect(approver.get_by_text("State: interrupted")).to_be_visible()
@@ -217,13 +232,16 @@ def test_kill_9_of_the_server_mid_run_then_restart_pays_exactly_once(
 
 
 @pytest.mark.slow
-def test_kill_9_of_the_server_alone_leaves_the_run_going(browser: Browser, tmp_path: Path) -> None:
+def test_kill_9_of_the_server_alone_leaves_the_run_going(
+    browser: Browser, tmp_path: Path, servers: list[subprocess.Popen[str]]
+) -> None:
     """The run is its own process: the server killed mid-run and restarted finds it paying
     or paid, and every row is paid exactly once with no Pay pressed again."""
     with serve_in_thread(deliver_after_ms=50, latency_ms=80) as sandbox:
         desk = tmp_path / "desk"
         make_desk(desk, sandbox)
         process, url = start_server(desk, sandbox)
+        servers.append(process)
         rows = directory_rows(80, "S")
         _, plan_url = _request_plan(
             browser, url, write_batch(tmp_path / "s.csv", rows), shoot=False
@@ -235,6 +253,7 @@ def test_kill_9_of_the_server_alone_leaves_the_run_going(browser: Browser, tmp_p
         if process.stdout is not None:
             process.stdout.close()
         process, url = start_server(desk, sandbox)
+        servers.append(process)
         try:
             approver.goto(plan_url.replace(plan_url.split("/plans/")[0], url))
             report = approver.get_by_role("link", name="Download report (.xlsx)")
