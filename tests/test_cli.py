@@ -63,6 +63,7 @@ def test_no_parser_accepts_abbreviated_options() -> None:
         "sandbox",
         "fleet",
         "plan",
+        "serve",
         "approve",
         "approver-key",
     }

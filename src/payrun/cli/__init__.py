@@ -58,6 +58,7 @@ _COMMANDS = (
     "sandbox",
     "fleet",
     "plan",
+    "serve",
     "approve",
     "approver-key",
 )
