@@ -190,8 +190,12 @@ def test_payrun_alone_lists_the_commands_one_line_each(
     """`payrun` with no arguments lists every command with its one-line help (exit 2)."""
     assert main([]) == 2
     out = capsys.readouterr().out
-    commands = ("validate", "run", "check", "report", "template", "sandbox", "fleet")
-    commands += ("plan", "approve", "approver-key", "serve")
+    commands = ("validate", "run", "check", "report", "template", "sandbox", "fleet") + (
+        "plan",
+        "approve",
+        "approver-key",
+        "serve",
+    )
     for command in commands:
         assert re.search(rf"^  {command} +\S", out, re.MULTILINE), out
     # One line each, a usage line and a way to start: no usage dump
