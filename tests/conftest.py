@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -66,6 +67,16 @@ SHIPPED_SAMPLES = (
 """The files of ``samples/`` in the repository (not whatever else a user left there)."""
 FIRST_MARKERS = ("slow", "fleet")
 """Tests with one of these markers are started first: their waits overlap the short tests."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Runs this suite starts get Ctrl-C as a terminal gives it, even when the suite itself
+    runs as a background job of a script (`.ci/run &`): such a job inherits SIGINT ignored,
+    and an ignored signal stays ignored in every child, so a test's Ctrl-C that reached a
+    payrun before it caught the signal (its first ~15 ms) would be lost, not exit 3. A
+    signal with a handler is reset to the default in a child."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
