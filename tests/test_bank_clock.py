@@ -82,7 +82,8 @@ def test_kill_9_with_the_bank_clock_3_minutes_behind_pays_each_row_once(
 ) -> None:
     """kill -9 while creates are in flight, the bank's clock 3 minutes behind: the rerun
     finds what the bank made as the ledger's own (no second payment, nothing held)."""
-    rows = make_rows(3, 150, tag="K")
+    # Enough rows that creates stay on the wire for seconds: a loaded machine still sees them
+    rows = make_rows(3, 400, tag="K")
     batch = write_batch(tmp_path / "b.csv", rows)
     ledger = tmp_path / "b.ledger.sqlite"
     bank_options = {"latency_ms": 150, "jitter_ms": 50, "deliver_after_ms": 50}
