@@ -281,7 +281,8 @@ class PayeeCheck:
     reason: str | None
     suggested_name: str | None
     cop_request_url: str | None
-    held: bool
+    held: str | None
+    """Why the rows are held, as a run says it (None: they are planned)."""
 
 
 @dataclass(frozen=True, slots=True)

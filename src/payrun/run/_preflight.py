@@ -647,7 +647,7 @@ class Preflight:
                 reason=cop.reason,
                 suggested_name=cop.suggested_name,
                 cop_request_url=cop.url,
-                held=held is not None,
+                held=held,
             )
         )
 
