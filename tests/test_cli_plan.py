@@ -633,3 +633,25 @@ def test_a_plan_asks_cop_for_new_payees_and_its_run_creates_them_with_that_answe
     ]
     statuses = {r["row"]: r["status"] for r in ledger_rows(ledger)}
     assert statuses == {2: "submitted", 3: "submitted", 4: "held"}
+
+
+def test_a_plan_honours_accept_close_match_and_no_confirm_payees(
+    bank: RunningSandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A close match is planned with --accept-close-match (the bank's name shown), held
+    without it; with --no-confirm-payees the plan asks Confirmation of Payee nothing."""
+    close = ("Grace Turnor", "086086", "83231350")
+    state = bank.state
+    outs = []
+    for number, extra in enumerate(([], ["--accept-close-match"], ["--no-confirm-payees"])):
+        batch = write_batch(tmp_path / f"pay{number}.csv", ["10.00"], payees=[close])
+        asked = len(state.cop_requests)
+        code = main(["plan", str(batch), "--as", "carol", *extra])
+        outs.append((code, capsys.readouterr(), len(state.cop_requests) - asked))
+    (held, held_io, held_asked), (took, took_io, took_asked), (plain, plain_io, none) = outs
+    assert (held, held_asked) == (2, 1) and "nothing to plan" in held_io.err
+    assert "Confirmation of Payee held 1 row(s) (row 2: Confirmation of Payee: close" in held_io.err
+    assert (took, took_asked) == (0, 1)
+    assert "Confirmation of Payee: 1 new payee(s) matched; 0 row(s) held" in took_io.out
+    assert "close-match (close-match-name), the bank says 'Grace Turner': accepted" in took_io.out
+    assert (plain, none) == (0, 0) and "Confirmation of Payee" not in plain_io.out

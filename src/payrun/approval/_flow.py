@@ -134,9 +134,16 @@ async def make_plan(
         pay_date,
     )
     if not plan.rows:
+        held = [check for check in plan.payee_checks if check.held]
+        why = (
+            f"Confirmation of Payee held {plan.cop_held} row(s) (row {held[0].rows[0]}:"
+            f" {held[0].held})"
+            if held
+            else "see payrun run --dry-run"
+        )
         msg = (
             f"nothing to plan: none of the {len(outcome.rows)} rows can be paid as the file"
-            " and the bank stand (see payrun run --dry-run); nothing was recorded"
+            f" and the bank stand ({why}); nothing was recorded"
         )
         raise ApprovalError(msg)
     location = ledger_location(options.ledger_path, batch_path)
