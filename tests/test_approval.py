@@ -3,7 +3,9 @@ signatures and the rules that decide whether a plan's approvals suffice."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import os
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from payrun._models import LedgerRow, RowStatus
+from payrun._models import LedgerRow, PayeeCheck, RowStatus
 from payrun.approval import (
     NO_POLICY,
     Approval,
@@ -124,6 +126,45 @@ def test_stored_plan_round_trips_and_an_altered_one_is_refused() -> None:
     altered = plan.canonical().replace("100.00", "900.00")
     with pytest.raises(ApprovalError, match="altered"):
         plan_from_document(plan.plan_id, altered)
+
+
+def _check(held: str | None = None) -> PayeeCheck:
+    return PayeeCheck(
+        rows=(2,),
+        payee_name="Ada Lovelace",
+        sort_code="040004",
+        account_number="12345678",
+        result="close-match" if held else "match",
+        reason="close-match-name" if held else None,
+        suggested_name="Ada King" if held else None,
+        cop_request_url="/v0/cop-requests/cp.1",
+        held=held,
+    )
+
+
+def test_cop_answers_are_bound_by_the_plan_id_and_reused_by_its_run() -> None:
+    """A plan's Confirmation of Payee answers are in its canonical text (a changed answer
+    changes the id), read back equal, and give its run each planned new payee's CoP request;
+    a held answer gives none."""
+    plan = dataclasses.replace(_plan("100.00", new_payees=(2,)), payee_checks=(_check(),))
+    assert json.loads(plan.canonical())["cop"][0]["result"] == "match"
+    assert plan_from_document(plan.plan_id, plan.canonical()) == plan
+    assert plan.approved_rows().cop_requests == {2: "/v0/cop-requests/cp.1"}
+    held = dataclasses.replace(plan, payee_checks=(_check("Confirmation of Payee: close"),))
+    assert held.plan_id != plan.plan_id and held.approved_rows().cop_requests == {}
+    assert (plan.cop_matched, plan.cop_held, held.cop_matched, held.cop_held) == (1, 0, 0, 1)
+
+
+def test_a_plan_of_layout_1_reads_and_hashes_as_it_was_made() -> None:
+    """A plan recorded before CoP answers were kept (layout 1, no "cop") still verifies."""
+    old = _plan("100.00")
+    document = json.loads(old.canonical())
+    del document["cop"]
+    document["version"] = 1
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    plan_id = hashlib.sha256(text.encode()).hexdigest()
+    read = plan_from_document(plan_id, text)
+    assert read.plan_id == plan_id and read.payee_checks == () and read.version == 1
 
 
 def test_differences_name_a_changed_amount_a_new_row_and_a_gone_row() -> None:

@@ -590,3 +590,68 @@ def test_a_plan_read_with_an_explicit_input_format_is_approved_and_run(
     assert approve(batch, ledger, plan["plan"], "alice", tmp_path / "alice.pem") == 0
     assert pay(ledger, batch, "--plan", plan["plan"], "--no-confirm-payees") == 0
     assert sum(group["payments"] for group in payments(bank)) == 1
+
+
+# Not in the sandbox's directory under this name: Confirmation of Payee says no-match
+STRANGER = ("Peter Nobody", "401276", "15487605")
+
+
+def test_a_plan_asks_cop_for_new_payees_and_its_run_creates_them_with_that_answer(
+    bank: RunningSandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`payrun plan` asks Confirmation of Payee about each new payee: the directory's match
+    is planned, a no-match is held out of the plan with the run's reason; run --plan then
+    creates the planned payee with the plan's CoP request and asks the bank no second time."""
+    approver_key(tmp_path, "alice", capsys)
+    payees = [EMPLOYEES[0], EMPLOYEES[2], STRANGER]
+    batch = write_batch(tmp_path / "pay.csv", ["10.00", "20.00", "30.00"], payees=payees)
+    ledger = tmp_path / "pay.ledger.sqlite"
+    state = bank.state
+    asked = len(state.cop_requests)
+    code = main(["plan", str(batch), "--ledger", str(ledger), "--as", "carol"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "Confirmation of Payee: 1 new payee(s) matched; 1 row(s) held" in out
+    assert "Peter Nobody, row(s) 4: no-match (no-match-name): held" in out
+    assert len(state.cop_requests) == asked + 2
+    short = out.split()[1].rstrip(":")
+    with open_ledger(ledger, readonly=True) as store:
+        [(plan_id, text)] = store.plans()
+    assert plan_id.startswith(short)
+    document = json.loads(text)
+    assert document["held"] == [4] and document["new_payee_rows"] == [3]
+    checks = {check["payee_name"]: check for check in document["cop"]}
+    assert checks["Mia Davies"]["result"] == "match" and not checks["Mia Davies"]["held"]
+    assert checks["Peter Nobody"]["result"] == "no-match" and checks["Peter Nobody"]["held"]
+    assert approve(batch, ledger, short, "alice", tmp_path / "alice.pem") == 0
+    asked = len(state.cop_requests)
+    assert pay(ledger, batch, "--plan", short) == 1, capsys.readouterr().err
+    assert len(state.cop_requests) == asked
+    created = [p for p in state.payees.values() if p.account_holder == "Mia Davies"]
+    assert [f"/v0/cop-requests/{p.cop_request_id}" for p in created] == [
+        checks["Mia Davies"]["cop_request_url"]
+    ]
+    statuses = {r["row"]: r["status"] for r in ledger_rows(ledger)}
+    assert statuses == {2: "submitted", 3: "submitted", 4: "held"}
+
+
+def test_a_plan_honours_accept_close_match_and_no_confirm_payees(
+    bank: RunningSandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A close match is planned with --accept-close-match (the bank's name shown), held
+    without it; with --no-confirm-payees the plan asks Confirmation of Payee nothing."""
+    close = ("Grace Turnor", "086086", "83231350")
+    state = bank.state
+    outs = []
+    for number, extra in enumerate(([], ["--accept-close-match"], ["--no-confirm-payees"])):
+        batch = write_batch(tmp_path / f"pay{number}.csv", ["10.00"], payees=[close])
+        asked = len(state.cop_requests)
+        code = main(["plan", str(batch), "--as", "carol", *extra])
+        outs.append((code, capsys.readouterr(), len(state.cop_requests) - asked))
+    (held, held_io, held_asked), (took, took_io, took_asked), (plain, plain_io, none) = outs
+    assert (held, held_asked) == (2, 1) and "nothing to plan" in held_io.err
+    assert "Confirmation of Payee held 1 row(s) (row 2: Confirmation of Payee: close" in held_io.err
+    assert (took, took_asked) == (0, 1)
+    assert "Confirmation of Payee: 1 new payee(s) matched; 0 row(s) held" in took_io.out
+    assert "close-match (close-match-name), the bank says 'Grace Turner': accepted" in took_io.out
+    assert (plain, none) == (0, 0) and "Confirmation of Payee" not in plain_io.out

@@ -12,6 +12,7 @@ from pathlib import Path
 import openpyxl  # type: ignore[import-untyped]
 import pytest
 
+from _run_helpers import ACCOUNTS, BatchRow, write_batch
 from _serve_helpers import (
     PASSWORD,
     Desk,
@@ -320,3 +321,40 @@ def test_a_tampered_session_cookie_signs_you_out(desk: Desk) -> None:
     client.cookies.clear()
     client.cookies.set("payrun_session", tampered)
     assert client.get("/plans").headers["location"] == "/sign-in"
+
+
+def test_the_plan_page_shows_each_new_payees_confirmation_of_payee_answer(
+    tmp_path: Path,
+) -> None:
+    """A plan with three new payees (one the bank's directory matches, one close, one
+    unknown): its page shows each answer, the close match with the bank's suggested name,
+    highlighted and labelled, and the rows CoP held are not in the plan."""
+    payees = [
+        ("Mia Davies", "110001", "22039287"),
+        ("Grace Turnor", "086086", "83231350"),
+        ("Peter Nobody", "401276", "15487605"),
+    ]
+    rows = [
+        BatchRow(f"C{i}", name, code, number, "10.00", f"C-{i}", ACCOUNTS[0])
+        for i, (name, code, number) in enumerate(payees)
+    ]
+    with serve_in_thread(deliver_after_ms=50) as sandbox:
+        desk = make_desk(tmp_path / "desk", sandbox)
+        maker = desk.client()
+        sign_in(maker, "carol")
+        verdict = upload(maker, write_batch(tmp_path / "cop.csv", rows))
+        token = csrf_of(maker.get(verdict).text)
+        answer = maker.post(verdict + "/plan", data={"csrf": token})
+        assert answer.status_code == 303, _text(answer.text)
+        html = maker.get(answer.headers["location"]).text
+    page = _text(html)
+    assert "Rows to pay 1 " in page and "Held (not in the plan) 2 " in page
+    label = 'aria-label="Confirmation of Payee answer for {}: {}"'
+    assert label.format("Mia Davies", "match") in html
+    close = "close match: the bank says &#39;Grace Turner&#39;"
+    assert label.format("Grace Turnor", close) in html
+    assert label.format("Peter Nobody", "no match (no-match-name)") in html
+    assert re.search(r'<tr class="new"><td>Mia Davies</td>', html)
+    assert re.search(r'<tr class="held"><td>Grace Turnor</td>', html)
+    assert "new payee; Confirmation of Payee: match" in page
+    assert "run again with --accept-close-match" in page

@@ -9,7 +9,8 @@ phase makes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
@@ -23,6 +24,7 @@ __all__ = [
     "BatchInfo",
     "BatchUpdate",
     "LedgerRow",
+    "PayeeCheck",
     "PaymentInstruction",
     "PlainRow",
     "RowProblem",
@@ -261,6 +263,26 @@ class ApprovedRows:
     plan_id: str
     rows: frozenset[PlanKey]
     new_payee_rows: frozenset[int]
+    cop_requests: Mapping[int, str] = field(default_factory=dict)
+    """Row -> the Confirmation of Payee request the plan's check made for its new payee:
+    the payee is created with it, and the bank is not asked again."""
+
+
+@dataclass(frozen=True, slots=True)
+class PayeeCheck:
+    """A new payee's Confirmation of Payee answer, asked when a plan is made: its rows, the
+    details asked about, the bank's answer and request URL, and whether the rows are held."""
+
+    rows: tuple[int, ...]
+    payee_name: str
+    sort_code: str
+    account_number: str
+    result: str
+    reason: str | None
+    suggested_name: str | None
+    cop_request_url: str | None
+    held: str | None
+    """Why the rows are held, as a run says it (None: they are planned)."""
 
 
 @dataclass(frozen=True, slots=True)

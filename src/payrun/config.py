@@ -187,6 +187,8 @@ class RunOptions:
     max_in_flight: int = MAX_IN_FLIGHT_CAP
     per_account_submits: int = PER_ACCOUNT_SUBMITS_CAP
     dry_run: bool = False
+    # payrun plan's dry run: asks Confirmation of Payee about new payees (creates nothing)
+    planning: bool = False
     create_only: bool = False
     wait: bool = False
     confirm_payees: bool = True

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from payrun._models import ApprovedRows, LedgerRow, RowStatus, utc_now
+from payrun._models import ApprovedRows, RowStatus, utc_now
 from payrun.approval._keys import load_private_key, public_key_pem, sign_plan, sign_rejection
 from payrun.approval._plan import Plan, PlanRow
 from payrun.approval._policy import Policy
@@ -44,6 +44,10 @@ from payrun.approval._store import (
 from payrun.config import RunOptions, Settings, ValidationOptions
 from payrun.errors import ApprovalError, LedgerError
 from payrun.ledger import LedgerLocation, LedgerStore, ledger_location, open_ledger
+
+# The run is imported when a plan is made (it imports this package's callers)
+if TYPE_CHECKING:
+    from payrun.run import RunOutcome
 
 __all__ = [
     "PlanMade",
@@ -118,11 +122,11 @@ async def make_plan(
         batch_path,
         settings,
         validation=validation,
-        options=dataclasses.replace(options, dry_run=True),
+        options=dataclasses.replace(options, dry_run=True, planning=True),
     )
     changed = {n for account in outcome.plans for n in account.changed_rows}
     plan = _plan_of(
-        outcome.rows,
+        outcome,
         changed,
         plan_options(validation, options),
         policy,
@@ -130,9 +134,16 @@ async def make_plan(
         pay_date,
     )
     if not plan.rows:
+        held = [check for check in plan.payee_checks if check.held]
+        why = (
+            f"Confirmation of Payee held {plan.cop_held} row(s) (row {held[0].rows[0]}:"
+            f" {held[0].held})"
+            if held
+            else "see payrun run --dry-run"
+        )
         msg = (
             f"nothing to plan: none of the {len(outcome.rows)} rows can be paid as the file"
-            " and the bank stand (see payrun run --dry-run); nothing was recorded"
+            f" and the bank stand ({why}); nothing was recorded"
         )
         raise ApprovalError(msg)
     location = ledger_location(options.ledger_path, batch_path)
@@ -143,7 +154,7 @@ async def make_plan(
 
 
 def _plan_of(
-    rows: list[LedgerRow],
+    outcome: RunOutcome,
     changed: set[int],
     options: dict[str, Any],
     policy: Policy,
@@ -151,6 +162,7 @@ def _plan_of(
     pay_date: str | None,
 ) -> Plan:
     """The plan of a dry run's rows: rows above the policy's max_payment are held."""
+    rows = outcome.rows
     limit = policy.max_payment
     planned = [r for r in rows if r.status in _PLANNED and (limit is None or r.amount <= limit)]
     numbers = {r.row for r in planned}
@@ -169,6 +181,7 @@ def _plan_of(
         maker=maker,
         created_at=now,
         expires_at=now + policy.expires_after,
+        payee_checks=tuple(outcome.payee_checks),
     )
 
 

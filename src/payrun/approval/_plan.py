@@ -4,8 +4,11 @@ Input: the rows a dry run checked (``LedgerRow``), the options they were read wi
 policy and the maker. Output: a ``Plan``, its canonical bytes (JSON, sorted keys, no
 spaces, UTF-8) and its id (sha256 hex of those bytes). The document binds the rows to pay
 exactly as read (row, row id, source account, payee details, amount, reference), the rows
-left out (held, invalid), the rows that need a new payee, the pay date, the policy's
-digest, the maker and the plan's times: an approval signs the id, so it signs all of them.
+left out (held, invalid), the rows that need a new payee and the Confirmation of Payee
+answers for those payees (``PayeeCheck``: what the approver sees, and the CoP request a run
+creates the payee with), the pay date, the policy's digest, the maker and the plan's times:
+an approval signs the id, so it signs all of them. A plan of layout 1 (before CoP answers
+were kept) reads and hashes as it was made.
 Raises ``ApprovalError`` for a stored document that does not hash to its id.
 """
 
@@ -14,18 +17,26 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from payrun._models import ApprovedRows, LedgerRow, PlanKey, RowStatus, format_money, plan_key
+from payrun._models import (
+    ApprovedRows,
+    LedgerRow,
+    PayeeCheck,
+    PlanKey,
+    RowStatus,
+    format_money,
+    plan_key,
+)
 from payrun.errors import ApprovalError
 
 __all__ = ["PLAN_VERSION", "Plan", "PlanRow", "plan_from_document"]
 
-PLAN_VERSION = 1
-"""The canonical document's layout (a new field means a new version)."""
+PLAN_VERSION = 2
+"""The canonical document's layout (a new field means a new version): 2 added ``cop``."""
 
 _ROW_FIELDS = (
     "row",
@@ -88,11 +99,14 @@ class Plan:
     maker: str
     created_at: datetime
     expires_at: datetime
+    payee_checks: tuple[PayeeCheck, ...] = ()
+    """The new payees' Confirmation of Payee answers (held ones too), by first row."""
+    version: int = PLAN_VERSION
 
     def document(self) -> dict[str, Any]:
         """The plan as the JSON object its id is the hash of."""
-        return {
-            "version": PLAN_VERSION,
+        document: dict[str, Any] = {
+            "version": self.version,
             "rows": [{name: getattr(r, name) for name in _ROW_FIELDS} for r in self.rows],
             "held": list(self.held),
             "invalid": list(self.invalid),
@@ -105,6 +119,23 @@ class Plan:
             "created_at": self.created_at.isoformat(),
             "expires_at": self.expires_at.isoformat(),
         }
+        if self.version >= 2:  # noqa: PLR2004 - the layout that added CoP answers
+            document["cop"] = [asdict(check) for check in self.payee_checks]
+        return document
+
+    @property
+    def cop_matched(self) -> int:
+        """New payees whose CoP answer lets their rows be paid."""
+        return sum(1 for check in self.payee_checks if not check.held)
+
+    @property
+    def cop_held(self) -> int:
+        """Rows held because of their new payee's CoP answer."""
+        return sum(len(check.rows) for check in self.payee_checks if check.held)
+
+    def check_of(self, row: int) -> PayeeCheck | None:
+        """The CoP answer for ``row``'s new payee, if one was asked."""
+        return next((check for check in self.payee_checks if row in check.rows), None)
 
     def canonical(self) -> str:
         """The canonical text: JSON, keys sorted, no spaces, non-ASCII kept as is."""
@@ -136,6 +167,13 @@ class Plan:
             plan_id=self.plan_id,
             rows=frozenset(r.key for r in self.rows),
             new_payee_rows=frozenset(self.new_payee_rows),
+            cop_requests={
+                row: check.cop_request_url
+                for check in self.payee_checks
+                if check.cop_request_url and not check.held
+                for row in check.rows
+                if row in self.new_payee_rows
+            },
         )
 
     def summary(self) -> dict[str, object]:
@@ -204,6 +242,10 @@ def plan_from_document(plan_id: str, text: str) -> Plan:
         maker=data["maker"],
         created_at=datetime.fromisoformat(data["created_at"]),
         expires_at=datetime.fromisoformat(data["expires_at"]),
+        payee_checks=tuple(
+            PayeeCheck(**{**check, "rows": tuple(check["rows"])}) for check in data.get("cop", [])
+        ),
+        version=data["version"],
     )
     if plan.canonical() != text:
         msg = f"the ledger's record of plan {plan_id[:12]} is not in canonical form"

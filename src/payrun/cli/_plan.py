@@ -277,9 +277,30 @@ def plan_lines(plan: Plan) -> list[str]:
         f"new payees: {len(plan.new_payee_rows)}; changed bank details:"
         f" {len(plan.changed_detail_rows)}; held: {len(plan.held)}; invalid: {len(plan.invalid)}"
     )
+    lines += _cop_lines(plan)
     lines.append(
         f"made by {plan.maker} at {_when(plan.created_at)}; expires {_when(plan.expires_at)}"
     )
+    return lines
+
+
+def _cop_lines(plan: Plan) -> list[str]:
+    """The new payees' Confirmation of Payee answers: the counts, then every answer that
+    is not a plain match (none when CoP was not asked)."""
+    if not plan.payee_checks:
+        return []
+    lines = [
+        f"Confirmation of Payee: {plan.cop_matched} new payee(s) matched;"
+        f" {plan.cop_held} row(s) held"
+    ]
+    for check in plan.payee_checks:
+        if check.result == "match" and not check.held:
+            continue
+        said = f", the bank says {check.suggested_name!r}" if check.suggested_name else ""
+        why = f" ({check.reason})" if check.reason else ""
+        outcome = "held" if check.held else "accepted"
+        rows = ", ".join(str(row) for row in check.rows)
+        lines.append(f"  {check.payee_name}, row(s) {rows}: {check.result}{why}{said}: {outcome}")
     return lines
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from payrun._models import BatchInfo, LedgerRow, RowStatus, utc_now
+from payrun._models import BatchInfo, LedgerRow, PayeeCheck, RowStatus, utc_now
 from payrun.config import RunOptions, Settings, ValidationOptions
 from payrun.errors import InterruptedRunError, LedgerError, first_payrun_error
 from payrun.ledger import (
@@ -127,6 +127,8 @@ class RunOutcome:
     # Rows whose status this run changed: 0 is a rerun that found nothing to do (None: not
     # counted)
     changed: int | None = None
+    # A plan's dry run: the new payees' Confirmation of Payee answers
+    payee_checks: list[PayeeCheck] = field(default_factory=list, repr=False)
 
 
 class _Quiet:
@@ -354,6 +356,8 @@ def _preflight(
         duplicate_window=timedelta(days=options.duplicate_window_days),
         dry_run=options.dry_run,
         stop=stop,
+        planning=options.planning,
+        planned_cop=options.plan.cop_requests if options.plan is not None else None,
     )
 
 
@@ -390,6 +394,7 @@ async def _dry_run(
         dry_run=True,
         attention=attention,
         exit_code=max(code, 1 if attention else 0),
+        payee_checks=sorted(checks.payee_checks, key=lambda check: check.rows),
     )
 
 

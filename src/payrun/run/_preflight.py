@@ -4,7 +4,10 @@ Input: the run's ``RowBook``, a ``BankClient`` and the organization. Output: row
 their bank account and payee, and rows that must not be paid moved to ``failed`` (bad
 account, balance short, deactivated payee) or ``held`` (Confirmation of Payee said no,
 or a possible repeat of a payment made outside this ledger). In a dry run nothing is
-created at the bank: payees that would be created are only counted.
+created at the bank: payees that would be created are only counted, and a plan's dry run
+(``planning``) asks Confirmation of Payee about them (a CoP request creates nothing),
+holding the rows a run would hold and keeping each answer (``payee_checks``). A run of a
+plan creates those payees with the plan's CoP request (``planned_cop``), asking no more.
 
 The reads go out together: every account lookup at once (``check_accounts``), then every
 account's restrictions, its owner's payees and its recent payments at once
@@ -26,7 +29,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 import anyio
 
-from payrun._models import LedgerRow, RowStatus, RowUpdate, format_money
+from payrun._models import LedgerRow, PayeeCheck, RowStatus, RowUpdate, format_money
 from payrun.errors import (
     AuthError,
     BankError,
@@ -124,6 +127,8 @@ class Preflight:
         duplicate_window: timedelta,
         dry_run: bool,
         stop: StopSignal | None = None,
+        planning: bool = False,
+        planned_cop: Mapping[int, str] | None = None,
     ) -> None:
         self.client = client
         # Once set, no new payee is checked or created
@@ -136,6 +141,10 @@ class Preflight:
         self.accept_changed_details = accept_changed_details
         self.duplicate_window = duplicate_window
         self.dry_run = dry_run
+        # A plan's dry run asks CoP about new payees; a plan's run reuses its answers
+        self.planning = planning
+        self.planned_cop: Mapping[int, str] = planned_cop or {}
+        self.payee_checks: list[PayeeCheck] = []
         self.plans: dict[str, AccountPlan] = {}
         self.accounts: dict[str, BankAccount] = {}
         self.indexes: dict[str, PayeeIndex] = {}
@@ -521,7 +530,7 @@ class Preflight:
                 owner = self.accounts[row.account_url].owner_url
                 groups[self._payee_key(owner, row)].append(row)
         self.book.set_each(reuse)
-        if self.dry_run and self.confirm_payees:
+        if self.dry_run and self.confirm_payees and not self.planning:
             groups = self._hold_again(groups)
         for key, rows in groups.items():
             plan = self._plan_for(rows[0].account_url or "")
@@ -547,9 +556,12 @@ class Preflight:
         return key
 
     async def create_payees(self, groups: Mapping[PayeeKey, list[LedgerRow]]) -> None:
-        """Check and create the payees ``find_payees`` found missing (nothing in a dry run);
-        rows of another account waiting for the same payee take its outcome too."""
+        """Check and create the payees ``find_payees`` found missing (in a dry run nothing,
+        in a plan's dry run only the check); rows of another account waiting for the same
+        payee take its outcome too."""
         if self.dry_run:
+            if self.planning and self.confirm_payees:
+                await _run_pool(list(groups.items()), self._check_only)
             return
         if self._payee_slots is None:
             self._payee_slots = anyio.CapacityLimiter(_PAYEE_WORKERS)
@@ -571,8 +583,9 @@ class Preflight:
         job = self._payee_jobs[key] = _PayeeJob(numbers)
         try:
             assert self._payee_slots is not None
+            planned = next((self.planned_cop[n] for n in numbers if n in self.planned_cop), None)
             async with self._payee_slots:
-                job.update = await self._new_payee(key)
+                job.update = await self._new_payee(key, planned)
         finally:
             if job.update is not None:
                 self.book.set_many(job.rows, **job.update)
@@ -601,15 +614,53 @@ class Preflight:
                 self.book.set_many([r.row for r in rows], status=RowStatus.HELD, error=held)
         return left
 
-    async def _new_payee(self, key: PayeeKey) -> RowUpdate | None:
-        """Check and create one payee; what its rows become (None: nothing was tried)."""
+    async def _check_only(self, item: tuple[PayeeKey, list[LedgerRow]]) -> None:
+        """A plan's dry run: ask CoP about one new payee as a run would, hold its rows if
+        the answer would hold them, and keep the answer (``payee_checks``)."""
+        (owner, name, sort_code, number), rows = item
+        numbers = [r.row for r in rows]
+        try:
+            cop = await confirm_payee(
+                self.client,
+                self.org,
+                name=name,
+                sort_code=sort_code,
+                account_number=number,
+                requester_url=owner,
+            )
+        except (AuthError, OutcomeUnknownError, RateLimitedError, BankUnavailableError):
+            raise
+        except BankError as exc:
+            error = f"Confirmation of Payee could not be asked: {exc}"
+            self.book.set_many(numbers, status=RowStatus.FAILED, error=error)
+            return
+        held = cop_verdict(cop, accept_close_match=self.accept_close_match)
+        if held:
+            self.book.set_many(numbers, status=RowStatus.HELD, error=held)
+        self.payee_checks.append(
+            PayeeCheck(
+                rows=tuple(sorted(numbers)),
+                payee_name=name,
+                sort_code=sort_code,
+                account_number=number,
+                result=cop.result,
+                reason=cop.reason,
+                suggested_name=cop.suggested_name,
+                cop_request_url=cop.url,
+                held=held,
+            )
+        )
+
+    async def _new_payee(self, key: PayeeKey, planned: str | None = None) -> RowUpdate | None:
+        """Check and create one payee (with ``planned``, the approved plan's CoP request,
+        it is not asked again); what its rows become (None: nothing was tried)."""
         owner, name, sort_code, number = key
         # Start nothing
         if self.unreachable or (self.stop is not None and self.stop.is_set()):
             return None
         try:
-            cop_url = None
-            if self.confirm_payees:
+            cop_url = planned
+            if self.confirm_payees and planned is None:
                 cop = await confirm_payee(
                     self.client,
                     self.org,

@@ -36,7 +36,7 @@ from payrun.serve._batches import (
     plan_batch,
     store_upload,
 )
-from payrun.serve._plans import PlanView, held_reasons, plan_view
+from payrun.serve._plans import PlanView, cop_words, held_reasons, plan_view
 from payrun.serve._runs import Bank, make_plan_child, start_run
 from payrun.serve._users import User, check_password, key_path, load_users
 
@@ -300,6 +300,10 @@ class _Pages:
             "new_rows": frozenset(view.plan.new_payee_rows),
             "changed_rows": frozenset(view.plan.changed_detail_rows),
             "held": held_reasons(view.stored, view.plan),
+            "cop_checks": [(check, cop_words(check)) for check in view.plan.payee_checks],
+            "cop_rows": {
+                row: cop_words(check) for check in view.plan.payee_checks for row in check.rows
+            },
             "may_approve": _may_approve(user, view),
             "refresh": REFRESH_SECONDS if view.state == "paying" else None,
             "format_money": format_money,

@@ -14,6 +14,7 @@ from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 
+from payrun._models import PayeeCheck
 from payrun.approval import (
     Approval,
     Plan,
@@ -27,7 +28,7 @@ from payrun.errors import ApprovalError, PayrunError
 from payrun.serve._batches import StoredBatch
 from payrun.serve._runs import Progress, RunFiles, read_progress
 
-__all__ = ["PlanView", "held_reasons", "load_plan", "plan_view"]
+__all__ = ["PlanView", "cop_words", "held_reasons", "load_plan", "plan_view"]
 
 _CACHED_PLANS = 64
 _RAN_TO_THE_END = (0, 1)
@@ -163,6 +164,18 @@ def _state(
     return "awaiting approval" if why is not None else "approved"
 
 
+def cop_words(check: PayeeCheck) -> str:
+    """A new payee's Confirmation of Payee answer in words: match, close match with the
+    name the bank suggests, or no match and the bank's reason."""
+    if check.result == "match":
+        return "match"
+    if check.result == "close-match":
+        said = f": the bank says {check.suggested_name!r}" if check.suggested_name else ""
+        return f"close match{said}"
+    why = f" ({check.reason})" if check.reason else ""
+    return f"{check.result.replace('-', ' ')}{why}"
+
+
 def held_reasons(stored: StoredBatch, plan: Plan) -> dict[int, str]:
     """Why each held row was left out (Confirmation of Payee, changed details, ...)."""
     from payrun.ledger import open_ledger
@@ -170,8 +183,11 @@ def held_reasons(stored: StoredBatch, plan: Plan) -> dict[int, str]:
     wanted = set(plan.held)
     if not wanted:
         return {}
+    # Confirmation of Payee's holds, as the plan's check said them
+    reasons = {row: check.held for check in plan.payee_checks if check.held for row in check.rows}
     try:
         with open_ledger(stored.ledger, readonly=True) as store:
-            return {r.row: r.error or "held" for r in store.rows() if r.row in wanted}
+            found = {r.row: r.error for r in store.rows() if r.row in wanted and r.error}
     except PayrunError:
-        return {}
+        found = {}
+    return {row: found.get(row) or reasons.get(row) or "held" for row in sorted(wanted)}
