@@ -23,7 +23,6 @@ from payrun.cli._output import file_path, json_text, ledger_arg, reader_may_leav
 from payrun.config import (
     DEFAULT_DUPLICATE_WINDOW_DAYS,
     RunOptions,
-    ValidationOptions,
     ledger_url_from_env,
     login_name,
     policy_path_from_env,
@@ -187,7 +186,7 @@ def _take_pay_date(args: argparse.Namespace, plan: Plan, *, today: date | None =
 def execute(args: argparse.Namespace) -> int:
     """Check the batch, record the plan, and print it."""
     from payrun.approval import make_plan
-    from payrun.cli._run import bank_session
+    from payrun.cli._run import bank_session, validation_options
     from payrun.run import event_loop_options
 
     if args.ledger is None:
@@ -197,14 +196,7 @@ def execute(args: argparse.Namespace) -> int:
         msg = "--as needs a name: who makes the plan"
         raise UsageError(msg)
     policy = policy_of(args)
-    validation = ValidationOptions(
-        max_amount=args.max_amount,
-        allow_duplicates=args.allow_duplicates,
-        source_account=args.source_account,
-        max_rows=args.max_rows,
-        sheet=args.sheet,
-        input_format=args.input_format,
-    )
+    validation = validation_options(args)
     with bank_session(args) as (settings, _, bound):
         options = _options(args, bound)
         made = anyio.run(

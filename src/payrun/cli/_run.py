@@ -57,6 +57,7 @@ __all__ = [
     "money_arg",
     "register",
     "settle_wait_arg",
+    "validation_options",
 ]
 
 RUN_HELP_GROUPS: tuple[OptionGroup, ...] = (
@@ -373,6 +374,18 @@ def settle_wait_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--settle-wait ")) from None
 
 
+def validation_options(args: argparse.Namespace) -> ValidationOptions:
+    """How the batch is read and checked, from the options ``add_file_options`` added."""
+    return ValidationOptions(
+        max_amount=args.max_amount,
+        allow_duplicates=args.allow_duplicates,
+        source_account=args.source_account,
+        max_rows=args.max_rows,
+        sheet=args.sheet,
+        input_format=args.input_format,
+    )
+
+
 def execute(args: argparse.Namespace) -> int:
     """Run the batch and print what happened."""
     # Rich loads only for runs; the summary's modules once the run is over
@@ -385,14 +398,7 @@ def execute(args: argparse.Namespace) -> int:
     # An approved plan: checked before anything is read or sent; its options apply
     args.approved = plan_gate(args)
     _check_flags(args)
-    validation = ValidationOptions(
-        max_amount=args.max_amount,
-        allow_duplicates=args.allow_duplicates,
-        source_account=args.source_account,
-        max_rows=args.max_rows,
-        sheet=args.sheet,
-        input_format=args.input_format,
-    )
+    validation = validation_options(args)
     as_json = args.log_format == "json"
     with bank_session(args) as (settings, folder, bound):
         # Before the bank is asked anything: what was read, and whether today is its pay date

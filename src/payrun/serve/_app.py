@@ -314,14 +314,7 @@ class _Pages:
         """Sign and record the approval with the server-held key of the approver."""
         plan_id = request.path_params["plan_id"]
         try:
-            user = self._signed_in(request)
-            form = await self._form(request)
-            view = self._view(plan_id)
-            if not _may_approve(user, view):
-                self._record_refusal(view, user, "approve")
-                raise _Refused(
-                    403, "You cannot approve this plan: it needs an approver other than its maker."
-                )
+            user, form, view = await self._decider(request, plan_id, "approve")
             note = str(form.get("note", "")).strip() or None
             approve_plan(
                 view.stored.ledger,
@@ -342,14 +335,7 @@ class _Pages:
         """Record the rejection (with its note)."""
         plan_id = request.path_params["plan_id"]
         try:
-            user = self._signed_in(request)
-            form = await self._form(request)
-            view = self._view(plan_id)
-            if not _may_approve(user, view):
-                self._record_refusal(view, user, "reject")
-                raise _Refused(
-                    403, "You cannot reject this plan: it needs an approver other than its maker."
-                )
+            user, form, view = await self._decider(request, plan_id, "reject")
             note = str(form.get("note", "")).strip()
             if not note:
                 raise _Refused(400, "Say why in the Note before rejecting: the maker reads it.")
@@ -367,6 +353,20 @@ class _Pages:
         except PayrunError as error:
             return self._message(request, 409, str(error))
         return RedirectResponse(f"/plans/{plan_id}", status_code=303)
+
+    async def _decider(
+        self, request: Request, plan_id: str, what: str
+    ) -> tuple[User, dict[str, Any], PlanView]:
+        """The signed-in user who may ``what`` (approve, reject) the plan, the form and the
+        plan; a maker or a non-approver is refused (403) and the attempt recorded."""
+        user = self._signed_in(request)
+        form = await self._form(request)
+        view = self._view(plan_id)
+        if not _may_approve(user, view):
+            self._record_refusal(view, user, what)
+            msg = f"You cannot {what} this plan: it needs an approver other than its maker."
+            raise _Refused(403, msg)
+        return user, form, view
 
     def _record_refusal(self, view: PlanView, user: User, what: str) -> None:
         """Append a refused approve/reject to the plan's audit trail."""
