@@ -40,6 +40,13 @@ __all__ = [
 
 HEARTBEAT_SECONDS = 5
 """The tests' heartbeat timeout: a killed worker's batch moves on within about this."""
+PRIORITY_CONFIG = (
+    "matching.useNewMatcher=true",
+    "matching.numTaskqueueReadPartitions=1",
+    "matching.numTaskqueueWritePartitions=1",
+)
+"""The dev server's settings docs/fleet.md gives: task queue priority keys honoured, in
+exact order (one partition per task queue)."""
 
 
 def _free_port() -> int:
@@ -60,8 +67,9 @@ def _temporal_binary() -> str:
 @contextlib.contextmanager
 def temporal_dev_server(port: int | None = None) -> Iterator[str]:
     """Start ``temporal server start-dev`` in memory on ``port`` (default: a free loopback
-    port); its address."""
+    port), with ``PRIORITY_CONFIG``; its address."""
     port = port or _free_port()
+    settings = [arg for value in PRIORITY_CONFIG for arg in ("--dynamic-config-value", value)]
     process = subprocess.Popen(
         [
             _temporal_binary(),
@@ -78,6 +86,7 @@ def temporal_dev_server(port: int | None = None) -> Iterator[str]:
             str(_free_port()),
             "--log-level",
             "error",
+            *settings,
         ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -180,9 +189,10 @@ def start_worker(
     *,
     max_batches: int = 20,
     env: dict[str, str] | None = None,
+    extra: Sequence[str] = (),
 ) -> Worker:
     """Start a worker (giving banks 1 s after a killed run, as the kill -9 tests do);
-    ``env`` adds to its environment."""
+    ``env`` adds to its environment, ``extra`` to its options."""
     handle = log.open("w")
     process = subprocess.Popen(
         [
@@ -200,6 +210,7 @@ def start_worker(
             queue,
             "--max-batches",
             str(max_batches),
+            *extra,
         ],
         env={**fleet_env(), **(env or {})},
         stdin=subprocess.DEVNULL,

@@ -310,7 +310,13 @@ def _unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
     return f"unknown options: {' '.join(options)}"
 
 
+# The fleet worker's keys folder and key group are options of their own, not a key
+_NOT_KEY_OPTIONS = frozenset({"--keys", "--key-group"})
+
+
 def _looks_like_key_option(word: str) -> bool:
+    if word.split("=", 1)[0] in _NOT_KEY_OPTIONS:
+        return False
     return word.startswith(("--api-key", "--api_key", "--key")) and not word.startswith(
         "--api-key-file"
     )

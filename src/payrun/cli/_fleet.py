@@ -122,6 +122,13 @@ def _register_worker(commands: argparse._SubParsersAction[Any]) -> None:
         metavar="N",
         help="batches (of different lanes) this worker pays at once (default 20)",
     )
+    worker.add_argument(
+        "--key-group",
+        type=_key_group,
+        metavar="NAME",
+        help="pay only the batches whose manifest says key_group = NAME (--keys then holds"
+        " only that group's keys); default: the batches of no group",
+    )
 
 
 def _register_status(commands: argparse._SubParsersAction[Any]) -> None:
@@ -209,6 +216,18 @@ def _seconds(text: str) -> float:
         msg = f"{text!r} is not a number of seconds, more than 0"
         raise argparse.ArgumentTypeError(msg)
     return value
+
+
+def _key_group(text: str) -> str:
+    """--key-group: a name as the manifest's key_group."""
+    import re
+
+    from payrun.fleet._manifest import KEY_GROUP
+
+    if not re.fullmatch(KEY_GROUP, text):
+        msg = f"{text!r} is not a key group name (letters, digits, '_', '-'; at most 64)"
+        raise argparse.ArgumentTypeError(msg)
+    return text
 
 
 def _settle_wait(text: str) -> float:
@@ -392,12 +411,13 @@ def _worker(args: argparse.Namespace, url: DatabaseURL) -> int:
         settle_wait=DEFAULT_SETTLE_WAIT if settle_wait is None else settle_wait,
         heartbeat_seconds=_heartbeat_seconds(None),
         say=_say,
+        key_group=args.key_group,
     )
 
     def ready(identity: str) -> None:
         with reader_may_leave(sys.stderr, run=True):
             print(  # noqa: T201 - the worker's one line of life
-                f"worker {identity} polls task queue {options.task_queue} at {options.temporal}",
+                f"worker {identity} polls task queue {options.polled_queue} at {options.temporal}",
                 file=sys.stderr,
             )
 

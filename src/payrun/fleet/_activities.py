@@ -46,6 +46,7 @@ from payrun.fleet._workflow import (
     EndBatch,
     LaneInput,
     RouteInput,
+    key_group_queue,
     lane_workflow_id,
     normalized_base_url,
 )
@@ -130,15 +131,17 @@ class FleetActivities:
             # The bank away: the route is tried again
             message = f"batch {name}: {exc}"
             raise _failure(message, kind=type(exc).__name__) from None
-        task_queue = activity.info().task_queue
+        # The deployment's task queue names the lane; a lane started here runs on the
+        # task queue of the batch's key group (the workers holding its keys)
+        task_queue = route.task_queue or activity.info().task_queue
         lane = lane_workflow_id(task_queue, batch.base_url, organization.url)
         label = f"{organization.display_name}@{normalized_base_url(batch.base_url)}"
         await asyncio.to_thread(store.set_lane, name, lane, label)
         await activity.client().start_workflow(
             "payrun-lane",
-            LaneInput(heartbeat_seconds=route.heartbeat_seconds),
+            LaneInput(heartbeat_seconds=route.heartbeat_seconds, task_queue=task_queue),
             id=lane,
-            task_queue=task_queue,
+            task_queue=key_group_queue(task_queue, route.ticket.key_group),
             start_signal="add",
             start_signal_args=[route.ticket],
         )

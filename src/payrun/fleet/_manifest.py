@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from payrun.config import check_base_url, parse_settle_wait
 from payrun.errors import ConfigError, UsageError
 
-__all__ = ["MAX_MANIFEST_BATCHES", "MAX_MANIFEST_BYTES", "BatchEntry", "load_manifest"]
+__all__ = ["KEY_GROUP", "MAX_MANIFEST_BATCHES", "MAX_MANIFEST_BYTES", "BatchEntry", "load_manifest"]
 
 MAX_MANIFEST_BYTES = 1024 * 1024
 """A manifest's batches take a few hundred bytes each: a bigger file is a mistake (or an
@@ -32,6 +32,8 @@ MAX_MANIFEST_BATCHES = 5_000
 """Batches one manifest may submit: each becomes a ledger batch and a workflow at once."""
 _BATCH_TABLE = re.compile(rb"^[ \t]*\[\[[ \t]*batch[ \t]*\]\]", re.MULTILINE)
 
+KEY_GROUP = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
+"""A key group's name (a regular expression): it ends its workers' task queue's name."""
 _KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _AMOUNT = re.compile(r"[0-9]+(\.[0-9]{1,2})?")
 _NAME_MAX = 200
@@ -59,6 +61,8 @@ class _Batch(BaseModel):
     plan: str | None = Field(default=None, pattern=r"^[0-9a-f]{12,64}$")
     # Pay a payroll export before its pay date (as --pay-now); else submit refuses it
     pay_now: bool = False
+    # Paid only by the workers started with --key-group NAME (they hold its keys)
+    key_group: str | None = Field(default=None, pattern=f"^{KEY_GROUP}$")
 
     @field_validator("name")
     @classmethod
@@ -129,6 +133,7 @@ class BatchEntry:
     input_format: str = "auto"
     plan: str | None = None
     pay_now: bool = False
+    key_group: str | None = None
 
 
 def load_manifest(path: Path) -> list[BatchEntry]:
@@ -211,6 +216,7 @@ def _entry(path: Path, index: int, batch: _Batch) -> BatchEntry:
         input_format=batch.input_format,
         plan=batch.plan,
         pay_now=batch.pay_now,
+        key_group=batch.key_group,
     )
 
 
@@ -229,5 +235,5 @@ def _first_problem(path: Path, error: ValidationError) -> str:
     elif first["type"] == "extra_forbidden":
         reason = "not a manifest field (name, file, base_url, key, source_account,"
         reason += " expect_count, expect_total, cutoff, confirm_payees, settle_wait,"
-        reason += " input_format, plan, pay_now)"
+        reason += " input_format, plan, pay_now, key_group)"
     return f"the manifest {path}: {place}: {field}: {reason}"

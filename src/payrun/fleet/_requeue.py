@@ -20,7 +20,13 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
 from payrun.fleet._store import FleetBatch, FleetStore
-from payrun.fleet._workflow import BatchTicket, RouteInput, RouteWorkflow, route_workflow_id
+from payrun.fleet._workflow import (
+    BatchTicket,
+    RouteInput,
+    RouteWorkflow,
+    key_group_queue,
+    route_workflow_id,
+)
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -33,14 +39,21 @@ _RUNNING = 1
 
 
 async def queue_batch(
-    client: Client, batch: str, cutoff: str | None, *, task_queue: str, heartbeat_seconds: float
+    client: Client,
+    batch: str,
+    cutoff: str | None,
+    *,
+    task_queue: str,
+    heartbeat_seconds: float,
+    key_group: str | None = None,
 ) -> None:
-    """Start the batch's route (or leave the one that runs): it reaches its lane."""
+    """Start the batch's route (or leave the one that runs): it reaches its lane. The
+    route runs on the task queue of the batch's key group (a worker holding its key)."""
     await client.start_workflow(
         RouteWorkflow.run,
-        RouteInput(BatchTicket(batch, cutoff), heartbeat_seconds),
+        RouteInput(BatchTicket(batch, cutoff, key_group), heartbeat_seconds, task_queue),
         id=route_workflow_id(task_queue, batch),
-        task_queue=task_queue,
+        task_queue=key_group_queue(task_queue, key_group),
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
 
@@ -64,7 +77,12 @@ async def requeue_lost(
             continue
         cutoff = None if batch.cutoff is None else batch.cutoff.astimezone(UTC).isoformat()
         await queue_batch(
-            client, batch.name, cutoff, task_queue=task_queue, heartbeat_seconds=heartbeat_seconds
+            client,
+            batch.name,
+            cutoff,
+            task_queue=task_queue,
+            heartbeat_seconds=heartbeat_seconds,
+            key_group=batch.key_group,
         )
         lost.append(batch.name)
     return lost

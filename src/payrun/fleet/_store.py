@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS payrun_fleet (
 ALTER TABLE payrun_fleet ADD COLUMN IF NOT EXISTS task_queue text;
 ALTER TABLE payrun_fleet ADD COLUMN IF NOT EXISTS lane_id text;
 ALTER TABLE payrun_fleet ADD COLUMN IF NOT EXISTS lane_label text;
+ALTER TABLE payrun_fleet ADD COLUMN IF NOT EXISTS key_group text;
 """
 _COUNTS = """
 SELECT b.name, r.status, count(*) FROM payrun_rows r JOIN payrun_batches b ON b.id = r.batch_id
@@ -87,6 +88,8 @@ class FleetBatch:
     # The lane's workflow id and name once a worker found the key's organization
     lane_id: str | None = None
     lane_label: str | None = None
+    # The key group whose workers pay it (None: the deployment's task queue's)
+    key_group: str | None = None
     rows: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -169,14 +172,14 @@ class FleetStore:
         with self._connection() as db:
             db.execute(
                 "INSERT INTO payrun_fleet (name, file, base_url, key_name, cutoff, options,"
-                " state, submitted_at, task_queue)"
-                " VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s, %s)"
+                " state, submitted_at, task_queue, key_group)"
+                " VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s, %s, %s)"
                 " ON CONFLICT (name) DO UPDATE SET file = EXCLUDED.file,"
                 " base_url = EXCLUDED.base_url, key_name = EXCLUDED.key_name,"
                 " cutoff = EXCLUDED.cutoff, options = EXCLUDED.options, state = 'queued',"
                 " worker = NULL, message = NULL, submitted_at = EXCLUDED.submitted_at,"
                 " ended_at = NULL, task_queue = EXCLUDED.task_queue, lane_id = NULL,"
-                " lane_label = NULL",
+                " lane_label = NULL, key_group = EXCLUDED.key_group",
                 (
                     entry.name,
                     str(entry.file),
@@ -186,6 +189,7 @@ class FleetStore:
                     json.dumps(options, sort_keys=True),
                     utc_now().isoformat(),
                     task_queue,
+                    entry.key_group,
                 ),
             )
 
@@ -220,7 +224,8 @@ class FleetStore:
                 return []
             select = (
                 "SELECT name, file, base_url, key_name, cutoff, options, state, worker,"
-                " message, submitted_at, task_queue, lane_id, lane_label FROM payrun_fleet"
+                " message, submitted_at, task_queue, lane_id, lane_label, key_group"
+                " FROM payrun_fleet"
             )
             if names is None:
                 records = db.execute(select + " ORDER BY name").fetchall()
@@ -261,7 +266,7 @@ class FleetStore:
 
 def _batch_of(record: tuple[Any, ...]) -> FleetBatch:
     name, file, base_url, key, cutoff, options, state, worker, message, submitted = record[:10]
-    task_queue, lane_id, lane_label = record[10:]
+    task_queue, lane_id, lane_label, key_group = record[10:]
     return FleetBatch(
         name=name,
         file=file,
@@ -276,4 +281,5 @@ def _batch_of(record: tuple[Any, ...]) -> FleetBatch:
         task_queue=task_queue,
         lane_id=lane_id,
         lane_label=lane_label,
+        key_group=key_group,
     )

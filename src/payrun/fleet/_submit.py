@@ -116,6 +116,7 @@ async def submit(manifest: Path, options: SubmitOptions) -> list[str]:
             cutoff,
             task_queue=options.task_queue,
             heartbeat_seconds=options.heartbeat_seconds,
+            key_group=entry.key_group,
         )
     return [entry.name for entry in entries]
 

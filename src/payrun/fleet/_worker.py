@@ -25,7 +25,7 @@ from payrun.fleet._activities import FleetActivities
 from payrun.fleet._requeue import requeue_lost
 from payrun.fleet._store import FleetStore
 from payrun.fleet._temporal import connect_temporal
-from payrun.fleet._workflow import LaneWorkflow, RouteWorkflow
+from payrun.fleet._workflow import LaneWorkflow, RouteWorkflow, key_group_queue
 from payrun.run import STOP_GRACE_SECONDS, StopSignal
 
 if TYPE_CHECKING:
@@ -57,6 +57,13 @@ class WorkerOptions:
     heartbeat_seconds: float = DEFAULT_HEARTBEAT_TIMEOUT
     # The worker's log: one line per batch started and ended
     say: Callable[[str], None] | None = None
+    # Serve only this key group's batches (its task queue): --keys holds only its keys
+    key_group: str | None = None
+
+    @property
+    def polled_queue(self) -> str:
+        """The task queue this worker polls: its key group's, else the deployment's."""
+        return key_group_queue(self.task_queue, self.key_group)
 
 
 async def run_worker(
@@ -81,7 +88,7 @@ async def run_worker(
         activities.say = options.say
     worker = Worker(
         client,
-        task_queue=options.task_queue,
+        task_queue=options.polled_queue,
         workflows=[LaneWorkflow, RouteWorkflow],
         activities=[activities.route_batch, activities.pay_batch, activities.end_batch],
         max_concurrent_activities=options.max_batches,
