@@ -2,10 +2,11 @@
 
 Run from the project root with the code whose histories to keep on the path:
 
-    python tests/histories/record.py tests/histories/NAME
+    python tests/histories/record.py tests/histories/NAME [KEY_GROUP]
 
 It pays one small batch through a Temporal dev server, PostgreSQL, a sandbox bank and a
-real worker, then writes each workflow's history as ``NAME-<type>.json``. Keep the files
+real worker (with ``KEY_GROUP``: the batch of that key group, on a worker of that group),
+then writes each workflow's history as ``NAME-<type>.json``. Keep the files
 of every release: a change to a workflow must still replay them (docs/fleet.md).
 """
 
@@ -45,6 +46,7 @@ async def _save(temporal: str, stem: Path) -> None:
 def main() -> None:
     """Pay a batch of 5 rows with a cut-off, then write the histories."""
     stem = Path(sys.argv[1])
+    group = sys.argv[2] if len(sys.argv) > 2 else None  # noqa: PLR2004 - the optional argument
     with (
         tempfile.TemporaryDirectory() as folder,
         throwaway_cluster() as cluster,
@@ -58,8 +60,12 @@ def main() -> None:
         entry: dict[str, object] = {"name": "history-2026-11", "file": "b.csv"}
         entry |= {"base_url": bank.base_url}
         entry |= {"key": "org0", "confirm_payees": False, "cutoff": "2099-01-01T00:00:00Z"}
+        extra: tuple[str, ...] = ()
+        if group is not None:
+            entry["key_group"] = group
+            extra = ("--key-group", group)
         manifest = write_manifest(work / "m.toml", [entry])
-        worker = start_worker(temporal, url, keys, "payrun", work / "w.log")
+        worker = start_worker(temporal, url, keys, "payrun", work / "w.log", extra=extra)
         try:
             done = submit(temporal, url, manifest, "payrun", "--wait")
             if done.returncode != 0:
