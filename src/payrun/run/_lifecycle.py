@@ -29,11 +29,11 @@ __all__ = ["event_loop_options", "pay_ledger", "with_client"]
 _STOP_POLL_SECONDS = 0.25
 _GC_YOUNG_THRESHOLD = 50_000
 
-Pay = Callable[[Caller, "BankClient", LedgerStore, RowBook], Awaitable[RunOutcome]]
+_Pay = Callable[[Caller, "BankClient", LedgerStore, RowBook], Awaitable[RunOutcome]]
 """A run's payment of an open ledger's rows, with the bank client it holds."""
 
 
-async def pay_ledger(ledger: LedgerStore, caller: Caller, pay: Pay) -> RunOutcome:
+async def pay_ledger(ledger: LedgerStore, caller: Caller, pay: _Pay) -> RunOutcome:
     """``pay`` the open ledger's rows (stopped when the caller asks), then close it; a
     refused first run removes it. The outcome counts the rows whose status changed."""
     changed = 0
