@@ -33,7 +33,7 @@ from payrun.bank import AdaptiveLimiter, Answer, BankClient, PreparedRequest, Re
 from payrun.config import Secret, Settings
 from payrun.ledger import BatchInfo, Ledger, LedgerRow
 from payrun.run._book import RowBook
-from payrun.run._execute import execute_rows
+from payrun.run._execute import EngineLimits, PayingEngine, execute_rows
 from payrun.run._stop import StopSignal
 from payrun.sandbox import create_app, default_seed
 
@@ -187,16 +187,9 @@ async def one_pass(
     client = BankClient(bank, settings, limiter=limiter, retry=retry)
     gc.collect()
     started = time.process_time()
-    result = await execute_rows(
-        client,
-        book,
-        to_create=rows,
-        to_submit=[],
-        per_account_submits=3,
-        create_workers=50,
-        create_only=False,
-        stop=StopSignal(),
-    )
+    limits = EngineLimits(per_account_submits=3, create_workers=50)
+    engine = PayingEngine(client, book, limits, stop=StopSignal(), accounts=accounts)
+    result = await execute_rows(engine, rows, [])
     cpu = time.process_time() - started
     ledger.close()
     if result.submitted != args.rows or bank.requests != 2 * args.rows:

@@ -657,8 +657,10 @@ def _time_phases(phases: dict[str, float]) -> None:
     import functools  # noqa: PLC0415
     import inspect  # noqa: PLC0415
 
+    import payrun.run._checks as checks  # noqa: PLC0415
     import payrun.run._pipeline as pipeline  # noqa: PLC0415
     import payrun.run._preflight as preflight  # noqa: PLC0415
+    import payrun.run._schedule as schedule  # noqa: PLC0415
     from payrun.bank import BankClient  # noqa: PLC0415
 
     def timed(owner: Any, name: str, label: str) -> None:
@@ -700,7 +702,9 @@ def _time_phases(phases: dict[str, float]) -> None:
         "create_payees",
     ):
         timed(preflight.Preflight, name, name)
-    timed(pipeline, "reconcile_rows", "reconcile")
+    # Rows mid-call: checked before paying, and again once their settle time comes
+    timed(checks, "reconcile_rows", "reconcile")
+    timed(schedule, "reconcile_rows", "reconcile")
 
 
 def _backend(job: dict[str, Any]) -> dict[str, Any]:

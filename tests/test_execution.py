@@ -20,7 +20,7 @@ from payrun.config import Secret, Settings
 from payrun.errors import AuthError
 from payrun.ledger import Ledger
 from payrun.run._book import RowBook
-from payrun.run._execute import ExecutionResult, execute_rows
+from payrun.run._execute import EngineLimits, ExecutionResult, PayingEngine, execute_rows
 from payrun.run._stop import StopSignal
 from payrun.sandbox import create_app, default_seed
 
@@ -80,16 +80,14 @@ async def _execute(
     stop: StopSignal | None = None,
 ) -> ExecutionResult:
     """Create (and submit) ``rows`` with the engine, as a run would."""
-    return await execute_rows(
-        client,
-        book,
-        to_create=rows,
-        to_submit=[],
+    limits = EngineLimits(
         per_account_submits=per_account_submits,
         create_workers=create_workers,
         create_only=create_only,
-        stop=stop or StopSignal(),
     )
+    accounts = len({r.account_url for r in rows})
+    engine = PayingEngine(client, book, limits, stop=stop or StopSignal(), accounts=accounts)
+    return await execute_rows(engine, rows, [])
 
 
 def _stats(app: Any) -> Any:

@@ -1,16 +1,19 @@
 """The run: a validated batch paid through the bank, exactly once, in call order.
 
-``_pipeline`` holds the run's state and calls the phases in order: ``_start`` (the
-ledger, new or resumed), ``_book`` (the rows in memory, written through to the ledger),
-``_preflight`` (organization, accounts, payees, repeats, changed bank details:
-``_organization``, ``_payees``, ``_approvals``, ``_changed``), ``_confirm`` (a live-mode
+``_pipeline`` is the run on one screen: it calls the phases in order, each receiving the
+run's state (``_state``): ``_start`` (the ledger, new or resumed), ``_preflight`` (organization,
+accounts, payees, repeats, changed bank details: ``_organization``, ``_payees``,
+``_approvals``, ``_changed``; in the order ``_checks`` gives them; ``_confirm``: a live-mode
 organization's run asks a person first), ``_execute`` (create and submit under the bank's
-limits), ``_settle`` and ``_reconcile`` (requests whose answer was lost), ``_track``
-(``--wait``). ``_planned`` keeps a run of an approved plan (``RunOptions.plan``) to the plan's
-rows and payees. ``_matching`` holds the rule they share for telling whether a bank payment
-is a row's, ``_stop`` how a run is asked to stop, and ``_refusal`` what a run says when
-the bank refuses the key's role mid-run. ``_readiness`` is ``payrun check``: the same
-reads, before any run.
+limits, scheduled by ``_schedule``), ``_settle`` and ``_reconcile`` (requests whose answer
+was lost), ``_track`` (``--wait``). A phase imports only earlier phases and the neutral
+helpers: ``_book`` (the rows in memory, written through to the ledger), ``_submissions``
+(what the bank shows of a payment's submissions), ``_matching`` (whether a bank payment is
+a row's), ``_stop`` (how a run is asked to stop), ``_refusal`` (what a run says when the bank
+refuses the key's role mid-run), ``_planned`` (a run of an approved plan keeps to the plan's
+rows and payees). ``_outcome`` holds what a run tells its caller and ``_lifecycle`` the
+client and ledger a run holds. ``_readiness`` is ``payrun check``: the same reads, before
+any run.
 
 Names are imported on first use, so ``payrun`` starts fast and a command that never pays
 never loads the bank client.
@@ -28,11 +31,11 @@ if TYPE_CHECKING:
     from payrun.run._confirm import Answer as Answer
     from payrun.run._confirm import Confirmer as Confirmer
     from payrun.run._confirm import RunPreview as RunPreview
-    from payrun.run._pipeline import RunObserver as RunObserver
-    from payrun.run._pipeline import RunOutcome as RunOutcome
-    from payrun.run._pipeline import event_loop_options as event_loop_options
+    from payrun.run._lifecycle import event_loop_options as event_loop_options
+    from payrun.run._outcome import RunObserver as RunObserver
+    from payrun.run._outcome import RunOutcome as RunOutcome
+    from payrun.run._outcome import run_exit_code as run_exit_code
     from payrun.run._pipeline import run_batch as run_batch
-    from payrun.run._pipeline import run_exit_code as run_exit_code
     from payrun.run._pipeline import run_stored_batch as run_stored_batch
     from payrun.run._readiness import Check as Check
     from payrun.run._readiness import Readiness as Readiness
@@ -52,11 +55,11 @@ _HOMES = {
     "Answer": "payrun.run._confirm",
     "Confirmer": "payrun.run._confirm",
     "RunPreview": "payrun.run._confirm",
-    "RunObserver": "payrun.run._pipeline",
-    "RunOutcome": "payrun.run._pipeline",
-    "event_loop_options": "payrun.run._pipeline",
+    "RunObserver": "payrun.run._outcome",
+    "RunOutcome": "payrun.run._outcome",
+    "event_loop_options": "payrun.run._lifecycle",
     "run_batch": "payrun.run._pipeline",
-    "run_exit_code": "payrun.run._pipeline",
+    "run_exit_code": "payrun.run._outcome",
     "run_stored_batch": "payrun.run._pipeline",
     "STOP_GRACE_SECONDS": "payrun.run._stop",
     "StopSignal": "payrun.run._stop",

@@ -17,7 +17,7 @@ import anyio
 from payrun._models import LedgerRow, RowStatus
 from payrun.errors import AuthError, BankError
 from payrun.run._book import RowBook
-from payrun.run._reconcile import adopt_outside_submissions, adopt_resubmissions
+from payrun.run._submissions import adopt_outside_submissions, adopt_resubmissions
 
 # The bank client is imported only by runs that talk to a bank
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from payrun._models import LedgerRow, RowStatus, RowUpdate, utc_now
-from payrun.config import DEFAULT_SETTLE_WAIT
+from payrun.config import DEFAULT_SETTLE_WAIT, RunOptions
 from payrun.errors import (
     AuthError,
     BankError,
@@ -48,7 +48,7 @@ from payrun.errors import (
     PayrunError,
 )
 from payrun.run._book import RowBook
-from payrun.run._matching import PayeeFacts, PaymentCheck, Srds
+from payrun.run._matching import PaymentCheck
 from payrun.run._refusal import refused_mid_run
 from payrun.run._stop import StopSignal
 
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
     from payrun.bank import BankClient, Payment, Submission
 
-__all__ = ["ExecutionResult", "PayingEngine", "execute_rows"]
+__all__ = ["EngineLimits", "ExecutionResult", "PayingEngine", "execute_rows"]
 
 # The bank's answer to submitting a payment someone rejected (payment-rejected)
 _GONE = 410
@@ -90,6 +90,28 @@ _OUTBOUND = "outbound-payment"
 _WATCH_SECONDS = 0.25
 # How long an outcome waits at most for the next intent's commit
 _FLUSH_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class EngineLimits:
+    """How hard an engine may push: submit workers per account, create workers, whether it
+    only creates, and how long the bank may still carry out a request whose answer was lost
+    (a timeout, a dropped connection, a gateway's 504: ``ExecutionResult.settle_at``)."""
+
+    per_account_submits: int
+    create_workers: int
+    create_only: bool = False
+    settle_wait: float = DEFAULT_SETTLE_WAIT
+
+    @classmethod
+    def of(cls, options: RunOptions) -> EngineLimits:
+        """A run's limits, from its options."""
+        return cls(
+            per_account_submits=options.per_account_submits,
+            create_workers=options.max_in_flight,
+            create_only=options.create_only,
+            settle_wait=options.settle_wait,
+        )
 
 
 @dataclass(slots=True)
@@ -137,31 +159,29 @@ class PayingEngine:
         self,
         client: BankClient,
         book: RowBook,
+        limits: EngineLimits,
         *,
-        per_account_submits: int,
-        create_workers: int,
-        create_only: bool,
         stop: StopSignal,
-        payee_details: Mapping[str, PayeeFacts],
-        settle_wait: float,
-        srds: Srds | None = None,
+        check: PaymentCheck | None = None,
         accounts: int = 1,
     ) -> None:
-        """``payee_details`` (and their ``srds`` when known) are what create answers are
-        checked against: they may grow while the engine runs."""
+        """``check`` is what create answers are checked against (the payees' details, which
+        may grow while the engine runs; none known when None); ``accounts``: how many
+        accounts are expected to join (they share the create workers)."""
         self._client = client
-        self._settle_wait = settle_wait
+        self._settle_wait = limits.settle_wait
         self._book = book
-        self._check = PaymentCheck(payee_details, srds)
-        self._submits = per_account_submits
-        self._create_workers = create_workers
-        self._create_only = create_only
+        self._check = check if check is not None else PaymentCheck({})
+        self._submits = limits.per_account_submits
+        self._create_workers = limits.create_workers
+        self._create_only = limits.create_only
         self._stop = stop
         # Each lane's lead shares the create workers among the accounts expected
         self._lead = (
             math.inf
-            if create_only
-            else 2 * per_account_submits + math.ceil(create_workers / max(1, accounts))
+            if limits.create_only
+            else 2 * limits.per_account_submits
+            + math.ceil(limits.create_workers / max(1, accounts))
         )
         self._lanes: dict[str, _Lane] = {}
         self._eligible: deque[_Lane] = deque()
@@ -511,38 +531,13 @@ class PayingEngine:
 
 
 async def execute_rows(
-    client: BankClient,
-    book: RowBook,
-    *,
-    to_create: list[LedgerRow],
-    to_submit: list[LedgerRow],
-    per_account_submits: int,
-    create_workers: int,
-    create_only: bool,
-    stop: StopSignal,
-    payee_details: Mapping[str, PayeeFacts] | None = None,
-    settle_wait: float = DEFAULT_SETTLE_WAIT,
+    engine: PayingEngine, to_create: list[LedgerRow], to_submit: list[LedgerRow]
 ) -> ExecutionResult:
-    """Create ``to_create`` rows (then submit them) and submit ``to_submit`` rows.
+    """One pass of a new ``engine``: create ``to_create`` rows (then submit them) and submit
+    ``to_submit`` rows.
 
     Both lists are emptied once planned (the engine works from row numbers and the book).
-    ``payee_details`` (payee URL -> its account and SRD) is what a create answer is checked
-    against when the bank shows the creditor as an account or rewrote the reference.
-    ``settle_wait``: how long after a lost answer (a timeout, a dropped connection, a
-    gateway's 504) the bank may still carry the request out (``ExecutionResult.settle_at``).
     """
-    accounts = {r.account_url for r in to_create} | {r.account_url for r in to_submit}
-    engine = PayingEngine(
-        client,
-        book,
-        per_account_submits=per_account_submits,
-        create_workers=create_workers,
-        create_only=create_only,
-        stop=stop,
-        payee_details=payee_details or {},
-        settle_wait=settle_wait,
-        accounts=len(accounts - {None}),
-    )
     engine.add(to_create, to_submit)
     engine.seal()
     # The engine keeps row numbers: let the rows' old versions be freed

@@ -21,10 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-import anyio
-
 from payrun._models import LedgerRow, RowStatus
-from payrun.errors import AuthError, BankError
 from payrun.run._book import RowBook
 from payrun.run._matching import (
     CLOCK_SKEW,
@@ -33,22 +30,20 @@ from payrun.run._matching import (
     payment_match,
     srds_by_account,
 )
-from payrun.run._track import FINAL_SUBMISSION_STATUSES, final_error
+from payrun.run._submissions import settle_by_submissions
 
 # The bank client is imported only by runs that talk to a bank
 if TYPE_CHECKING:
-    from payrun.bank import BankAccount, BankClient, Payment, Submission
+    from payrun.bank import BankAccount, BankClient, Payment
+    from payrun.run._state import RunState
 
 __all__ = [
     "Reconciliation",
-    "adopt_outside_submissions",
-    "adopt_resubmissions",
     "fetch_recent_payments",
     "match_half_created",
     "reconcile_rows",
 ]
 
-_READ_WORKERS = 20
 _PUZZLING = (
     "the bank answered this row's create with another payment than the one asked for, and"
     " shows no payment matching this row: check the account's payments in the bank's app"
@@ -65,11 +60,8 @@ async def fetch_recent_payments(
 
 
 async def reconcile_rows(
-    client: BankClient,
-    book: RowBook,
+    run: RunState,
     *,
-    accounts: Mapping[str, BankAccount],
-    payee_details: Mapping[str, PayeeFacts],
     payments: Mapping[str, list[Payment]] | None = None,
     answered_otherwise: Collection[int] = (),
     rows: Collection[int] | None = None,
@@ -78,6 +70,7 @@ async def reconcile_rows(
     """Settle every ``creating`` and ``submitting`` row (or those of them in ``rows``);
     return rows needing a person.
 
+    ``payments``: the accounts' payments already read (by account URL), looked for first.
     ``answered_otherwise``: rows whose create the bank answered with another payment than
     theirs in this run; one of them the bank shows no payment for stays ``creating`` and
     needs a person (the bank did something: it is not created again in this run).
@@ -86,30 +79,26 @@ async def reconcile_rows(
     nothing for stays as it is (in doubt), never made ready to send again.
     """
     ambiguous = await _reconcile_creating(
-        client,
-        book,
-        accounts=accounts,
-        payee_details=payee_details,
+        run,
         payments=payments or {},
         answered_otherwise=answered_otherwise,
         rows=rows,
         found_only=found_only,
     )
-    await _reconcile_submitting(client, book, rows=rows, found_only=found_only)
+    await _reconcile_submitting(run.client, run.book, rows=rows, found_only=found_only)
     return ambiguous
 
 
 async def _reconcile_creating(
-    client: BankClient,
-    book: RowBook,
+    run: RunState,
     *,
-    accounts: Mapping[str, BankAccount],
-    payee_details: Mapping[str, PayeeFacts],
     payments: Mapping[str, list[Payment]],
     answered_otherwise: Collection[int],
     rows: Collection[int] | None,
     found_only: bool,
 ) -> list[int]:
+    client, book = run.client, run.book
+    accounts, payee_details = run.checks.accounts, run.checks.payee_details
     by_account: dict[str, list[LedgerRow]] = defaultdict(list)
     for row in book.in_status(RowStatus.CREATING):
         if rows is None or row.row in rows:
@@ -185,124 +174,9 @@ async def _reconcile_submitting(
 ) -> None:
     submitting = [r for r in book.in_status(RowStatus.SUBMITTING) if rows is None or r.row in rows]
     # Before the settle time, no submission found is no answer yet
-    await _settle_by_submissions(
+    await settle_by_submissions(
         client, book, submitting, none=None if found_only else RowStatus.CREATED
     )
-
-
-async def adopt_outside_submissions(client: BankClient, book: RowBook) -> None:
-    """Record submissions made outside payrun for rows created by an earlier run.
-
-    A payment created with ``--create-only`` is approved (submitted) in the bank's app;
-    a row left ``created`` by an earlier run is checked before it is submitted: if its
-    payment has a submission, that one is recorded and nothing is sent.
-    """
-    rows = [r for r in book.in_status(RowStatus.CREATED) if r.payment_url]
-    await _settle_by_submissions(client, book, rows, none=None)
-
-
-async def adopt_resubmissions(client: BankClient, book: RowBook) -> None:
-    """Record a payment submitted again in the bank's app after its submission failed.
-
-    The bank lets a payment whose submission failed be submitted again (an approver
-    retrying in the app): such a row, ``failed`` in the ledger, takes the new submission.
-    """
-    rows = [r for r in book.in_status(RowStatus.FAILED) if r.payment_url and r.submission_url]
-    await _settle_by_submissions(client, book, rows, none=None, newer_only=True)
-
-
-async def _settle_by_submissions(
-    client: BankClient,
-    book: RowBook,
-    rows: list[LedgerRow],
-    *,
-    none: RowStatus | None = RowStatus.CREATED,
-    newer_only: bool = False,
-) -> None:
-    """Each row with a submission at the bank takes the latest one: ``submitted``, or its
-    final status when it has one (delivered, failed, returned); a row with none becomes
-    ``none`` (or stays as it is when ``none`` is None). ``newer_only``: only a submission
-    other than the row's own is taken."""
-    if not rows:
-        return
-    send, receive = anyio.create_memory_object_stream[LedgerRow](max_buffer_size=len(rows))
-    for row in rows:
-        send.send_nowait(row)
-    send.close()
-
-    async def worker() -> None:
-        async for row in receive:
-            submissions = await _submissions(client, book, row, must_read=none is not None)
-            latest = max(submissions, key=lambda s: s.created_at) if submissions else None
-            if latest is None:
-                if none is not None:
-                    book.set(row.row, status=none, error=None)
-            elif not (newer_only and latest.url == row.submission_url):
-                book.set(
-                    row.row,
-                    status=FINAL_SUBMISSION_STATUSES.get(latest.status, RowStatus.SUBMITTED),
-                    submission_url=latest.url,
-                    error=final_error(latest.status, latest.reason)
-                    if latest.status in FINAL_SUBMISSION_STATUSES
-                    else None,
-                )
-
-    with receive:
-        async with anyio.create_task_group() as group:
-            for _ in range(min(_READ_WORKERS, len(rows))):
-                group.start_soon(worker)
-
-
-def _own(book: RowBook, row: LedgerRow, submissions: list[Submission]) -> list[Submission]:
-    """``submissions``, once checked to be the row's payment's: one of another payment, or
-    one recorded for another row, makes the answer unusable (``BankError``: the run stops,
-    nothing recorded from it, and the next run asks again)."""
-    for submission in submissions:
-        holder = book.submission_holder(submission.url)
-        if submission.payment_url and submission.payment_url != row.payment_url:
-            raise _foreign(row, f"{submission.url}, a submission of another payment")
-        if holder is not None and holder != row.row:
-            raise _foreign(row, f"{submission.url}, the submission recorded for row {holder}")
-    return submissions
-
-
-def _foreign(row: LedgerRow, named: str) -> BankError:
-    msg = (
-        f"the bank answered a question about the submissions of row {row.row}'s payment"
-        f" {row.payment_url} with {named}; nothing was recorded from it and nothing more"
-        " is sent: run the same command again to ask again (nothing is paid twice)"
-    )
-    return BankError(msg)
-
-
-async def _submissions(
-    client: BankClient, book: RowBook, row: LedgerRow, *, must_read: bool
-) -> list[Submission]:
-    """The payment's submissions (or its latest one), checked to be its own (``_own``).
-
-    A row left submitting must be settled, so a failed read stops the run. For a created
-    row whose submissions list cannot be read, the payment itself says whether it has a
-    submission: it is submitted only when it has none (the bank does not promise to refuse
-    a second live submission); when neither can be read, or the payment read names
-    another payment, the run stops (exit 3).
-    """
-    assert row.payment_url is not None
-    try:
-        return _own(book, row, await client.payment_submissions(row.payment_url))
-    except AuthError:
-        raise
-    except BankError:
-        if must_read:
-            raise
-    payment = await client.get_payment(row.payment_url)
-    if payment.url != row.payment_url:
-        raise _foreign(row, f"the payment {payment.url}")
-    if payment.latest_submission_url is None:
-        return []
-    latest = await client.get_submission(payment.latest_submission_url)
-    if latest.url != payment.latest_submission_url:
-        raise _foreign(row, f"{latest.url}, not its latest submission")
-    return _own(book, row, [latest])
 
 
 def _epoch() -> datetime:

@@ -39,24 +39,19 @@ from payrun._models import RowStatus
 from payrun.errors import AuthError, BankError, BankRejectedError, RateLimitedError
 from payrun.run._book import RowBook
 from payrun.run._refusal import refused_mid_run
+from payrun.run._submissions import FINAL_SUBMISSION_STATUSES, final_error
 
 # The bank client is imported only by runs that talk to a bank
 if TYPE_CHECKING:
     from payrun.bank import BankClient, Organization
+    from payrun.run._state import RunState
 
 __all__ = [
-    "FINAL_SUBMISSION_STATUSES",
     "Followed",
-    "final_error",
     "follow_submissions",
     "wait_ran_out",
 ]
 
-FINAL_SUBMISSION_STATUSES = {
-    "delivered": RowStatus.DELIVERED,
-    "failed": RowStatus.FAILED,
-    "returned": RowStatus.RETURNED,
-}
 # The events work: a submission they leave open this long is read
 _FIRST_READ_SECONDS = 30.0
 # The events cannot be read: each submission is read this soon
@@ -78,19 +73,6 @@ class Followed:
 
     open_rows: int = 0
     ended: str | None = None
-
-
-def final_error(status: str, reason: str | None) -> str | None:
-    """What a row's report says of a submission's final status (None when delivered)."""
-    if status == "delivered":
-        return None
-    return (
-        f"the bank reports the payment {status}"
-        + (f": {reason}" if reason else "")
-        + "; it is final for this file: to pay it once the cause is fixed, put the row in"
-        " a new file of its own and pay that (and let nobody submit the old payment again in"
-        " the bank's app)"
-    )
 
 
 def _moves(current: RowStatus, final: RowStatus) -> bool:
@@ -281,25 +263,17 @@ class _Tracker:
             self.waiting[url] = (anyio.current_time() + gap, gap)
 
 
-async def follow_submissions(
-    client: BankClient,
-    org: Organization,
-    book: RowBook,
-    *,
-    since: datetime,
-    wait_seconds: float,
-    interval: float = 1.0,
-    stop: object | None = None,
-    note: Callable[[str], None] = lambda message: None,
-) -> Followed:
-    """Wait until every submitted row is final, or the wait ends (see the module).
+async def follow_submissions(run: RunState, *, since: datetime, interval: float = 1.0) -> Followed:
+    """Wait until every submitted row is final, or the wait ends (see the module):
+    ``--wait-timeout`` runs out, the bank stops answering, or the run is asked to stop.
 
     The events are read at least once even when no row is waiting, so that a return of a
-    row delivered before is noticed. ``note`` is told when the wait begins, how it goes
-    every ``_PROGRESS_SECONDS``, and why it ended with rows still open.
+    row delivered before is noticed. The run's observer is told when the wait begins, how
+    it goes every ``_PROGRESS_SECONDS``, and why it ended with rows still open.
     """
-    stopped: Callable[[], bool] = getattr(stop, "is_set", lambda: False)
-    tracker = _Tracker(client, org, book, since, stopped)
+    book, note, wait_seconds = run.book, run.watcher.note, run.options.wait_timeout
+    stopped = run.stop.is_set
+    tracker = _Tracker(run.client, run.org, book, since, stopped)
     if not tracker.tracked:
         return Followed()
     started = anyio.current_time()
