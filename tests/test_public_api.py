@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 from pathlib import Path
@@ -92,33 +93,75 @@ def test_payrun_validate_loads_no_http_stack(tmp_path: Path) -> None:
     assert fresh_python(code).split() == ["0", "[]"]
 
 
+_SOURCE_ROOT = Path(payrun.__file__).parent
 _FLEET_SOURCES = [
-    *sorted((Path(payrun.__file__).parent / "fleet").glob("*.py")),
-    Path(payrun.__file__).parent / "cli" / "_fleet.py",
+    *sorted((_SOURCE_ROOT / "fleet").glob("*.py")),
+    _SOURCE_ROOT / "cli" / "_fleet.py",
 ]
 _LONGEST_FUNCTION = 60
 
 
-@pytest.mark.parametrize("source", _FLEET_SOURCES, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_the_fleet_uses_public_names_and_short_functions(source: Path) -> None:
-    """The fleet's modules import no private module or name of another payrun package
-    (issue 32: ``payrun.run`` and ``payrun.ledger`` name what it needs; the root's shared
-    modules, ``payrun._models`` and the like, are every package's), no ``assert`` (gone
-    under ``python -O``), and no function over 60 lines (house style)."""
-    import ast
+def _module_name(source: Path) -> str:
+    """``payrun.run._start`` for ``src/payrun/run/_start.py`` (a package for ``__init__``)."""
+    parts = ["payrun", *source.relative_to(_SOURCE_ROOT).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
-    own = "payrun." + ".".join(source.relative_to(Path(payrun.__file__).parent).parts[:-1])
+
+def _is_private(part: str) -> bool:
+    return part.startswith("_") and not part.startswith("__")
+
+
+def _owner(target: str) -> str | None:
+    """The part of payrun (``payrun.bank``, ``payrun.config``) that a private module or name
+    belongs to (``payrun.bank._transport._aiohttp``, ``payrun.config._SCHEME``); None for a
+    public one, and for the root's shared modules (``payrun._models.utc_now``)."""
+    parts = target.split(".")
+    return ".".join(parts[:2]) if any(_is_private(part) for part in parts[2:]) else None
+
+
+def _imported(node: ast.ImportFrom | ast.Import, importer: str, *, package: bool) -> list[str]:
+    """Each module or ``module.name`` the import statement names, relative ones resolved."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    module = node.module or ""
+    if node.level:
+        base = (importer if package else importer.rsplit(".", 1)[0]).split(".")
+        module = ".".join([*base[: len(base) - node.level + 1], *([module] if module else [])])
+    return [module, *(f"{module}.{alias.name}" for alias in node.names)]
+
+
+def _private_imports(source: Path) -> list[str]:
+    """Imports in ``source`` of a private module or name that another package owns."""
+    importer = _module_name(source)
+    package = source.name == "__init__.py"
+    found = []
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.ImportFrom | ast.Import):
+            continue
+        for target in _imported(node, importer, package=package):
+            owner = _owner(target) if target.startswith("payrun.") else None
+            if owner is not None and importer != owner and not importer.startswith(owner + "."):
+                found.append(f"{source.relative_to(_SOURCE_ROOT)}:{node.lineno} imports {target}")
+    return found
+
+
+def test_no_package_imports_another_packages_private_names() -> None:
+    """No module imports a private module or name (``_x``) that another payrun package owns:
+    ``payrun.run._start`` is ``payrun.run``'s, imported elsewhere only through ``payrun.run``
+    (the root's shared modules, ``payrun._models`` and the like, are every package's)."""
+    found = [
+        line for source in sorted(_SOURCE_ROOT.rglob("*.py")) for line in _private_imports(source)
+    ]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("source", _FLEET_SOURCES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_fleet_has_no_assert_and_short_functions(source: Path) -> None:
+    """The fleet's modules have no ``assert`` (gone under ``python -O``) and no function
+    over 60 lines (house style)."""
     tree = ast.parse(source.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("payrun."):
-            module = node.module or ""
-            parts = module.split(".")
-            if module.startswith(own + ".") or len(parts) == 2:  # noqa: PLR2004
-                continue  # its own package's modules, and the root's shared ones
-            private = [p for p in parts[1:] if p.startswith("_")]
-            names = [a.name for a in node.names if a.name.startswith("_")]
-            assert not private and not names, f"{source.name}:{node.lineno} imports {module}"
         assert not isinstance(node, ast.Assert), f"{source.name}:{node.lineno}: an assert"
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             length = (node.end_lineno or node.lineno) - node.lineno + 1
             assert length <= _LONGEST_FUNCTION, f"{source.name}: {node.name} is {length} lines"
