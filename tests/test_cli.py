@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from payrun.cli import build_parser, exit_code_for, main
+from payrun.cli import build_parser, main
 from payrun.errors import (
     AuthError,
     BankUnavailableError,
@@ -16,6 +16,9 @@ from payrun.errors import (
     ControlTotalsError,
     InterruptedRunError,
     LedgerLockedError,
+    LedgerWriteError,
+    PayrunError,
+    RefusedMidRunError,
 )
 
 
@@ -38,11 +41,14 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
         (LedgerLockedError("x"), 2),
         (InterruptedRunError("x"), 3),
         (BankUnavailableError("x"), 3),
+        (LedgerWriteError("x"), 3),
+        (RefusedMidRunError("x", rows=[]), 2),
+        (PayrunError("x"), 2),
     ],
 )
-def test_exit_code_table(error: Exception, code: int) -> None:
-    """Each error branch maps to its documented exit code."""
-    assert exit_code_for(error) == code  # type: ignore[arg-type]
+def test_exit_code_table(error: PayrunError, code: int) -> None:
+    """Each error branch carries its documented exit code."""
+    assert error.exit_code == code
 
 
 KEY = "sk-live-7f3a9c1e5b"

@@ -52,11 +52,12 @@ def test_only_payrun_error_derives_from_exception() -> None:
     """One exception tree: every payrun error class descends from PayrunError."""
     import payrun.errors as errors
 
-    kinds = [getattr(errors, name) for name in errors.__all__]
+    kinds = [getattr(errors, name) for name in errors.__all__ if not name.startswith("EXIT_")]
     classes = [kind for kind in kinds if isinstance(kind, type)]
     assert len(classes) >= len(kinds) - 1, "errors exports classes and first_payrun_error only"
     for kind in classes:
         assert issubclass(kind, errors.PayrunError)
+        assert kind.exit_code in (errors.EXIT_REFUSED, errors.EXIT_RUN_AGAIN)
 
 
 def test_a_run_loads_aiohttp_only_when_it_makes_its_transport() -> None:
@@ -165,3 +166,19 @@ def test_the_fleet_has_no_assert_and_short_functions(source: Path) -> None:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             length = (node.end_lineno or node.lineno) - node.lineno + 1
             assert length <= _LONGEST_FUNCTION, f"{source.name}: {node.name} is {length} lines"
+
+
+def test_only_the_entry_point_imports_the_command_line() -> None:
+    """Nothing below the command line climbs back up to it: outside ``payrun.cli`` only
+    ``payrun.__main__`` imports ``payrun.cli`` (the exit codes live with the errors)."""
+    found = []
+    for source in sorted(_SOURCE_ROOT.rglob("*.py")):
+        importer = _module_name(source)
+        if importer in ("payrun.__main__", "payrun.cli") or importer.startswith("payrun.cli."):
+            continue
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                names = _imported(node, importer, package=source.name == "__init__.py")
+                if any(name == "payrun.cli" or name.startswith("payrun.cli.") for name in names):
+                    found.append(f"{source.relative_to(_SOURCE_ROOT)}:{node.lineno}")
+    assert not found, "\n".join(found)

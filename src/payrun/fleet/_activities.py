@@ -29,6 +29,7 @@ from payrun._models import RowStatus, utc_now
 from payrun._redaction import redact
 from payrun.config import DEFAULT_SETTLE_WAIT, DatabaseURL, RunOptions, Settings, load_settings
 from payrun.errors import (
+    EXIT_RUN_AGAIN,
     ApprovalError,
     AuthError,
     ConfigError,
@@ -66,8 +67,6 @@ _UNFINISHED = frozenset(
     {RowStatus.PENDING, RowStatus.CREATING, RowStatus.SUBMITTING, RowStatus.CREATED}
 )
 _AUTH_SCHEME = "PAYRUN_AUTH_SCHEME"
-# payrun's exit code for "nothing is lost, run again"
-_RUN_AGAIN = 3
 
 
 @dataclass(slots=True)
@@ -339,14 +338,12 @@ def _cut_off(batch: FleetBatch) -> bool:
 def _mendable(error: PayrunError) -> bool:
     """Errors a later attempt may not meet: the bank or the database away, the batch held
     by a run whose machine has not been declared dead yet."""
-    from payrun.cli import exit_code_for
-
     if isinstance(error, LedgerLockedError | LedgerWriteError):
         return True
     # The database unreachable now; a ledger of another bank or file stays refused
     if isinstance(error, LedgerError) and not isinstance(error, LedgerMismatchError):
         return True
-    return exit_code_for(error) == _RUN_AGAIN
+    return error.exit_code == EXIT_RUN_AGAIN
 
 
 _KEY_ID_FILE_LIMIT = 1024

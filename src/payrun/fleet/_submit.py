@@ -26,6 +26,10 @@ from temporalio.service import RPCError
 from payrun._models import RowStatus, RowVerdict
 from payrun.config import DEFAULT_HEARTBEAT_TIMEOUT, DatabaseURL, RunOptions, ValidationOptions
 from payrun.errors import (
+    EXIT_NOT_ALL_PAID,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_RUN_AGAIN,
     ApprovalError,
     InterruptedRunError,
     LedgerError,
@@ -213,12 +217,12 @@ def fleet_exit_code(batches: list[FleetBatch], *, interrupted: bool = False) -> 
     """2 when a batch was refused, 3 when one is incomplete (or not ended), 1 when some
     rows are invalid, held or failed, else 0."""
     if any(batch.state == "refused" for batch in batches):
-        return 2
+        return EXIT_REFUSED
     if interrupted or any(batch.state != "done" for batch in batches):
-        return 3
+        return EXIT_RUN_AGAIN
     if any(status in _NOT_PAID for batch in batches for status in batch.rows):
-        return 1
-    return 0
+        return EXIT_NOT_ALL_PAID
+    return EXIT_OK
 
 
 def _bounded(entry: BatchEntry) -> BatchEntry:
