@@ -182,3 +182,20 @@ def test_only_the_entry_point_imports_the_command_line() -> None:
                 if any(name == "payrun.cli" or name.startswith("payrun.cli.") for name in names):
                     found.append(f"{source.relative_to(_SOURCE_ROOT)}:{node.lineno}")
     assert not found, "\n".join(found)
+
+
+def test_only_config_reads_the_environment() -> None:
+    """``os.environ`` and ``os.getenv`` are read in ``payrun/config.py`` only (house style:
+    one ``Settings`` built at the edge)."""
+    reads = {"environ", "environb", "getenv", "getenvb"}
+    found = []
+    for source in sorted(_SOURCE_ROOT.rglob("*.py")):
+        if source == _SOURCE_ROOT / "config.py":
+            continue
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in reads:
+                found.append(f"{source.relative_to(_SOURCE_ROOT)}:{node.lineno}")
+            elif isinstance(node, ast.ImportFrom) and node.module == "os":
+                if {alias.name for alias in node.names} & reads:
+                    found.append(f"{source.relative_to(_SOURCE_ROOT)}:{node.lineno}")
+    assert not found, "\n".join(found)

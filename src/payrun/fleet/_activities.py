@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,7 +26,14 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from payrun._models import RowStatus, utc_now
 from payrun._redaction import redact
-from payrun.config import DEFAULT_SETTLE_WAIT, DatabaseURL, RunOptions, Settings, load_settings
+from payrun.config import (
+    DEFAULT_SETTLE_WAIT,
+    DatabaseURL,
+    RunOptions,
+    Settings,
+    auth_scheme_environ,
+    load_settings,
+)
 from payrun.errors import (
     EXIT_RUN_AGAIN,
     ApprovalError,
@@ -66,7 +72,6 @@ HANDED_BACK = "BatchHandedBack"
 _UNFINISHED = frozenset(
     {RowStatus.PENDING, RowStatus.CREATING, RowStatus.SUBMITTING, RowStatus.CREATED}
 )
-_AUTH_SCHEME = "PAYRUN_AUTH_SCHEME"
 
 
 @dataclass(slots=True)
@@ -361,7 +366,6 @@ def _settings(batch: FleetBatch, keys: Path) -> Settings:
     """The bank settings of the batch's lane: its base URL, the API key read from ``keys``
     (``NAME``), and the signing key when both ``NAME.signing.pem`` and ``NAME.keyid`` are
     there."""
-    environ = {k: v for k, v in os.environ.items() if k == _AUTH_SCHEME}
     signing_file = keys / f"{batch.key}.signing.pem"
     key_id_file = keys / f"{batch.key}.keyid"
     signing = signing_file.is_file() or key_id_file.is_file()
@@ -372,7 +376,7 @@ def _settings(batch: FleetBatch, keys: Path) -> Settings:
             api_key_file=keys / batch.key,
             signing_key_file=signing_file if signing else None,
             signing_key_id=key_id,
-            environ=environ,
+            environ=auth_scheme_environ(),
         )
     except OSError as exc:
         msg = (
