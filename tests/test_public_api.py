@@ -199,3 +199,34 @@ def test_only_config_reads_the_environment() -> None:
                 if {alias.name for alias in node.names} & reads:
                     found.append(f"{source.relative_to(_SOURCE_ROOT)}:{node.lineno}")
     assert not found, "\n".join(found)
+
+
+def _defined_names(source: Path) -> list[str]:
+    """The public classes and constants ``source`` defines at its top level."""
+    names = []
+    for node in ast.parse(source.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ClassDef):
+            names.append(node.name)
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        value = getattr(node, "value", None)
+        if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "TypeVar":
+            # A type variable is local to its module's signatures
+            continue
+        names += [t.id for t in targets if isinstance(t, ast.Name) and t.id.isupper()]
+    return [name for name in names if not name.startswith("_") and name != "TYPE_CHECKING"]
+
+
+def test_each_public_class_or_constant_name_is_defined_once() -> None:
+    """A public class or constant name means one thing: it is defined in one module only
+    (``LIVE_MODE`` once; the bank's ``Answer`` is not the confirmation's). The sandbox is
+    left out: it models the bank on its own, so its ``Payment`` is not ``bank.wire``'s."""
+    homes: dict[str, list[str]] = {}
+    for source in sorted(_SOURCE_ROOT.rglob("*.py")):
+        if source.relative_to(_SOURCE_ROOT).parts[0] == "sandbox":
+            continue
+        for name in _defined_names(source):
+            homes.setdefault(name, []).append(str(source.relative_to(_SOURCE_ROOT)))
+    twice = {name: where for name, where in homes.items() if len(where) > 1}
+    assert not twice, twice

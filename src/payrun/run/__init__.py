@@ -25,7 +25,7 @@ TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from payrun.run._confirm import AccountPreview as AccountPreview
-    from payrun.run._confirm import Answer as Answer
+    from payrun.run._confirm import ConfirmAnswer as ConfirmAnswer
     from payrun.run._confirm import Confirmer as Confirmer
     from payrun.run._confirm import RunPreview as RunPreview
     from payrun.run._pipeline import RunObserver as RunObserver
@@ -49,7 +49,7 @@ _HOMES = {
     "Readiness": "payrun.run._readiness",
     "check_readiness": "payrun.run._readiness",
     "AccountPreview": "payrun.run._confirm",
-    "Answer": "payrun.run._confirm",
+    "ConfirmAnswer": "payrun.run._confirm",
     "Confirmer": "payrun.run._confirm",
     "RunPreview": "payrun.run._confirm",
     "RunObserver": "payrun.run._pipeline",
@@ -80,7 +80,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "STOP_GRACE_SECONDS",
     "AccountPreview",
-    "Answer",
+    "ConfirmAnswer",
     "Check",
     "Confirmer",
     "Readiness",
