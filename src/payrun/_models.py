@@ -105,11 +105,6 @@ class PaymentInstruction:
     row_id: str | None = None
 
     @property
-    def payee_key(self) -> tuple[str, str, str]:
-        """Name, sort code and account number: what makes a payee the same payee."""
-        return (self.payee_name, self.sort_code, self.account_number)
-
-    @property
     def payment_key(self) -> tuple[str, str, str, str]:
         """Sort code, account number, amount and reference: what makes a payment a repeat."""
         return payment_key(self.sort_code, self.account_number, self.amount, self.reference)
