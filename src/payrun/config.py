@@ -87,9 +87,9 @@ DEFAULT_HEARTBEAT_TIMEOUT = 15.0
 killed worker's database session ends at once on its machine's kernel; a dead machine's
 within the ledger connections' keepalives, about 25 s)."""
 MIN_HEARTBEAT_TIMEOUT = 3.0
-"""A shorter heartbeat timeout would take batches from live workers (they beat every second)."""
+"""The shortest heartbeat timeout accepted, in seconds (a paying worker beats every second)."""
 MAX_HEARTBEAT_TIMEOUT = 300.0
-"""A longer one leaves a dead worker's batch waiting for minutes."""
+"""The longest heartbeat timeout accepted, in seconds."""
 DEFAULT_SETTLE_WAIT = 60.0
 """How long after a request whose answer was lost (a timeout, a crash of payrun) the bank
 may still carry it out: a row "in doubt" is checked with the bank, and sent again if the

@@ -13,7 +13,7 @@ the CLI and the fleet read it, and the codes are named here: ``EXIT_OK`` ...
     │   ├── NotConfirmedError      a live-mode run was not confirmed (no terminal, declined)
     │   ├── PolicyError            the approval policy file cannot be trusted or read
     │   └── ApprovalError          a plan cannot be approved, or a run --plan is refused
-    ├── BankError                  exit 3: the bank answered badly or not at all (.status)
+    ├── BankError                  exit 3: no answer, or a bad one (.status, .detail)
     │   ├── AuthError              401/403: exit 2
     │   │   └── RefusedMidRunError after payments were created: summary and report still (.rows)
     │   ├── RateLimitedError       429: refused before processing, safe to retry
