@@ -221,3 +221,31 @@ def test_payrun_ledger_url_is_a_postgresql_url_or_refused_without_repeating_it()
     with pytest.raises(ConfigError, match="not a PostgreSQL URL") as caught:
         ledger_url_from_env({"PAYRUN_LEDGER_URL": "postgresq://u:pw-2@db/x"})
     assert "pw-2" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("", None), (" 20 ", 20.0), ("3", 3.0), ("2.5", None), ("301", None), ("soon", None)],
+)
+def test_the_fleet_heartbeat_timeout_is_read_and_checked_here(
+    text: str, expected: float | None
+) -> None:
+    """PAYRUN_FLEET_HEARTBEAT_TIMEOUT: unset is None, 3 to 300 seconds is taken, anything
+    else is refused naming the variable."""
+    from payrun.config import heartbeat_timeout_from_env
+
+    environ = {"PAYRUN_FLEET_HEARTBEAT_TIMEOUT": text}
+    if expected is None and text.strip():
+        with pytest.raises(ConfigError, match="^PAYRUN_FLEET_HEARTBEAT_TIMEOUT is seconds from 3"):
+            heartbeat_timeout_from_env(environ)
+    else:
+        assert heartbeat_timeout_from_env(environ) == expected
+
+
+def test_a_fleet_lane_sees_only_the_auth_scheme_of_the_environment() -> None:
+    """A worker's lanes take PAYRUN_AUTH_SCHEME from the environment, never its API key."""
+    from payrun.config import auth_scheme_environ
+
+    environ = {"PAYRUN_AUTH_SCHEME": "GriffinAPIKey", "PAYRUN_API_KEY": "s3cret", "HOME": "/h"}
+    assert auth_scheme_environ(environ) == {"PAYRUN_AUTH_SCHEME": "GriffinAPIKey"}
+    assert auth_scheme_environ({"PAYRUN_API_KEY": "s3cret"}) == {}

@@ -185,6 +185,31 @@ def test_wait_timeout_stops_following_with_exit_3(postgres: Cluster) -> None:
     assert fleet_exit_code(batches) == 3
 
 
+def test_a_fleet_table_error_is_told_by_the_ledgers_one_translation(postgres: Cluster) -> None:
+    """A psycopg error on the fleet's table ends as the ledger's own one-line
+    ``LedgerError`` (psycopg is translated in one place), the password masked."""
+    import psycopg
+
+    from payrun.errors import LedgerError
+    from payrun.ledger import database_errors
+
+    url = new_database(postgres.url)
+    store = _store(url)
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("ALTER TABLE payrun_fleet DROP COLUMN lane_label")
+    with pytest.raises(LedgerError) as fleet_said:
+        store.batches()
+    with (
+        pytest.raises(LedgerError) as ledger_said,
+        psycopg.connect(url, autocommit=True) as db,
+        database_errors(store.url),
+    ):
+        db.execute("SELECT lane_label FROM payrun_fleet")
+    told = [str(fleet_said.value), str(ledger_said.value)]
+    assert [line.split(": ")[0] for line in told] == [f"cannot use the ledger {store.url}"] * 2
+    assert all("lane_label" in line and postgres.password not in line for line in told), told
+
+
 def test_a_manifest_settle_wait_is_stored_for_the_workers(tmp_path: Path) -> None:
     """A batch's settle_wait in the manifest is read and checked (a day at most)."""
     from payrun.errors import UsageError

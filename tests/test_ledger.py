@@ -274,6 +274,27 @@ def test_a_new_ledger_records_the_same_rows_from_plain_fields_as_from_verdicts(
     assert books[1][0].sort_code == "200000" and books[1][2].amount_text == "1000.50"
 
 
+def test_either_row_shape_converts_and_counts_as_the_ledger_records_it(tmp_path: Path) -> None:
+    """A plain row and a full verdict of the same line become the same ``LedgerRow`` (the
+    one converter, ``ledger_row_of``) as the ledger records, and ``ValidTotals`` counts both
+    shapes alike."""
+    from payrun._models import ledger_row_of  # noqa: PLC0415
+    from payrun.config import ValidationOptions  # noqa: PLC0415
+    from payrun.intake import read_batch  # noqa: PLC0415
+    from payrun.validation import ValidTotals, plain_or_verdicts, validate_rows  # noqa: PLC0415
+
+    batch = _mixed_batch(tmp_path / "batch.csv")
+    with read_batch(batch) as rows, Ledger.open(tmp_path / "ledger.sqlite") as ledger:
+        ledger.start(_info(), validate_rows(rows, ValidationOptions()))
+        recorded = [row._replace(updated_at=None) for row in ledger.rows()]
+    for validate in (validate_rows, plain_or_verdicts):
+        with read_batch(batch) as rows:
+            verdicts = list(validate(rows, ValidationOptions()))
+        assert [ledger_row_of(verdict) for verdict in verdicts] == recorded
+        totals = ValidTotals.of(verdicts)
+        assert (totals.count, totals.total) == (4, Decimal("2569.86"))
+
+
 def test_starting_a_run_on_a_clean_file_does_not_load_pydantic(tmp_path: Path) -> None:
     """Plain rows go to the ledger without a pydantic model (0.15 s of every run's CPU)."""
     batch = _mixed_batch(tmp_path / "batch.csv")

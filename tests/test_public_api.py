@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 from pathlib import Path
@@ -51,11 +52,12 @@ def test_only_payrun_error_derives_from_exception() -> None:
     """One exception tree: every payrun error class descends from PayrunError."""
     import payrun.errors as errors
 
-    kinds = [getattr(errors, name) for name in errors.__all__]
+    kinds = [getattr(errors, name) for name in errors.__all__ if not name.startswith("EXIT_")]
     classes = [kind for kind in kinds if isinstance(kind, type)]
     assert len(classes) >= len(kinds) - 1, "errors exports classes and first_payrun_error only"
     for kind in classes:
         assert issubclass(kind, errors.PayrunError)
+        assert kind.exit_code in (errors.EXIT_REFUSED, errors.EXIT_RUN_AGAIN)
 
 
 def test_a_run_loads_aiohttp_only_when_it_makes_its_transport() -> None:
@@ -92,33 +94,139 @@ def test_payrun_validate_loads_no_http_stack(tmp_path: Path) -> None:
     assert fresh_python(code).split() == ["0", "[]"]
 
 
+_SOURCE_ROOT = Path(payrun.__file__).parent
 _FLEET_SOURCES = [
-    *sorted((Path(payrun.__file__).parent / "fleet").glob("*.py")),
-    Path(payrun.__file__).parent / "cli" / "_fleet.py",
+    *sorted((_SOURCE_ROOT / "fleet").glob("*.py")),
+    _SOURCE_ROOT / "cli" / "_fleet.py",
 ]
 _LONGEST_FUNCTION = 60
 
 
-@pytest.mark.parametrize("source", _FLEET_SOURCES, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_the_fleet_uses_public_names_and_short_functions(source: Path) -> None:
-    """The fleet's modules import no private module or name of another payrun package
-    (issue 32: ``payrun.run`` and ``payrun.ledger`` name what it needs; the root's shared
-    modules, ``payrun._models`` and the like, are every package's), no ``assert`` (gone
-    under ``python -O``), and no function over 60 lines (house style)."""
-    import ast
+def _module_name(source: Path) -> str:
+    """``payrun.run._start`` for ``src/payrun/run/_start.py`` (a package for ``__init__``)."""
+    parts = ["payrun", *source.relative_to(_SOURCE_ROOT).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
-    own = "payrun." + ".".join(source.relative_to(Path(payrun.__file__).parent).parts[:-1])
+
+def _is_private(part: str) -> bool:
+    return part.startswith("_") and not part.startswith("__")
+
+
+def _owner(target: str) -> str | None:
+    """The part of payrun (``payrun.bank``, ``payrun.config``) that a private module or name
+    belongs to (``payrun.bank._transport._aiohttp``, ``payrun.config._SCHEME``); None for a
+    public one, and for the root's shared modules (``payrun._models.utc_now``)."""
+    parts = target.split(".")
+    return ".".join(parts[:2]) if any(_is_private(part) for part in parts[2:]) else None
+
+
+def _imported(node: ast.ImportFrom | ast.Import, importer: str, *, package: bool) -> list[str]:
+    """Each module or ``module.name`` the import statement names, relative ones resolved."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    module = node.module or ""
+    if node.level:
+        base = (importer if package else importer.rsplit(".", 1)[0]).split(".")
+        module = ".".join([*base[: len(base) - node.level + 1], *([module] if module else [])])
+    return [module, *(f"{module}.{alias.name}" for alias in node.names)]
+
+
+def _private_imports(source: Path) -> list[str]:
+    """Imports in ``source`` of a private module or name that another package owns."""
+    importer = _module_name(source)
+    package = source.name == "__init__.py"
+    found = []
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.ImportFrom | ast.Import):
+            continue
+        for target in _imported(node, importer, package=package):
+            owner = _owner(target) if target.startswith("payrun.") else None
+            if owner is not None and importer != owner and not importer.startswith(owner + "."):
+                found.append(f"{source.relative_to(_SOURCE_ROOT)}:{node.lineno} imports {target}")
+    return found
+
+
+def test_no_package_imports_another_packages_private_names() -> None:
+    """No module imports a private module or name (``_x``) that another payrun package owns:
+    ``payrun.run._start`` is ``payrun.run``'s, imported elsewhere only through ``payrun.run``
+    (the root's shared modules, ``payrun._models`` and the like, are every package's)."""
+    found = [
+        line for source in sorted(_SOURCE_ROOT.rglob("*.py")) for line in _private_imports(source)
+    ]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("source", _FLEET_SOURCES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_fleet_has_no_assert_and_short_functions(source: Path) -> None:
+    """The fleet's modules have no ``assert`` (gone under ``python -O``) and no function
+    over 60 lines (house style)."""
     tree = ast.parse(source.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("payrun."):
-            module = node.module or ""
-            parts = module.split(".")
-            if module.startswith(own + ".") or len(parts) == 2:  # noqa: PLR2004
-                continue  # its own package's modules, and the root's shared ones
-            private = [p for p in parts[1:] if p.startswith("_")]
-            names = [a.name for a in node.names if a.name.startswith("_")]
-            assert not private and not names, f"{source.name}:{node.lineno} imports {module}"
         assert not isinstance(node, ast.Assert), f"{source.name}:{node.lineno}: an assert"
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             length = (node.end_lineno or node.lineno) - node.lineno + 1
             assert length <= _LONGEST_FUNCTION, f"{source.name}: {node.name} is {length} lines"
+
+
+def test_only_the_entry_point_imports_the_command_line() -> None:
+    """Nothing below the command line climbs back up to it: outside ``payrun.cli`` only
+    ``payrun.__main__`` imports ``payrun.cli`` (the exit codes live with the errors)."""
+    found = []
+    for source in sorted(_SOURCE_ROOT.rglob("*.py")):
+        importer = _module_name(source)
+        if importer in ("payrun.__main__", "payrun.cli") or importer.startswith("payrun.cli."):
+            continue
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                names = _imported(node, importer, package=source.name == "__init__.py")
+                if any(name == "payrun.cli" or name.startswith("payrun.cli.") for name in names):
+                    found.append(f"{source.relative_to(_SOURCE_ROOT)}:{node.lineno}")
+    assert not found, "\n".join(found)
+
+
+def test_only_config_reads_the_environment() -> None:
+    """``os.environ`` and ``os.getenv`` are read in ``payrun/config.py`` only (house style:
+    one ``Settings`` built at the edge)."""
+    reads = {"environ", "environb", "getenv", "getenvb"}
+    found = []
+    for source in sorted(_SOURCE_ROOT.rglob("*.py")):
+        if source == _SOURCE_ROOT / "config.py":
+            continue
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in reads:
+                found.append(f"{source.relative_to(_SOURCE_ROOT)}:{node.lineno}")
+            elif isinstance(node, ast.ImportFrom) and node.module == "os":
+                if {alias.name for alias in node.names} & reads:
+                    found.append(f"{source.relative_to(_SOURCE_ROOT)}:{node.lineno}")
+    assert not found, "\n".join(found)
+
+
+def _defined_names(source: Path) -> list[str]:
+    """The public classes and constants ``source`` defines at its top level."""
+    names = []
+    for node in ast.parse(source.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ClassDef):
+            names.append(node.name)
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        value = getattr(node, "value", None)
+        if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "TypeVar":
+            # A type variable is local to its module's signatures
+            continue
+        names += [t.id for t in targets if isinstance(t, ast.Name) and t.id.isupper()]
+    return [name for name in names if not name.startswith("_") and name != "TYPE_CHECKING"]
+
+
+def test_each_public_class_or_constant_name_is_defined_once() -> None:
+    """A public class or constant name means one thing: it is defined in one module only
+    (``LIVE_MODE`` once; the bank's ``Answer`` is not the confirmation's). The sandbox is
+    left out: it models the bank on its own, so its ``Payment`` is not ``bank.wire``'s."""
+    homes: dict[str, list[str]] = {}
+    for source in sorted(_SOURCE_ROOT.rglob("*.py")):
+        if source.relative_to(_SOURCE_ROOT).parts[0] == "sandbox":
+            continue
+        for name in _defined_names(source):
+            homes.setdefault(name, []).append(str(source.relative_to(_SOURCE_ROOT)))
+    twice = {name: where for name, where in homes.items() if len(where) > 1}
+    assert not twice, twice

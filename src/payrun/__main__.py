@@ -11,7 +11,7 @@ from __future__ import annotations
 def main() -> int:
     """Catch the stop signals, then load the command line and run it."""
     from payrun._signals import catch_stop_signals
-    from payrun.run._stop import StopSignal
+    from payrun.run import StopSignal
 
     stop = StopSignal()
     caught = catch_stop_signals(stop.request)

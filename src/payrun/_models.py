@@ -2,7 +2,9 @@
 
 Nothing here does I/O. ``PaymentInstruction`` is what validation hands to the run;
 ``RowVerdict`` is validation's per-row answer; ``LedgerRow`` is a batch row as a run knows
-it and ``RowStatus`` its state; ``BatchInfo`` is what a ledger was made for. ``RowUpdate``
+it and ``RowStatus`` its state (``ledger_row_of`` turns validation's two row shapes,
+``PlainRow`` and ``RowVerdict``, into the third; ``valid_amount`` reads what a row of
+either would pay); ``BatchInfo`` is what a ledger was made for. ``RowUpdate``
 and ``BatchUpdate`` name the fields a run may change, so that mypy checks every update a
 phase makes.
 """
@@ -32,9 +34,11 @@ __all__ = [
     "RowUpdate",
     "RowVerdict",
     "format_money",
+    "ledger_row_of",
     "payment_key",
     "plan_key",
     "utc_now",
+    "valid_amount",
 ]
 
 CENTS = Decimal("0.01")
@@ -99,11 +103,6 @@ class PaymentInstruction:
     reference: str | None
     source_account: str
     row_id: str | None = None
-
-    @property
-    def payee_key(self) -> tuple[str, str, str]:
-        """Name, sort code and account number: what makes a payee the same payee."""
-        return (self.payee_name, self.sort_code, self.account_number)
 
     @property
     def payment_key(self) -> tuple[str, str, str, str]:
@@ -217,6 +216,66 @@ class LedgerRow(NamedTuple):
     def payment_key(self) -> tuple[str, str, str, str]:
         """Sort code, account number, amount and reference: what the bank can match on."""
         return payment_key(self.sort_code, self.account_number, self.amount, self.reference)
+
+
+def valid_amount(verdict: RowVerdict | PlainRow) -> Decimal | None:
+    """What the row would pay: a plain row's amount, a valid verdict's, None for an
+    invalid row."""
+    if isinstance(verdict, RowVerdict):
+        return None if verdict.instruction is None else verdict.instruction.amount
+    _row, _name, _sort_code, _account, amount, _reference, _source, _row_id = verdict
+    return Decimal(amount)
+
+
+def ledger_row_of(verdict: RowVerdict | PlainRow) -> LedgerRow:
+    """The row as a new ledger records it: a valid row pending, an invalid one with its
+    reasons and the file's text."""
+    if not isinstance(verdict, RowVerdict):
+        row, name, sort_code, account, amount, reference, source, row_id = verdict
+        return LedgerRow(
+            row=row,
+            row_id=row_id,
+            payee_name=name,
+            sort_code=sort_code,
+            account_number=account,
+            amount=Decimal(amount),
+            amount_text=amount,
+            reference=reference,
+            source_account=source,
+            status=RowStatus.PENDING,
+        )
+    item = verdict.instruction
+    if item is None:
+        return _invalid_row(verdict)
+    return LedgerRow(
+        row=item.row,
+        row_id=item.row_id,
+        payee_name=item.payee_name,
+        sort_code=item.sort_code,
+        account_number=item.account_number,
+        amount=item.amount,
+        amount_text=str(item.amount),
+        reference=item.reference,
+        source_account=item.source_account,
+        status=RowStatus.PENDING,
+    )
+
+
+def _invalid_row(verdict: RowVerdict) -> LedgerRow:
+    raw = verdict.raw
+    return LedgerRow(
+        row=verdict.row,
+        row_id=raw.get("row_id") or None,
+        payee_name=raw.get("payee_name", ""),
+        sort_code=raw.get("sort_code", ""),
+        account_number=raw.get("account_number", ""),
+        amount=Decimal(0),
+        amount_text=raw.get("amount", ""),
+        reference=raw.get("reference") or None,
+        source_account=raw.get("source_account", ""),
+        status=RowStatus.INVALID,
+        error="; ".join(p.message for p in verdict.errors) or "invalid row",
+    )
 
 
 class RowUpdate(TypedDict, total=False):

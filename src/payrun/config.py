@@ -37,6 +37,8 @@ __all__ = [
     "DEFAULT_WAIT_TIMEOUT",
     "DEFAULT_MAX_ROWS",
     "DEFAULT_HEARTBEAT_TIMEOUT",
+    "MAX_HEARTBEAT_TIMEOUT",
+    "MIN_HEARTBEAT_TIMEOUT",
     "DEFAULT_SETTLE_WAIT",
     "MAX_SETTLE_WAIT",
     "SHORT_SETTLE_WAIT",
@@ -48,10 +50,13 @@ __all__ = [
     "Settings",
     "SigningKey",
     "ValidationOptions",
+    "auth_scheme_environ",
     "check_base_url",
+    "check_heartbeat_timeout",
     "completion_requested",
     "configured_secrets",
     "database_url",
+    "heartbeat_timeout_from_env",
     "ledger_url_from_env",
     "login_name",
     "policy_path_from_env",
@@ -81,6 +86,10 @@ DEFAULT_HEARTBEAT_TIMEOUT = 15.0
 """Fleet: seconds without a heartbeat before Temporal gives a batch to another worker (a
 killed worker's database session ends at once on its machine's kernel; a dead machine's
 within the ledger connections' keepalives, about 25 s)."""
+MIN_HEARTBEAT_TIMEOUT = 3.0
+"""The shortest heartbeat timeout accepted, in seconds (a paying worker beats every second)."""
+MAX_HEARTBEAT_TIMEOUT = 300.0
+"""The longest heartbeat timeout accepted, in seconds."""
 DEFAULT_SETTLE_WAIT = 60.0
 """How long after a request whose answer was lost (a timeout, a crash of payrun) the bank
 may still carry it out: a row "in doubt" is checked with the bank, and sent again if the
@@ -239,6 +248,37 @@ def parse_settle_wait(text: str, *, source: str = "--settle-wait") -> float:
         )
         raise ConfigError(msg)
     return value
+
+
+def check_heartbeat_timeout(value: float, *, source: str) -> float:
+    """``value`` when it is a fleet heartbeat timeout (``MIN_HEARTBEAT_TIMEOUT`` to
+    ``MAX_HEARTBEAT_TIMEOUT`` seconds), else ``ConfigError`` naming ``source``."""
+    if not MIN_HEARTBEAT_TIMEOUT <= value <= MAX_HEARTBEAT_TIMEOUT:
+        msg = f"{source} is seconds from {MIN_HEARTBEAT_TIMEOUT:g} to {MAX_HEARTBEAT_TIMEOUT:g}"
+        raise ConfigError(msg)
+    return value
+
+
+def heartbeat_timeout_from_env(environ: Mapping[str, str] | None = None) -> float | None:
+    """``PAYRUN_FLEET_HEARTBEAT_TIMEOUT`` checked (``ConfigError`` when it is not a heartbeat
+    timeout), or None when it is unset or blank."""
+    env = os.environ if environ is None else environ
+    name = "PAYRUN_FLEET_HEARTBEAT_TIMEOUT"
+    text = env.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    return check_heartbeat_timeout(value, source=name)
+
+
+def auth_scheme_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment as a fleet worker's lanes see it: ``PAYRUN_AUTH_SCHEME`` only (when
+    set), so ``load_settings`` takes each lane's keys from its files, never ``PAYRUN_API_KEY``."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in ("PAYRUN_AUTH_SCHEME",) if name in env}
 
 
 def settle_wait_from_env(environ: Mapping[str, str] | None = None) -> float | None:

@@ -1,9 +1,11 @@
 """payrun's one exception tree.
 
-Every error payrun raises on purpose derives from ``PayrunError``; the CLI maps the
-branches to exit codes in one table (``payrun.cli``)::
+Every error payrun raises on purpose derives from ``PayrunError``, and each class carries
+the documented exit code of a command it ends (``.exit_code``, inherited down the tree;
+the CLI and the fleet read it, and the codes are named here: ``EXIT_OK`` ...
+``EXIT_RUN_AGAIN``)::
 
-    PayrunError
+    PayrunError                    exit 2 unless a branch below says otherwise
     ├── UsageError                 exit 2: the command cannot start as given
     │   ├── ConfigError            bad settings: base URL, API key, option values
     │   ├── BatchFileError         the batch file itself cannot be used (.path)
@@ -11,7 +13,7 @@ branches to exit codes in one table (``payrun.cli``)::
     │   ├── NotConfirmedError      a live-mode run was not confirmed (no terminal, declined)
     │   ├── PolicyError            the approval policy file cannot be trusted or read
     │   └── ApprovalError          a plan cannot be approved, or a run --plan is refused
-    ├── BankError                  the bank answered badly or not at all (.status, .detail)
+    ├── BankError                  exit 3: no answer, or a bad one (.status, .detail)
     │   ├── AuthError              401/403: exit 2
     │   │   └── RefusedMidRunError after payments were created: summary and report still (.rows)
     │   ├── RateLimitedError       429: refused before processing, safe to retry
@@ -37,6 +39,10 @@ if TYPE_CHECKING:
     from payrun._models import LedgerRow
 
 __all__ = [
+    "EXIT_NOT_ALL_PAID",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "EXIT_RUN_AGAIN",
     "ApprovalError",
     "AuthError",
     "BankError",
@@ -61,6 +67,16 @@ __all__ = [
 ]
 
 
+EXIT_OK = 0
+"""Every row done as asked."""
+EXIT_NOT_ALL_PAID = 1
+"""Some rows invalid, held or failed: the rest were paid."""
+EXIT_REFUSED = 2
+"""Usage, configuration, authentication or control totals: nothing more was done."""
+EXIT_RUN_AGAIN = 3
+"""The bank unavailable, the run interrupted or incomplete: running again resumes."""
+
+
 def first_payrun_error(error: BaseException) -> PayrunError | None:
     """``error`` itself, or the first ``PayrunError`` inside an exception group (None when
     there is none): what a user is told when concurrent tasks failed."""
@@ -75,7 +91,10 @@ def first_payrun_error(error: BaseException) -> PayrunError | None:
 
 
 class PayrunError(Exception):
-    """Root of every error payrun raises on purpose; ``str()`` is a one-line user message."""
+    """Root of every error payrun raises on purpose; ``str()`` is a one-line user message,
+    ``exit_code`` the documented exit code of the command it ends."""
+
+    exit_code: int = EXIT_REFUSED
 
 
 class UsageError(PayrunError):
@@ -113,7 +132,9 @@ class ApprovalError(UsageError):
 
 
 class BankError(PayrunError):
-    """The bank answered with an error, or did not answer."""
+    """The bank answered with an error, or did not answer: nothing is lost, run again."""
+
+    exit_code = EXIT_RUN_AGAIN
 
     def __init__(
         self,
@@ -131,6 +152,8 @@ class BankError(PayrunError):
 
 class AuthError(BankError):
     """The bank refused the API key (401) or the caller's role (403)."""
+
+    exit_code = EXIT_REFUSED
 
 
 class RefusedMidRunError(AuthError):
@@ -187,7 +210,10 @@ class LedgerError(PayrunError):
 
 
 class LedgerWriteError(LedgerError):
-    """A write to the ledger failed mid-run (disk full, say): fix it, run again (exit 3)."""
+    """A write to the ledger failed mid-run (disk full, say): what was done is kept; fix
+    it, run again (exit 3)."""
+
+    exit_code = EXIT_RUN_AGAIN
 
 
 class LedgerMismatchError(LedgerError):
@@ -204,3 +230,5 @@ class LedgerLockedError(LedgerError):
 
 class InterruptedRunError(PayrunError):
     """The run stopped before every row reached its end; running again resumes (exit 3)."""
+
+    exit_code = EXIT_RUN_AGAIN

@@ -1,8 +1,9 @@
 """The command line: argv -> options -> one library call -> rendering -> exit code.
 
 A thin shell. Each subcommand lives in its own ``_<command>.py`` module with
-``register(subparsers)`` and ``execute(args) -> int``; this module assembles them and maps
-``PayrunError`` branches to exit codes in one table. Users never see a traceback.
+``register(subparsers)`` and ``execute(args) -> int``; this module assembles them and ends
+a ``PayrunError`` with one line and the error's own exit code (``payrun.errors``). Users
+never see a traceback.
 """
 
 from __future__ import annotations
@@ -22,32 +23,15 @@ from payrun import __version__
 from payrun._signals import catch_stop_signals, restore_signals
 from payrun.cli._output import error_line
 from payrun.errors import (
-    AuthError,
-    BankError,
+    EXIT_REFUSED,
+    EXIT_RUN_AGAIN,
     BankUnavailableError,
-    InterruptedRunError,
-    LedgerError,
-    LedgerWriteError,
     PayrunError,
-    UsageError,
     first_payrun_error,
 )
 from payrun.run import StopSignal
 
-__all__ = ["EXIT_CODES", "build_parser", "exit_code_for", "main"]
-
-EXIT_CODES: tuple[tuple[type[PayrunError], int], ...] = (
-    (InterruptedRunError, 3),
-    # The disk filled up mid-run: what was done is kept, run again
-    (LedgerWriteError, 3),
-    (AuthError, 2),
-    (UsageError, 2),
-    (LedgerError, 2),
-    # The bank did not answer: nothing is lost, run again
-    (BankError, 3),
-    (PayrunError, 2),
-)
-"""The one place exceptions become exit codes: first matching class wins."""
+__all__ = ["build_parser", "main"]
 
 _COMMANDS = (
     "validate",
@@ -101,10 +85,13 @@ class _Parser(argparse.ArgumentParser):
             message += _did_you_mean(_chosen(message), choices)
         hint = "" if "--help" in message else f"; see {self.prog} --help"
         if _Parser.json_errors:
-            error_line(f"{message}{hint}", as_json=True, exit_code=2)
-            raise SystemExit(2)
+            error_line(f"{message}{hint}", as_json=True, exit_code=EXIT_REFUSED)
+            raise SystemExit(EXIT_REFUSED)
         # A suggestion is enough: the help is one command away
-        self.exit(2, f"{self.prog}: error: {message}{'' if 'did you mean' in message else hint}\n")
+        self.exit(
+            EXIT_REFUSED,
+            f"{self.prog}: error: {message}{'' if 'did you mean' in message else hint}\n",
+        )
 
 
 def _chosen(message: str) -> str:
@@ -141,14 +128,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def exit_code_for(error: PayrunError) -> int:
-    """Map an error to its documented exit code."""
-    for kind, code in EXIT_CODES:
-        if isinstance(error, kind):
-            return code
-    return 2
-
-
 _KEY_ON_COMMAND_LINE = (
     "the API key is never taken on the command line (it would show in ps and shell"
     " history): set PAYRUN_API_KEY, or pass --api-key-file FILE naming a file that holds it"
@@ -180,7 +159,7 @@ def main(
         return _main(argv, stop, previous)
     except KeyboardInterrupt:
         error_line("interrupted; run the same command again to resume")
-        return 3
+        return EXIT_RUN_AGAIN
     finally:
         # Stopping: a late Ctrl-C must not kill the exit with a traceback
         if stop.is_set():
@@ -236,7 +215,7 @@ def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, obje
         _complete(parser)
     if not words:
         _list_commands(parser)
-        return 2
+        return EXIT_REFUSED
     args, extras = parser.parse_known_args(argv)
     if extras:
         # The usage shown is the subcommand's, whose options were mistyped
@@ -247,9 +226,9 @@ def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, obje
         error_line(
             "interrupted before anything was done; run the command again",
             as_json=getattr(args, "log_format", "text") == "json",
-            exit_code=3,
+            exit_code=EXIT_RUN_AGAIN,
         )
-        return 3
+        return EXIT_RUN_AGAIN
     # Only a run and the fleet stop gracefully; the others stop at once
     if args.command not in ("run", "fleet"):
         restore_signals(previous)
@@ -324,7 +303,7 @@ def _looks_like_key_option(word: str) -> bool:
 
 def _report_error(error: BaseException, *, as_json: bool) -> int:
     if isinstance(error, PayrunError):
-        code = exit_code_for(error)
+        code = error.exit_code
         message = str(error)
         # The bank was never reached
         if isinstance(error, BankUnavailableError):
@@ -338,6 +317,6 @@ def _report_error(error: BaseException, *, as_json: bool) -> int:
         f"unexpected {type(error).__name__}: {error}; the ledger keeps what was done,"
         " so running the same command again is safe (please report this)",
         as_json=as_json,
-        exit_code=3,
+        exit_code=EXIT_RUN_AGAIN,
     )
-    return 3
+    return EXIT_RUN_AGAIN

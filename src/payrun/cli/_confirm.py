@@ -22,7 +22,7 @@ import anyio
 from payrun._models import format_money
 from payrun.cli._output import reader_may_leave
 from payrun.cli._terminal import discard_typeahead
-from payrun.run import Answer, RunPreview, StopSignal
+from payrun.run import ConfirmAnswer, RunPreview, StopSignal
 
 __all__ = ["TerminalConfirmer", "preview_lines", "stdin_is_terminal"]
 
@@ -91,7 +91,7 @@ class TerminalConfirmer:
         self._stop = stop
         self._out = out or sys.stderr
 
-    async def __call__(self, preview: RunPreview) -> Answer:
+    async def __call__(self, preview: RunPreview) -> ConfirmAnswer:
         """Show ``preview``, ask, and return the answer."""
         # A "yes" typed before the question is shown is not an answer to it; dropped first,
         # so that an answer typed as soon as the question shows is never dropped
@@ -110,9 +110,13 @@ class TerminalConfirmer:
             # The terminal shows ^C or ^D with no line end
             with reader_may_leave(self._out, run=True):
                 print(file=self._out, flush=True)  # noqa: T201 - ends the question's line
-            return Answer.INTERRUPTED if self._stop.is_set() else Answer.NO_ANSWER
+            return ConfirmAnswer.INTERRUPTED if self._stop.is_set() else ConfirmAnswer.NO_ANSWER
         answer = typed.strip().casefold()
-        return Answer.CONFIRMED if answer in ("yes", str(preview.rows)) else Answer.DECLINED
+        return (
+            ConfirmAnswer.CONFIRMED
+            if answer in ("yes", str(preview.rows))
+            else ConfirmAnswer.DECLINED
+        )
 
     async def _read_line(self) -> str | None:
         """One line typed on stdin; None at the end of input or once a stop is asked for."""

@@ -22,8 +22,12 @@ from payrun.cli._output import file_path, json_text, reader_may_leave
 from payrun.config import (
     DEFAULT_HEARTBEAT_TIMEOUT,
     DEFAULT_SETTLE_WAIT,
+    MAX_HEARTBEAT_TIMEOUT,
+    MIN_HEARTBEAT_TIMEOUT,
     DatabaseURL,
+    check_heartbeat_timeout,
     database_url,
+    heartbeat_timeout_from_env,
     ledger_url_from_env,
     parse_settle_wait,
     policy_path_from_env,
@@ -33,9 +37,6 @@ from payrun.errors import ConfigError
 
 __all__ = ["execute", "register"]
 
-_HEARTBEAT_ENV = "PAYRUN_FLEET_HEARTBEAT_TIMEOUT"
-_HEARTBEAT_MAX = 300.0
-_HEARTBEAT_MIN = 3.0
 _NO_BATCHES = "no batches submitted to this ledger database"
 # A terminal following --wait hears at least this often
 _PROGRESS_SECONDS = 10.0
@@ -83,8 +84,8 @@ def _register_submit(commands: argparse._SubParsersAction[Any]) -> None:
         type=_seconds,
         metavar="SECONDS",
         help="seconds without a heartbeat before another worker takes a batch (default"
-        f" {DEFAULT_HEARTBEAT_TIMEOUT:g}, or PAYRUN_FLEET_HEARTBEAT_TIMEOUT; {_HEARTBEAT_MIN:g}"
-        f" to {_HEARTBEAT_MAX:g})",
+        f" {DEFAULT_HEARTBEAT_TIMEOUT:g}, or PAYRUN_FLEET_HEARTBEAT_TIMEOUT;"
+        f" {MIN_HEARTBEAT_TIMEOUT:g} to {MAX_HEARTBEAT_TIMEOUT:g})",
     )
     _add_format(submit)
 
@@ -240,20 +241,10 @@ def _settle_wait(text: str) -> float:
 
 def _heartbeat_seconds(given: float | None) -> float:
     """--heartbeat-timeout, else PAYRUN_FLEET_HEARTBEAT_TIMEOUT, else the default."""
-    import os
-
-    text = os.environ.get(_HEARTBEAT_ENV, "").strip()
-    source = "--heartbeat-timeout" if given is not None else _HEARTBEAT_ENV
-    if given is None and not text:
-        return DEFAULT_HEARTBEAT_TIMEOUT
-    try:
-        value = given if given is not None else float(text)
-    except ValueError:
-        value = -1.0
-    if not _HEARTBEAT_MIN <= value <= _HEARTBEAT_MAX:
-        msg = f"{source} is seconds from {_HEARTBEAT_MIN:g} to {_HEARTBEAT_MAX:g}"
-        raise ConfigError(msg)
-    return value
+    if given is not None:
+        return check_heartbeat_timeout(given, source="--heartbeat-timeout")
+    from_env = heartbeat_timeout_from_env()
+    return DEFAULT_HEARTBEAT_TIMEOUT if from_env is None else from_env
 
 
 def _submit(args: argparse.Namespace, url: DatabaseURL) -> int:

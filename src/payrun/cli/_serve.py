@@ -117,8 +117,7 @@ def execute(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def _bank(args: argparse.Namespace, ledger_dir: Path) -> Iterator[Any]:
     """The children's bank: as configured, or an embedded sandbox for the server's life."""
-    from payrun.serve import Bank
-    from payrun.serve._users import write_private
+    from payrun.serve import Bank, write_private
 
     policy = args.policy.resolve() if args.policy is not None else None
     key_file = args.api_key_file.resolve() if args.api_key_file is not None else None

@@ -57,14 +57,11 @@ def write_run_report(
 
 def refused_outcome(refused: RefusedMidRunError, batch: Path, options: RunOptions) -> RunOutcome:
     """The outcome of a run the bank stopped with a 401/403 after payments were created."""
-    # The one table of exit codes (2 here)
-    from payrun.cli import exit_code_for
-
     return RunOutcome(
         rows=list(refused.rows),
         plans=[],
         ledger_path=ledger_location(options.ledger_path, batch),
-        exit_code=exit_code_for(refused),
+        exit_code=refused.exit_code,
     )
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,8 +26,16 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from payrun._models import RowStatus, utc_now
 from payrun._redaction import redact
-from payrun.config import DEFAULT_SETTLE_WAIT, DatabaseURL, RunOptions, Settings, load_settings
+from payrun.config import (
+    DEFAULT_SETTLE_WAIT,
+    DatabaseURL,
+    RunOptions,
+    Settings,
+    auth_scheme_environ,
+    load_settings,
+)
 from payrun.errors import (
+    EXIT_RUN_AGAIN,
     ApprovalError,
     AuthError,
     ConfigError,
@@ -66,9 +73,6 @@ HANDED_BACK = "BatchHandedBack"
 _UNFINISHED = frozenset(
     {RowStatus.PENDING, RowStatus.CREATING, RowStatus.SUBMITTING, RowStatus.CREATED}
 )
-_AUTH_SCHEME = "PAYRUN_AUTH_SCHEME"
-# payrun's exit code for "nothing is lost, run again"
-_RUN_AGAIN = 3
 
 
 @dataclass(slots=True)
@@ -342,14 +346,12 @@ def _cut_off(batch: FleetBatch) -> bool:
 def _mendable(error: PayrunError) -> bool:
     """Errors a later attempt may not meet: the bank or the database away, the batch held
     by a run whose machine has not been declared dead yet."""
-    from payrun.cli import exit_code_for
-
     if isinstance(error, LedgerLockedError | LedgerWriteError):
         return True
     # The database unreachable now; a ledger of another bank or file stays refused
     if isinstance(error, LedgerError) and not isinstance(error, LedgerMismatchError):
         return True
-    return exit_code_for(error) == _RUN_AGAIN
+    return error.exit_code == EXIT_RUN_AGAIN
 
 
 _KEY_ID_FILE_LIMIT = 1024
@@ -367,7 +369,6 @@ def _settings(batch: FleetBatch, keys: Path) -> Settings:
     """The bank settings of the batch's lane: its base URL, the API key read from ``keys``
     (``NAME``), and the signing key when both ``NAME.signing.pem`` and ``NAME.keyid`` are
     there."""
-    environ = {k: v for k, v in os.environ.items() if k == _AUTH_SCHEME}
     signing_file = keys / f"{batch.key}.signing.pem"
     key_id_file = keys / f"{batch.key}.keyid"
     signing = signing_file.is_file() or key_id_file.is_file()
@@ -378,7 +379,7 @@ def _settings(batch: FleetBatch, keys: Path) -> Settings:
             api_key_file=keys / batch.key,
             signing_key_file=signing_file if signing else None,
             signing_key_id=key_id,
-            environ=environ,
+            environ=auth_scheme_environ(),
         )
     except OSError as exc:
         msg = (

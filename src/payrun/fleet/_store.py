@@ -7,7 +7,8 @@ with each batch's rows counted by status from the ledger's own rows. The batch's
 live in the ledger's tables (``payrun_batches``/``payrun_rows``, written by the same code
 as ``payrun run``); this table holds only what Temporal must not: the bank's address,
 the key's name and the cut-off, looked up by the batch's name. psycopg's errors become
-one-line ``LedgerError`` messages with the URL's password masked.
+one-line ``LedgerError`` messages with the URL's password masked, by the ledger's own
+translation (``payrun.ledger.database_errors``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 from payrun._models import utc_now
 from payrun._redaction import redact
 from payrun.config import DatabaseURL, redact_url
-from payrun.errors import LedgerError
 
 if TYPE_CHECKING:
     import psycopg
@@ -112,27 +112,14 @@ class FleetStore:
 
     @contextmanager
     def _connection(self, *, readonly: bool = False) -> Iterator[psycopg.Connection[Any]]:
-        from payrun.ledger import connect_database
+        from payrun.ledger import connect_database, database_errors
 
         connection = connect_database(self.url, readonly=readonly)
         try:
-            with self._translated():
+            with database_errors(self.url):
                 yield connection
         finally:
             connection.close()
-
-    @contextmanager
-    def _translated(self) -> Iterator[None]:
-        import psycopg
-
-        try:
-            yield
-        except psycopg.Error as exc:
-            text = " ".join(str(exc).split()) or type(exc).__name__
-            for secret in self.url.passwords():
-                text = text.replace(secret, "***")
-            msg = f"cannot use the ledger database {self.url.masked}: {text}"
-            raise LedgerError(msg) from None
 
     def ensure_schema(self) -> None:
         """Create the fleet's table when missing (one process at a time)."""

@@ -18,14 +18,17 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
 from pathlib import Path
 
 from temporalio.service import RPCError
 
-from payrun._models import RowStatus, RowVerdict
+from payrun._models import RowStatus
 from payrun.config import DEFAULT_HEARTBEAT_TIMEOUT, DatabaseURL, RunOptions, ValidationOptions
 from payrun.errors import (
+    EXIT_NOT_ALL_PAID,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_RUN_AGAIN,
     ApprovalError,
     InterruptedRunError,
     LedgerError,
@@ -39,7 +42,7 @@ from payrun.fleet._temporal import connect_temporal
 from payrun.intake import open_batch, read_export, show_day
 from payrun.ledger import DatabaseLedger
 from payrun.run import StopSignal
-from payrun.validation import plain_or_verdicts
+from payrun.validation import ValidTotals, plain_or_verdicts
 
 __all__ = [
     "DEFAULT_BATCH_BOUND",
@@ -214,12 +217,12 @@ def fleet_exit_code(batches: list[FleetBatch], *, interrupted: bool = False) -> 
     """2 when a batch was refused, 3 when one is incomplete (or not ended), 1 when some
     rows are invalid, held or failed, else 0."""
     if any(batch.state == "refused" for batch in batches):
-        return 2
+        return EXIT_REFUSED
     if interrupted or any(batch.state != "done" for batch in batches):
-        return 3
+        return EXIT_RUN_AGAIN
     if any(status in _NOT_PAID for batch in batches for status in batch.rows):
-        return 1
-    return 0
+        return EXIT_NOT_ALL_PAID
+    return EXIT_OK
 
 
 def _bounded(entry: BatchEntry) -> BatchEntry:
@@ -249,19 +252,15 @@ def _check_file(entry: BatchEntry, *, today: date | None = None) -> None:
     from payrun.run import check_control_totals
 
     validation = _validation(entry)
-    count, total = 0, Decimal(0)
     try:
         _refuse_before_pay_date(entry, today or date.today())  # noqa: DTZ011 - as payrun run
         with open_batch(entry.file, validation) as batch:
-            for verdict in plain_or_verdicts(batch, validation):
-                if not isinstance(verdict, RowVerdict):
-                    count += 1
-                    total += Decimal(verdict[4])
-                elif verdict.instruction is not None:
-                    count += 1
-                    total += verdict.instruction.amount
+            totals = ValidTotals.of(plain_or_verdicts(batch, validation))
         check_control_totals(
-            count, total, expect_count=entry.expect_count, expect_total=entry.expect_total
+            totals.count,
+            totals.total,
+            expect_count=entry.expect_count,
+            expect_total=entry.expect_total,
         )
     except UsageError as exc:
         msg = f"batch {entry.name}: {exc}; nothing was submitted"

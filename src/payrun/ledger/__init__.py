@@ -12,11 +12,13 @@ lock file (in PostgreSQL a session-level advisory lock) stops two runs of one le
 once, and each user's register of running batches (``hold_batch``, ``take_batch_lock``;
 with an administrator's shared register, across users) two runs paying the same rows at
 one bank. Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated
-here only, and ``psycopg`` errors in ``_postgres`` only.
+here only, and ``psycopg`` errors in ``_postgres`` only (``database_errors`` lends that
+boundary to the fleet's own table).
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from payrun._models import BatchInfo as BatchInfo
@@ -65,6 +67,15 @@ def connect_database(url: DatabaseURL, *, readonly: bool) -> psycopg.Connection[
     return connect(url, readonly=readonly)
 
 
+def database_errors(url: DatabaseURL) -> AbstractContextManager[None]:
+    """A block whose psycopg errors end as one-line ``LedgerError`` messages naming the
+    database with its password masked: the ledger's one boundary for psycopg, for code
+    beside the batches (the fleet's own table)."""
+    from payrun.ledger._postgres import _translated
+
+    return _translated(url)
+
+
 __all__ = [
     "BatchInfo",
     "BatchLock",
@@ -79,6 +90,7 @@ __all__ = [
     "batch_name",
     "check_batch_lock",
     "connect_database",
+    "database_errors",
     "database_ledger",
     "default_ledger_path",
     "discard_if_refused",

@@ -28,7 +28,7 @@ TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from payrun.run._confirm import AccountPreview as AccountPreview
-    from payrun.run._confirm import Answer as Answer
+    from payrun.run._confirm import ConfirmAnswer as ConfirmAnswer
     from payrun.run._confirm import Confirmer as Confirmer
     from payrun.run._confirm import RunPreview as RunPreview
     from payrun.run._lifecycle import event_loop_options as event_loop_options
@@ -52,7 +52,7 @@ _HOMES = {
     "Readiness": "payrun.run._readiness",
     "check_readiness": "payrun.run._readiness",
     "AccountPreview": "payrun.run._confirm",
-    "Answer": "payrun.run._confirm",
+    "ConfirmAnswer": "payrun.run._confirm",
     "Confirmer": "payrun.run._confirm",
     "RunPreview": "payrun.run._confirm",
     "RunObserver": "payrun.run._outcome",
@@ -83,7 +83,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "STOP_GRACE_SECONDS",
     "AccountPreview",
-    "Answer",
+    "ConfirmAnswer",
     "Check",
     "Confirmer",
     "Readiness",

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from payrun._models import LedgerRow, RowStatus
 from payrun.errors import InterruptedRunError, NotConfirmedError
+from payrun.run._organization import LIVE_MODE
 
 # The bank client is imported only by runs that talk to a bank
 if TYPE_CHECKING:
@@ -26,9 +27,8 @@ if TYPE_CHECKING:
     from payrun.config import RunOptions
 
 __all__ = [
-    "LIVE_MODE",
     "AccountPreview",
-    "Answer",
+    "ConfirmAnswer",
     "Confirmer",
     "RunPreview",
     "confirm_live_run",
@@ -36,13 +36,10 @@ __all__ = [
     "refuse_unconfirmable",
 ]
 
-LIVE_MODE = "live-mode"
-"""The ``organization-mode`` of an organization that moves real money."""
-
 _NOT_PAID = frozenset({RowStatus.INVALID, RowStatus.HELD, RowStatus.FAILED})
 
 
-class Answer(enum.Enum):
+class ConfirmAnswer(enum.Enum):
     """What the person asked did."""
 
     CONFIRMED = "confirmed"
@@ -79,7 +76,7 @@ class RunPreview:
 class Confirmer(Protocol):
     """Asks a person whether the run shown may go on (the CLI's asks on a terminal)."""
 
-    async def __call__(self, preview: RunPreview) -> Answer:
+    async def __call__(self, preview: RunPreview) -> ConfirmAnswer:
         """The person's answer to ``preview``."""
 
 
@@ -159,15 +156,19 @@ async def confirm_live_run(
         refuse_unconfirmable(org, options, confirmer)
         return
     answer = await confirmer(preview)
-    if answer is Answer.CONFIRMED:
+    if answer is ConfirmAnswer.CONFIRMED:
         return
-    if answer is Answer.INTERRUPTED:
+    if answer is ConfirmAnswer.INTERRUPTED:
         msg = (
             "interrupted at the confirmation: nothing was created; run the same command"
             " again to be asked again"
         )
         raise InterruptedRunError(msg)
-    said = "no answer (end of input)" if answer is Answer.NO_ANSWER else "the answer was not yes"
+    said = (
+        "no answer (end of input)"
+        if answer is ConfirmAnswer.NO_ANSWER
+        else "the answer was not yes"
+    )
     msg = (
         f"not confirmed: {said}, so nothing was created; run the same command again and type"
         f" yes (or {preview.rows}) to pay"

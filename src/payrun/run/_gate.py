@@ -17,10 +17,9 @@ from collections.abc import Iterable
 
 import anyio
 
-__all__ = ["LIVE_MODE", "WriteGate"]
+from payrun.run._organization import LIVE_MODE as LIVE_MODE
 
-LIVE_MODE = "live-mode"
-"""The organization mode in which payments move real money."""
+__all__ = ["LIVE_MODE", "WriteGate"]
 
 
 class WriteGate:

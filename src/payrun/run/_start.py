@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,10 +17,9 @@ from typing import TYPE_CHECKING
 from payrun._models import (
     BatchInfo,
     LedgerRow,
-    PlainRow,
     RowStatus,
-    RowVerdict,
     format_money,
+    ledger_row_of,
     utc_now,
 )
 from payrun.config import RunOptions, Settings, ValidationOptions, redact_url, without_userinfo
@@ -36,7 +34,7 @@ from payrun.ledger import (
     refuse_if_running,
 )
 from payrun.run._book import RowBook
-from payrun.validation import plain_or_verdicts
+from payrun.validation import ValidTotals, plain_or_verdicts
 
 if TYPE_CHECKING:
     from payrun.bank import Organization
@@ -93,7 +91,7 @@ def _record_new_batch(
     ledger: LedgerStore, batch_path: Path, validation: ValidationOptions, options: RunOptions
 ) -> None:
     with open_batch(batch_path, validation) as batch:
-        counter = _ValidCounter()
+        counter = ValidTotals()
         with ledger.atomic():
             ledger.start(
                 BatchInfo(
@@ -105,32 +103,15 @@ def _record_new_batch(
                     expect_total=options.expect_total,
                     options=_options_text(validation),
                 ),
-                counter.count(plain_or_verdicts(batch, validation)),
+                counter.counted(plain_or_verdicts(batch, validation)),
             )
             check_control_totals(
-                counter.valid,
+                counter.count,
                 counter.total,
                 expect_count=options.expect_count,
                 expect_total=options.expect_total,
             )
-            ledger.set_valid_totals(counter.valid, counter.total)
-
-
-class _ValidCounter:
-    def __init__(self) -> None:
-        self.valid = 0
-        self.total = Decimal(0)
-
-    def count(self, verdicts: Iterator[RowVerdict | PlainRow]) -> Iterator[RowVerdict | PlainRow]:
-        for verdict in verdicts:
-            # A plain valid row: canonical amount text
-            if not isinstance(verdict, RowVerdict):
-                self.valid += 1
-                self.total += Decimal(verdict[4])
-            elif verdict.instruction is not None:
-                self.valid += 1
-                self.total += verdict.instruction.amount
-            yield verdict
+            ledger.set_valid_totals(counter.count, counter.total)
 
 
 def file_sha256(path: Path) -> str:
@@ -301,7 +282,7 @@ def file_rows(batch_path: Path, validation: ValidationOptions) -> list[LedgerRow
 
 def _file_rows(batch_path: Path, validation: ValidationOptions) -> list[LedgerRow]:
     with open_batch(batch_path, validation) as batch:
-        return [_row_of(verdict) for verdict in plain_or_verdicts(batch, validation)]
+        return [ledger_row_of(verdict) for verdict in plain_or_verdicts(batch, validation)]
 
 
 def _apply_new_options(
@@ -420,52 +401,6 @@ def _row_change(old: LedgerRow, new: LedgerRow) -> str:
         if getattr(old, name) != getattr(new, name):
             return f"{name.replace('_', ' ')} {getattr(old, name)} -> {getattr(new, name)}"
     return "changed"
-
-
-def _row_of(verdict: RowVerdict | PlainRow) -> LedgerRow:
-    # A plain valid row
-    if not isinstance(verdict, RowVerdict):
-        row, name, sort_code, account, amount, reference, source, row_id = verdict
-        return LedgerRow(
-            row=row,
-            row_id=row_id,
-            payee_name=name,
-            sort_code=sort_code,
-            account_number=account,
-            amount=Decimal(amount),
-            amount_text=amount,
-            reference=reference,
-            source_account=source,
-            status=RowStatus.PENDING,
-        )
-    item = verdict.instruction
-    if item is None:
-        raw = verdict.raw
-        return LedgerRow(
-            row=verdict.row,
-            row_id=raw.get("row_id") or None,
-            payee_name=raw.get("payee_name", ""),
-            sort_code=raw.get("sort_code", ""),
-            account_number=raw.get("account_number", ""),
-            amount=Decimal(0),
-            amount_text=raw.get("amount", ""),
-            reference=raw.get("reference") or None,
-            source_account=raw.get("source_account", ""),
-            status=RowStatus.INVALID,
-            error="; ".join(p.message for p in verdict.errors) or "invalid row",
-        )
-    return LedgerRow(
-        row=item.row,
-        row_id=item.row_id,
-        payee_name=item.payee_name,
-        sort_code=item.sort_code,
-        account_number=item.account_number,
-        amount=item.amount,
-        amount_text=str(item.amount),
-        reference=item.reference,
-        source_account=item.source_account,
-        status=RowStatus.PENDING,
-    )
 
 
 def check_control_totals(

@@ -19,6 +19,7 @@ from payrun.serve._users import ROLES as ROLES
 from payrun.serve._users import add_user as add_user
 from payrun.serve._users import key_path as key_path
 from payrun.serve._users import load_users as load_users
+from payrun.serve._users import write_private as write_private
 
 __all__ = [
     "MAX_UPLOAD_BYTES",
@@ -31,4 +32,5 @@ __all__ = [
     "load_users",
     "serve",
     "session_key",
+    "write_private",
 ]

@@ -17,7 +17,7 @@ from payrun.config import ValidationOptions
 from payrun.intake import COLUMNS, Batch, ColumnSpec
 from payrun.validation._checker import RowChecker
 from payrun.validation._rules import normalize_source_account
-from payrun.validation._totals import AccountTotal, BatchFingerprint, BatchSummary
+from payrun.validation._totals import AccountTotal, BatchFingerprint, BatchSummary, ValidTotals
 
 __all__ = [
     "COLUMNS",
@@ -25,6 +25,7 @@ __all__ = [
     "BatchFingerprint",
     "BatchSummary",
     "ColumnSpec",
+    "ValidTotals",
     "normalize_source_account",
     "plain_or_verdicts",
     "validate_batch",

@@ -3,21 +3,30 @@
 Input: ``RowVerdict`` values, one at a time (``BatchSummary.add``), so the caller can stream.
 Output: counts, the total of the valid rows, per-account totals, every problem, and the
 ``BatchFingerprint`` (count, total, sha256 of the normalised valid rows) that later runs
-check as control totals.
+check as control totals. ``ValidTotals`` is the count and sum alone, of verdicts and plain
+rows passing on their way to a ledger (``payrun run`` and ``fleet submit`` check them
+against ``--expect-count``/``--expect-total``).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 
-from payrun._models import PaymentInstruction, RowProblem, RowVerdict, format_money
+from payrun._models import (
+    PaymentInstruction,
+    PlainRow,
+    RowProblem,
+    RowVerdict,
+    format_money,
+    valid_amount,
+)
 from payrun.validation._plain import Plain
 
-__all__ = ["AccountTotal", "BatchFingerprint", "BatchSummary", "fingerprint_line"]
+__all__ = ["AccountTotal", "BatchFingerprint", "BatchSummary", "ValidTotals", "fingerprint_line"]
 
 
 @dataclass(slots=True)
@@ -26,6 +35,31 @@ class AccountTotal:
 
     count: int = 0
     total: Decimal = Decimal("0.00")
+
+
+@dataclass(slots=True)
+class ValidTotals:
+    """How many valid rows passed (``count``) and what they pay (``total``)."""
+
+    count: int = 0
+    total: Decimal = Decimal(0)
+
+    @classmethod
+    def of(cls, verdicts: Iterable[RowVerdict | PlainRow]) -> ValidTotals:
+        """The totals of every row of ``verdicts``."""
+        totals = cls()
+        for _verdict in totals.counted(verdicts):
+            pass
+        return totals
+
+    def counted(self, verdicts: Iterable[RowVerdict | PlainRow]) -> Iterator[RowVerdict | PlainRow]:
+        """Each of ``verdicts`` passed on, the valid ones counted on the way."""
+        for verdict in verdicts:
+            amount = valid_amount(verdict)
+            if amount is not None:
+                self.count += 1
+                self.total += amount
+            yield verdict
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Reporting: write_table in every format, formula escaping, the validate report shapes."""
+"""Report documents: write_table in every format, formula escaping, the validate report shapes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Planning decisions: reconciliation matching, repeat guard, payee index, control totals."""
+"""The run's decisions: reconciliation matching, repeat guard, payee index, control totals."""
 
 from __future__ import annotations
 
