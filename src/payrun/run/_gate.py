@@ -17,9 +17,7 @@ from collections.abc import Iterable
 
 import anyio
 
-from payrun.run._organization import LIVE_MODE as LIVE_MODE
-
-__all__ = ["LIVE_MODE", "WriteGate"]
+__all__ = ["WriteGate"]
 
 
 class WriteGate:

@@ -17,8 +17,9 @@ import anyio
 from payrun._models import LedgerRow, RowStatus, utc_now
 from payrun.run._checks import check_before_paying, confirm_run, guard, whole_batch_first
 from payrun.run._execute import EngineLimits, ExecutionResult, PayingEngine, execute_rows
-from payrun.run._gate import LIVE_MODE, WriteGate
+from payrun.run._gate import WriteGate
 from payrun.run._matching import PaymentCheck
+from payrun.run._organization import LIVE_MODE
 from payrun.run._outcome import NOT_PAID, UNPAID
 from payrun.run._reconcile import reconcile_rows
 from payrun.run._settle import IN_DOUBT, remember_late_answers
