@@ -76,6 +76,7 @@ __all__ = [
     "PostgresLedger",
     "batch_names",
     "batch_recorded",
+    "check_register",
     "connect",
     "refuse_if_running_at",
 ]
@@ -105,6 +106,16 @@ _SCHEMA_VERSION = "1"
 _REGISTER = -1
 """The second key of the advisory lock that makes looking and publishing in the register one
 step (batch ids start at 1, the schema's lock is 0)."""
+_HOLDS_ITS_LOCK = (
+    "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = %s"
+    " AND l.objid = r.batch_id AND l.objsubid = 2 AND l.pid = r.backend_pid AND l.granted)"
+)
+"""True for an entry ``r`` of the register whose run's session still holds its batch's lock."""
+_REGISTER_SELECT = (
+    "SELECT b.name, r.holder_pid, r.holder_host, r.bank, r.fingerprint, r.keys"
+    " FROM payrun_running r JOIN payrun_batches b ON b.id = r.batch_id WHERE r.bank = %s"
+)
+"""The register's entries at one bank, as ``_entry`` reads them."""
 _LOCK_PATIENCE = 1.0
 """Seconds a run waits for a batch's lock before it says who holds it (as the file's lock)."""
 _LOCK_RETRY_SECONDS = 0.05
@@ -281,18 +292,13 @@ class PostgresLedger:
             self._execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_SPACE, _REGISTER))
             # A run whose session ended (its batch's lock is gone) is no longer paying
             self._execute(
-                "DELETE FROM payrun_running r WHERE NOT EXISTS (SELECT 1 FROM pg_locks l"
-                " WHERE l.locktype = 'advisory' AND l.classid = %s AND l.objid = r.batch_id"
-                " AND l.objsubid = 2 AND l.pid = r.backend_pid AND l.granted)",
-                (LOCK_SPACE,),
+                f"DELETE FROM payrun_running r WHERE NOT {_HOLDS_ITS_LOCK}", (LOCK_SPACE,)
             )
             found = self._fetchall(
-                "SELECT b.name, r.holder_pid, r.holder_host, r.bank, r.fingerprint, r.keys"
-                " FROM payrun_running r JOIN payrun_batches b ON b.id = r.batch_id"
-                " WHERE r.bank = %s AND r.batch_id <> %s",
-                (running.bank, self._id),
+                f"{_REGISTER_SELECT} AND r.batch_id <> %s", (running.bank, self._id)
             )
-            refuse_overlap_with((self._entry(*record) for record in found), running, dry_run=False)
+            entries = (_entry(self.where.url, *record) for record in found)
+            refuse_overlap_with(entries, running, dry_run=False)
             self._execute(
                 "INSERT INTO payrun_running (batch_id, backend_pid, holder_pid, holder_host,"
                 " bank, fingerprint, keys) VALUES (%s, pg_backend_pid(), %s, %s, %s, %s, %s)"
@@ -308,14 +314,6 @@ class PostgresLedger:
                     running.keys,
                 ),
             )
-
-    def _entry(self, name: str, pid: int | None, host: str | None, *rest: Any) -> RunningEntry:
-        """Another batch's live run, as the register's messages name it."""
-        bank, fingerprint, keys = rest
-        where = str(DatabaseLedger(self.where.url, name))
-        if host and host != socket.gethostname():
-            where += f" on {host}"
-        return RunningEntry(name, pid, where, bank, fingerprint, bytes(keys))
 
     def _unpublish(self) -> None:
         """Leave the register (a connection already gone left it with its lock)."""
@@ -793,6 +791,40 @@ def refuse_if_running_at(where: DatabaseLedger) -> None:
     finally:
         # Closing drops the lock taken for the look
         connection.close()
+
+
+def check_register(where: DatabaseLedger, rows: Sequence[LedgerRow], bank: str) -> None:
+    """Raise ``LedgerLockedError`` when a live run in the database's register (on any
+    machine) pays, at ``bank``, the same batch or any of these rows: a dry run's look, with
+    the same comparison as a paying run's (``PostgresLedger.hold_batch``); read-only."""
+    running = running_batch(rows, bank)
+    if not running.keys:
+        return
+    connection = connect(where.url, readonly=True)
+    try:
+        with _translated(where):
+            made = connection.execute("SELECT to_regclass('payrun_running') IS NOT NULL")
+            found = made.fetchone()
+            if not (found and found[0]):
+                return
+            live = connection.execute(
+                f"{_REGISTER_SELECT} AND {_HOLDS_ITS_LOCK}", (running.bank, LOCK_SPACE)
+            ).fetchall()
+    finally:
+        connection.close()
+    entries = (_entry(where.url, *record) for record in live)
+    refuse_overlap_with(entries, running, dry_run=True)
+
+
+def _entry(
+    url: DatabaseURL, name: str, pid: int | None, host: str | None, *rest: Any
+) -> RunningEntry:
+    """Another batch's live run, as the register's messages name it."""
+    bank, fingerprint, keys = rest
+    where = str(DatabaseLedger(url, name))
+    if host and host != socket.gethostname():
+        where += f" on {host}"
+    return RunningEntry(name, pid, where, bank, fingerprint, bytes(keys))
 
 
 def batch_recorded(where: DatabaseLedger) -> bool:

@@ -26,7 +26,7 @@ from payrun.ledger import (
     LedgerLocation,
     LedgerStore,
     bank_identity,
-    check_batch_lock,
+    check_running,
     discard_if_refused,
     ledger_location,
     open_ledger,
@@ -193,6 +193,7 @@ async def run_batch(
             options=options,
             late=late,
             recorded=(info, str(ledger_path)),
+            ledger=ledger_path,
         )
         return await _with_client(settings, options, dry)
     ledger = run_start.open_run_ledger(batch_path, ledger_path, validation, options)
@@ -369,6 +370,7 @@ async def _dry_run(
     *,
     late: bool,
     recorded: tuple[BatchInfo | None, str],
+    ledger: LedgerLocation,
 ) -> RunOutcome:
     org = await find_organization(client, settings)
     # A ledger of another bank or organization: as a run, exit 2
@@ -378,8 +380,9 @@ async def _dry_run(
     # Held rows checked again, as in a run
     checks.recall_holds(run_start.reopen_unfinished(book))
     await checks.check_accounts()
-    # A run paying these rows now has payments in flight that the bank does not show yet.
-    check_batch_lock(book.all(), bank_identity(settings.base_url, org.url))
+    # A run paying these rows now (in any register the ledger's runs use: a database's
+    # for every machine) has payments in flight that the bank does not show yet.
+    check_running(ledger, book.all(), bank_identity(settings.base_url, org.url))
     # Reads only, as a run (which first waits out a late bank: rows mid-call stay started);
     # payments approved or rejected in the app are read, never submitted
     attention = await _check_before_paying(
