@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -190,6 +191,30 @@ def test_a_batch_removed_mid_run_stops_the_run(database: str) -> None:
             other.execute("DELETE FROM payrun_batches WHERE name = 'gone'")
         with pytest.raises(LedgerWriteError, match="removed from the database"):
             ledger.check_in_place()
+
+
+def test_a_database_of_an_earlier_payrun_gets_the_batch_columns_added_since(
+    database: str,
+) -> None:
+    """A database made before options, late answers and signs of life were kept: a reader
+    reads its batch (none of them), and a writer adds the columns, as for a ledger file."""
+    with open_ledger(_where(database, "old")) as ledger:
+        ledger.start(_info("o"), _rows(1, "O"))
+    with psycopg.connect(database, autocommit=True) as other:
+        for name in ("options", "late_until", "alive_at"):
+            other.execute(f"ALTER TABLE payrun_batches DROP COLUMN {name}")
+    with open_ledger(_where(database, "old"), readonly=True) as reader:
+        batch = reader.batch()
+        assert batch is not None and (batch.options, batch.late_until, batch.alive_at) == (
+            None,
+            None,
+            None,
+        )
+    alive = datetime(2026, 11, 22, 12, 59, tzinfo=UTC)
+    with open_ledger(_where(database, "old")) as writer:
+        writer.set_batch(options="v1", alive_at=alive)
+        batch = writer.batch()
+    assert batch is not None and (batch.options, batch.alive_at) == ("v1", alive)
 
 
 def test_a_database_of_another_schema_version_is_refused(database: str) -> None:
