@@ -75,20 +75,9 @@ START_COLUMNS = tuple(column.name for column in BATCH_COLUMNS if column.start)
 LATER_BATCH_COLUMNS = tuple(column for column in BATCH_COLUMNS if column.later)
 """The columns a ledger made by an older payrun may lack (the schemas add them)."""
 ROW_COLUMNS = tuple(name for name in LedgerRow._fields if name != "amount_text")
-ROW_INSERT = (
-    "row",
-    "row_id",
-    "payee_name",
-    "sort_code",
-    "account_number",
-    "amount",
-    "reference",
-    "source_account",
-    "status",
-    "error",
-    "updated_at",
-)
-"""What ``start`` records of each row (``row_values``)."""
+ROW_INSERT = (*ROW_COLUMNS[: ROW_COLUMNS.index("status") + 1], "error", "updated_at")
+"""What ``start`` records of each row (``row_values``): the file's fields, the status, the
+error (an invalid row's reasons) and the time."""
 REPLACED_COLUMNS = ROW_INSERT[1:]
 """What ``replace_rows`` rewrites of a row (``replaced_values``)."""
 
