@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -190,6 +191,30 @@ def test_a_batch_removed_mid_run_stops_the_run(database: str) -> None:
             other.execute("DELETE FROM payrun_batches WHERE name = 'gone'")
         with pytest.raises(LedgerWriteError, match="removed from the database"):
             ledger.check_in_place()
+
+
+def test_a_database_of_an_earlier_payrun_gets_the_batch_columns_added_since(
+    database: str,
+) -> None:
+    """A database made before options, late answers and signs of life were kept: a reader
+    reads its batch (none of them), and a writer adds the columns, as for a ledger file."""
+    with open_ledger(_where(database, "old")) as ledger:
+        ledger.start(_info("o"), _rows(1, "O"))
+    with psycopg.connect(database, autocommit=True) as other:
+        for name in ("options", "late_until", "alive_at"):
+            other.execute(f"ALTER TABLE payrun_batches DROP COLUMN {name}")
+    with open_ledger(_where(database, "old"), readonly=True) as reader:
+        batch = reader.batch()
+        assert batch is not None and (batch.options, batch.late_until, batch.alive_at) == (
+            None,
+            None,
+            None,
+        )
+    alive = datetime(2026, 11, 22, 12, 59, tzinfo=UTC)
+    with open_ledger(_where(database, "old")) as writer:
+        writer.set_batch(options="v1", alive_at=alive)
+        batch = writer.batch()
+    assert batch is not None and (batch.options, batch.alive_at) == ("v1", alive)
 
 
 def test_a_database_of_another_schema_version_is_refused(database: str) -> None:
@@ -380,6 +405,65 @@ def test_a_copy_paid_under_another_name_from_another_machine_is_refused(
     finally:
         first.close()
         copy.close()
+
+
+_OTHER_MACHINE = """
+import sys, time
+from pathlib import Path
+import httpx
+from payrun.config import RunOptions, ValidationOptions, database_url
+from payrun.ledger import DatabaseLedger, _running, bank_identity, open_ledger
+from payrun.run._start import dry_run_book
+url, batch, base_url, api_key, own = sys.argv[1:]
+# Another machine: registers of its own, none in common with this one's
+_running.TMP_FOLDER = Path(own)
+_running.SHARED_FOLDER = Path(own, "no-shared-register")
+key = {"Authorization": f"ServiceAPIKey {api_key}"}
+org = httpx.get(f"{base_url}/v0/index", headers=key).json()["organization-url"]
+options = (ValidationOptions(), RunOptions())
+book, _ = dry_run_book(Path(batch), Path(own, "none.ledger.sqlite"), *options)
+with (
+    open_ledger(DatabaseLedger(database_url(url), "a copy")) as ledger,
+    ledger.hold_batch(book.all(), bank_identity(base_url, org)),
+):
+    print("paying", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_dry_run_sees_a_run_paying_the_same_rows_from_another_machine(
+    sandbox_server: RunningSandbox, database: str, tmp_path: Path
+) -> None:
+    """A run on another machine paying a copy of the batch (under another name in the same
+    database, in no register of this machine's): a dry run here says so and exits 2, as a
+    real run does; once that run is over, the dry run goes ahead."""
+    batch = write_batch(tmp_path / "copy.csv", make_rows(6, 4, tag="M"))
+    elsewhere = tmp_path / "other-machine"
+    elsewhere.mkdir(mode=0o700)
+    args = [database, str(batch), sandbox_server.base_url, sandbox_server.api_key, str(elsewhere)]
+    command = ["run", str(batch), "--ledger", database, "--no-confirm-payees"]
+    with subprocess.Popen(
+        [sys.executable, "-c", _OTHER_MACHINE, *args], stdout=subprocess.PIPE, text=True
+    ) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "paying"
+            dry = _payrun(sandbox_server, *command, "--dry-run")
+            assert dry.startswith("exit 2\n"), dry
+            assert f"process {holder.pid} (ledger postgresql://payrun:***@" in dry, dry
+            assert "(batch a copy)) is paying a batch with the same content" in dry, dry
+            assert "a dry run cannot tell what a run would pay" in dry, dry
+            real = _payrun(sandbox_server, *command)
+            assert real.startswith("exit 2\n"), real
+            assert "(batch a copy)) is paying a batch with the same content" in real, real
+            assert "two runs at once would pay every row twice" in real, real
+        finally:
+            holder.kill()
+    # The server ends the holder's session (and its lock) a moment after it dies
+    wait_until(
+        lambda: _payrun(sandbox_server, *command, "--dry-run").startswith("exit 0\n"),
+        10,
+        "a dry run once the other run is over",
+    )
 
 
 def test_a_ledger_connection_lost_mid_run_exits_3_and_the_rerun_pays_each_row_once(

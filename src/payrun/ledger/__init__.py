@@ -2,18 +2,21 @@
 
 Input: the batch's rows (``RowVerdict``) and every state change of a run. Output: durable
 ``LedgerRow`` records a later run resumes from. The run's phases see a ``LedgerStore``
-(the protocol every backend implements) from ``open_ledger(location)``. The backends: an
-SQLite file (``SQLiteLedger``), whose WAL mode with ``synchronous=NORMAL`` survives a
-process crash (kill -9), and a batch in a PostgreSQL database that many batches share
-(``PostgresLedger`` at a ``DatabaseLedger``; psycopg is imported only for it). Every write
+(the protocol every backend implements) from ``open_ledger(location)``, where the location
+is a ``LedgerPlace`` that carries its own behaviour. The backends: an SQLite file
+(``SQLiteLedger`` at a ``LedgerFile`` or a plain path), whose WAL mode with
+``synchronous=NORMAL`` survives a process crash (kill -9), and a batch in a PostgreSQL
+database that many batches share (``PostgresLedger`` at a ``DatabaseLedger``; psycopg is
+imported only for it); both write through one SQL core (``_sql``). Every write
 goes through ``atomic()``, and the execution stage commits an *intent*
 (``creating``/``submitting`` with its time) before each POST and the outcome after it. A
 lock file (in PostgreSQL a session-level advisory lock) stops two runs of one ledger at
 once, and each user's register of running batches (``hold_batch``, ``take_batch_lock``;
 with an administrator's shared register, across users) two runs paying the same rows at
-one bank. Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated
-here only, and ``psycopg`` errors in ``_postgres`` only (``database_errors`` lends that
-boundary to the fleet's own table).
+one bank; a dry run looks in the same registers (``check_running``). Raises
+``LedgerError`` (and subclasses); ``sqlite3`` errors are translated here only, and
+``psycopg`` errors in ``_postgres`` only (``database_errors`` lends that boundary to
+the fleet's own table).
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ from payrun._models import utc_now as utc_now
 from payrun.ledger._database import DatabaseLedger as DatabaseLedger
 from payrun.ledger._database import batch_name as batch_name
 from payrun.ledger._discard import discard_if_refused as discard_if_refused
+from payrun.ledger._file import LedgerFile as LedgerFile
 from payrun.ledger._location import LedgerLocation as LedgerLocation
 from payrun.ledger._location import batch_beside as batch_beside
+from payrun.ledger._location import check_running as check_running
 from payrun.ledger._location import database_ledger as database_ledger
 from payrun.ledger._location import default_ledger_path as default_ledger_path
 from payrun.ledger._location import is_default_ledger as is_default_ledger
@@ -43,6 +48,7 @@ from payrun.ledger._location import report_words as report_words
 from payrun.ledger._lock import bank_identity as bank_identity
 from payrun.ledger._lock import release_lock as release_lock
 from payrun.ledger._lock import take_lock as take_lock
+from payrun.ledger._protocol import LedgerPlace as LedgerPlace
 from payrun.ledger._protocol import LedgerStore as LedgerStore
 from payrun.ledger._running import BatchLock as BatchLock
 from payrun.ledger._running import check_batch_lock as check_batch_lock
@@ -81,7 +87,9 @@ __all__ = [
     "BatchLock",
     "DatabaseLedger",
     "Ledger",
+    "LedgerFile",
     "LedgerLocation",
+    "LedgerPlace",
     "LedgerRow",
     "LedgerStore",
     "SQLiteLedger",
@@ -89,6 +97,7 @@ __all__ = [
     "batch_beside",
     "batch_name",
     "check_batch_lock",
+    "check_running",
     "connect_database",
     "database_errors",
     "database_ledger",

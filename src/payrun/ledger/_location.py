@@ -1,28 +1,28 @@
-"""Where a ledger is, and opening it: ``open_ledger(location)`` picks the backend.
+"""Where a ledger is, and opening it: ``open_ledger(location)`` asks the location.
 
-A location is a file's path (the SQLite ledger) or a ``DatabaseLedger``: a batch in a
-PostgreSQL database (``PostgresLedger``, whose driver is imported only then). Everything
-that knows a ledger is a file lives here or beside it in ``payrun.ledger``: the default
-name beside the batch, the files SQLite keeps next to it (``-wal``, ``-shm``, the
-``.lock``), whether one exists; a database ledger has none of those files.
+A location is a ``LedgerPlace``: a ``LedgerFile`` (the SQLite ledger; a plain path or its
+text stands for one) or a ``DatabaseLedger``, a batch in a PostgreSQL database
+(``PostgresLedger``, whose driver is imported only then). Each carries its own behaviour
+(opening, whether it exists, who runs it, its registers of running batches, its files), so
+nothing here or in a caller asks which kind it is.
 """
 
 from __future__ import annotations
 
-import re
-import shlex
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from payrun._models import LedgerRow
 from payrun.config import DatabaseURL
-from payrun.errors import ConfigError, LedgerError, UsageError
+from payrun.errors import LedgerError, UsageError
 from payrun.ledger._database import DatabaseLedger, batch_name
-from payrun.ledger._lock import release_lock, take_lock
-from payrun.ledger._protocol import LedgerStore
-from payrun.ledger._sqlite import SQLiteLedger, refuse_memory
+from payrun.ledger._file import LedgerFile, default_ledger_path, file_path
+from payrun.ledger._protocol import LedgerPlace, LedgerStore
 
 __all__ = [
     "LedgerLocation",
     "batch_beside",
+    "check_running",
     "database_ledger",
     "default_ledger_path",
     "is_default_ledger",
@@ -32,24 +32,16 @@ __all__ = [
     "ledger_named_by",
     "ledger_location",
     "open_ledger",
+    "place_of",
     "refuse_if_running",
     "report_words",
 ]
 
-LedgerLocation = Path | DatabaseLedger
-"""Where one batch's ledger is: a file, or a batch in a ledger database."""
+LedgerLocation = Path | LedgerPlace
+"""Where one batch's ledger is: a file (its path), or a batch in a ledger database."""
 
-_SUFFIX = ".ledger.sqlite"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _NAMES_SHOWN = 10
-# A path keeps one slash of "scheme://", and a driver may follow the scheme: matched up to
-# the colon, so no form of a database URL is taken for a file (and echoed with its password)
-_DATABASE_URL = re.compile(r"(postgres(?:ql)?)(?:\+\w+)?:", re.IGNORECASE)
-
-
-def default_ledger_path(batch_path: Path) -> Path:
-    """``BATCH.ledger.sqlite`` beside the batch file."""
-    return batch_path.with_name(batch_path.name + _SUFFIX)
 
 
 def ledger_location(given: Path | DatabaseURL | None, batch_path: Path) -> LedgerLocation:
@@ -88,94 +80,71 @@ def database_ledger(url: DatabaseURL, named: str | None) -> DatabaseLedger:
     raise UsageError(msg)
 
 
+def place_of(location: str | LedgerLocation) -> LedgerPlace:
+    """The ``LedgerPlace`` of a location: a path (or its text) is a ``LedgerFile``."""
+    if isinstance(location, str | Path):
+        return LedgerFile(file_path(location))
+    return location
+
+
 def ledger_file(location: str | LedgerLocation) -> Path:
     """The ledger file a location names; ``ConfigError`` for a database's (it has no file)
     and for SQLite's in-memory name, which would keep nothing once the run ends.
 
     The message does not repeat a URL: it may hold a password.
     """
-    if isinstance(location, DatabaseLedger):
-        msg = f"the ledger {location} is a batch in a PostgreSQL database, not a file"
-        raise ConfigError(msg)
-    found = _DATABASE_URL.match(str(location))
-    if found:
-        msg = (
-            f"the ledger {found.group(1).lower()}://... is a PostgreSQL database, not a file:"
-            " pass its URL, written postgresql://USER@HOST/DATABASE, as --ledger (to payrun"
-            " report too)"
-        )
-        raise ConfigError(msg)
-    refuse_memory(location)
-    return Path(location)
+    return place_of(location).file()
 
 
 def open_ledger(location: str | LedgerLocation, *, readonly: bool = False) -> LedgerStore:
     """Open (or create) the ledger at ``location``: writers hold it for one run at a time,
     readers (``readonly``, even mid-run) neither hold nor create it."""
-    if isinstance(location, DatabaseLedger):
-        from payrun.ledger._postgres import PostgresLedger
-
-        return PostgresLedger.open(location, readonly=readonly)
-    return SQLiteLedger.open(ledger_file(location), readonly=readonly)
+    return place_of(location).open(readonly=readonly)
 
 
 def ledger_exists(location: str | LedgerLocation) -> bool:
     """True when a ledger is at ``location`` (a dry run then reads its rows)."""
-    if isinstance(location, DatabaseLedger):
-        from payrun.ledger._postgres import batch_recorded
-
-        return batch_recorded(location)
-    return ledger_file(location).exists()
+    return place_of(location).exists()
 
 
 def refuse_if_running(location: str | LedgerLocation) -> None:
     """Raise ``LedgerLockedError`` naming the run that holds the ledger now (after a moment's
     wait, as a run starting does); hold nothing."""
-    if isinstance(location, DatabaseLedger):
-        from payrun.ledger._postgres import refuse_if_running_at
+    place_of(location).refuse_if_running()
 
-        refuse_if_running_at(location)
-        return
-    release_lock(take_lock(ledger_file(location)))
+
+def check_running(
+    location: str | LedgerLocation,
+    rows: Sequence[LedgerRow],
+    bank: str,
+    *,
+    note: Callable[[str], None] | None = None,
+) -> None:
+    """Raise ``LedgerLockedError`` when a live run at ``bank`` pays any of these rows, in
+    every register a run of this ledger would publish in: a dry run's look, holding nothing
+    (a database's register too: runs of other batches there, on any machine)."""
+    place_of(location).check_running(rows, bank, note=note)
 
 
 def is_default_ledger(location: str | LedgerLocation, batch_path: Path) -> bool:
     """True when ``location`` is the ledger a run of ``batch_path`` uses by default."""
-    if isinstance(location, DatabaseLedger):
-        return False
-    return ledger_file(location).resolve() == default_ledger_path(batch_path).resolve()
+    return place_of(location).is_default_for(batch_path)
 
 
 def ledger_files(location: str | LedgerLocation, *, lock: bool = True) -> list[tuple[str, Path]]:
     """The ledger's file and the files kept beside it (``lock``: its lock file too), each
     with how a message names it: what a report must never overwrite (none for a database)."""
-    if isinstance(location, DatabaseLedger):
-        return []
-    path = ledger_file(location)
-    files = [
-        ("the ledger", path),
-        *(("the ledger's file", path.with_name(path.name + s)) for s in ("-wal", "-shm")),
-    ]
-    if lock:
-        files.append(("the ledger's lock", path.with_name(path.name + ".lock")))
-    return files
+    return place_of(location).files(lock=lock)
 
 
 def report_words(location: LedgerLocation) -> str:
     """The ``payrun report`` arguments that read this ledger (a URL's password masked)."""
-    if isinstance(location, DatabaseLedger):
-        return location.report_words
-    return shlex.quote(str(location))
+    return place_of(location).report_words
 
 
 def batch_beside(location: str | LedgerLocation) -> Path | None:
     """The batch file a default-named ledger (``BATCH.ledger.sqlite``) sits beside, if so named."""
-    if isinstance(location, DatabaseLedger):
-        return None
-    path = ledger_file(location)
-    if not path.name.endswith(_SUFFIX):
-        return None
-    return path.with_name(path.name.removesuffix(_SUFFIX))
+    return place_of(location).batch_beside()
 
 
 def ledger_named_by(location: str | Path) -> tuple[Path, bool]:
@@ -184,7 +153,7 @@ def ledger_named_by(location: str | Path) -> tuple[Path, bool]:
     A ledger (an SQLite file) or a path to no file is taken as it is; any other file is a
     batch file, whose ledger is the one a run of it writes by default (beside it).
     """
-    path = ledger_file(location)
+    path = file_path(location)
     try:
         with path.open("rb") as handle:
             head = handle.read(len(_SQLITE_MAGIC))

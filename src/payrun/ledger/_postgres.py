@@ -17,8 +17,11 @@ run's connection ends, and server-side TCP keepalives end the connection of a ma
 died within about 25 s. A connection that fails is never
 reopened: the run stops (``LedgerWriteError``) rather than write without the lock.
 
-psycopg is imported only when such a ledger is opened; its errors are translated here only,
-and the URL's password never appears in a message.
+The statements the two backends share are ``_sql``'s (``SQLLedger``, on the ``POSTGRES``
+dialect); this module adds the connection, its transactions (sent with their COMMIT in one
+round trip), the COPY of a new batch's rows, the batch's lock and the register. psycopg is
+imported only when such a ledger is opened; its errors are translated here only, and the
+URL's password never appears in a message.
 """
 
 from __future__ import annotations
@@ -29,36 +32,16 @@ import socket
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from datetime import datetime
-from decimal import Decimal
-from typing import TYPE_CHECKING, Any, NoReturn, Unpack
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from payrun._models import (
-    AuditEntry,
-    BatchInfo,
-    BatchUpdate,
     LedgerRow,
-    PlainRow,
-    RowStatus,
-    RowUpdate,
-    RowVerdict,
-    format_money,
     utc_now,
 )
 from payrun.config import DatabaseURL
 from payrun.errors import ConfigError, LedgerError, LedgerLockedError, LedgerWriteError
 from payrun.ledger._database import DatabaseLedger
-from payrun.ledger._records import (
-    ROW_SELECT,
-    batch_from_record,
-    batch_values,
-    check_fields,
-    iso,
-    replaced_values,
-    row_from_values,
-    row_values,
-    to_sql,
-)
+from payrun.ledger._records import LATER_BATCH_COLUMNS, iso
 from payrun.ledger._running import (
     RunningBatch,
     RunningEntry,
@@ -66,6 +49,7 @@ from payrun.ledger._running import (
     running_batch,
     take_batch_lock,
 )
+from payrun.ledger._sql import POSTGRES, SQLLedger
 
 if TYPE_CHECKING:
     import psycopg
@@ -76,6 +60,7 @@ __all__ = [
     "PostgresLedger",
     "batch_names",
     "batch_recorded",
+    "check_register",
     "connect",
     "refuse_if_running_at",
 ]
@@ -105,6 +90,16 @@ _SCHEMA_VERSION = "1"
 _REGISTER = -1
 """The second key of the advisory lock that makes looking and publishing in the register one
 step (batch ids start at 1, the schema's lock is 0)."""
+_HOLDS_ITS_LOCK = (
+    "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = %s"
+    " AND l.objid = r.batch_id AND l.objsubid = 2 AND l.pid = r.backend_pid AND l.granted)"
+)
+"""True for an entry ``r`` of the register whose run's session still holds its batch's lock."""
+_REGISTER_SELECT = (
+    "SELECT b.name, r.holder_pid, r.holder_host, r.bank, r.fingerprint, r.keys"
+    " FROM payrun_running r JOIN payrun_batches b ON b.id = r.batch_id WHERE r.bank = %s"
+)
+"""The register's entries at one bank, as ``_entry`` reads them."""
 _LOCK_PATIENCE = 1.0
 """Seconds a run waits for a batch's lock before it says who holds it (as the file's lock)."""
 _LOCK_RETRY_SECONDS = 0.05
@@ -127,9 +122,6 @@ CREATE TABLE IF NOT EXISTS payrun_batches (
     created_at text NOT NULL,
     started_at text,
     ended_at text,
-    options text,
-    late_until text,
-    alive_at text,
     holder_pid integer,
     holder_host text
 );
@@ -188,21 +180,13 @@ CREATE TABLE IF NOT EXISTS payrun_audit (
 );
 """
 """Plans and the audit trail (added to a database made before them when a writer opens it)."""
-_BATCH_COLUMNS = (
-    "file_path, file_sha256, base_url, organization_url, expect_count, expect_total,"
-    " valid_count, valid_total, created_at, started_at, ended_at, options, late_until, alive_at"
-)
-_ROW_INSERT = (
-    "row, row_id, payee_name, sort_code, account_number, amount, reference, source_account,"
-    " status, error, updated_at"
-)
-_UPDATABLE = RowUpdate.__optional_keys__
-_BATCH_UPDATABLE = BatchUpdate.__optional_keys__
 
 
-class PostgresLedger:
+class PostgresLedger(SQLLedger):
     """An open batch in a ledger database. Use ``PostgresLedger.open(where)`` (or
     ``open_ledger``); close it (or use ``with``) when done."""
+
+    DIALECT = POSTGRES
 
     def __init__(
         self,
@@ -213,13 +197,11 @@ class PostgresLedger:
         created: bool = False,
         writer: bool = True,
     ) -> None:
+        super().__init__((batch_id,), created=created)
         self.where = where
         self._db = connection
         self._id = batch_id
-        self._created = created
         self._writer = writer
-        self._depth = 0
-        self._sql_cache: dict[tuple[str, ...], str] = {}
         self._pending: list[str] | None = None
         """The open transaction's statements not sent yet (None: no transaction)."""
         self._literals: psycopg.ClientCursor[Any] | None = None
@@ -246,11 +228,6 @@ class PostgresLedger:
     def location(self) -> str:
         """The database (its password masked) and the batch's name, as messages name them."""
         return str(self.where)
-
-    @property
-    def created(self) -> bool:
-        """True when opening it made the batch's record (it was not in the database before)."""
-        return self._created
 
     def hold_batch(
         self, rows: Sequence[LedgerRow], bank: str, *, note: Callable[[str], None] | None = None
@@ -281,18 +258,13 @@ class PostgresLedger:
             self._execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_SPACE, _REGISTER))
             # A run whose session ended (its batch's lock is gone) is no longer paying
             self._execute(
-                "DELETE FROM payrun_running r WHERE NOT EXISTS (SELECT 1 FROM pg_locks l"
-                " WHERE l.locktype = 'advisory' AND l.classid = %s AND l.objid = r.batch_id"
-                " AND l.objsubid = 2 AND l.pid = r.backend_pid AND l.granted)",
-                (LOCK_SPACE,),
+                f"DELETE FROM payrun_running r WHERE NOT {_HOLDS_ITS_LOCK}", (LOCK_SPACE,)
             )
             found = self._fetchall(
-                "SELECT b.name, r.holder_pid, r.holder_host, r.bank, r.fingerprint, r.keys"
-                " FROM payrun_running r JOIN payrun_batches b ON b.id = r.batch_id"
-                " WHERE r.bank = %s AND r.batch_id <> %s",
-                (running.bank, self._id),
+                f"{_REGISTER_SELECT} AND r.batch_id <> %s", (running.bank, self._id)
             )
-            refuse_overlap_with((self._entry(*record) for record in found), running, dry_run=False)
+            entries = (_entry(self.where.url, *record) for record in found)
+            refuse_overlap_with(entries, running, dry_run=False)
             self._execute(
                 "INSERT INTO payrun_running (batch_id, backend_pid, holder_pid, holder_host,"
                 " bank, fingerprint, keys) VALUES (%s, pg_backend_pid(), %s, %s, %s, %s, %s)"
@@ -308,14 +280,6 @@ class PostgresLedger:
                     running.keys,
                 ),
             )
-
-    def _entry(self, name: str, pid: int | None, host: str | None, *rest: Any) -> RunningEntry:
-        """Another batch's live run, as the register's messages name it."""
-        bank, fingerprint, keys = rest
-        where = str(DatabaseLedger(self.where.url, name))
-        if host and host != socket.gethostname():
-            where += f" on {host}"
-        return RunningEntry(name, pid, where, bank, fingerprint, bytes(keys))
 
     def _unpublish(self) -> None:
         """Leave the register (a connection already gone left it with its lock)."""
@@ -355,211 +319,27 @@ class PostgresLedger:
         finally:
             self.close()
 
-    def __enter__(self) -> PostgresLedger:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    @contextmanager
-    def atomic(self) -> Iterator[None]:
-        """One transaction: BEGIN ... COMMIT, rolled back on any exception (nestable).
-
-        Its writes wait in ``_pending`` and go to the server with the COMMIT, in one round
+    def _begin(self) -> None:
+        """Writes wait in ``_pending`` and go to the server with the COMMIT, in one round
         trip (a read or a COPY inside sends what waits first): a group commit of a dozen
-        rows costs one round trip, not one per statement plus BEGIN and COMMIT.
-        """
-        if self._depth:
-            self._depth += 1
-            try:
-                yield
-            finally:
-                self._depth -= 1
-            return
-        self._depth = 1
+        rows costs one round trip, not one per statement plus BEGIN and COMMIT."""
         self._pending = ["BEGIN"]
-        try:
-            try:
-                yield
-                self._pending.append("COMMIT")
-                self._send_pending()
-            except BaseException:
-                self._roll_back()
-                raise
-        finally:
-            self._depth = 0
-            self._pending = None
 
-    def batch(self) -> BatchInfo | None:
-        """The batch this ledger was made for, or None for a new one (no rows recorded)."""
-        record = self._fetchone(
-            f"SELECT {_BATCH_COLUMNS} FROM payrun_batches"
-            " WHERE id = %s AND file_sha256 IS NOT NULL",
-            (self._id,),
-        )
-        if record is None:
-            return None
-        names = [name.strip() for name in _BATCH_COLUMNS.split(",")]
-        return batch_from_record(dict(zip(names, record, strict=True)))
+    def _commit(self) -> None:
+        self._pending = [*(self._pending or ()), "COMMIT"]
+        self._send_pending()
+        self._pending = None
 
-    def start(self, info: BatchInfo, verdicts: Iterable[RowVerdict | PlainRow]) -> None:
-        """Record a new batch and every row of it (valid rows pending, invalid rows invalid)."""
-        now = iso(utc_now())
-        with self.atomic():
-            self._execute(
-                "UPDATE payrun_batches SET file_path = %s, file_sha256 = %s, base_url = %s,"
-                " organization_url = %s, expect_count = %s, expect_total = %s,"
-                " valid_count = %s, valid_total = %s, created_at = %s, options = %s"
-                " WHERE id = %s",
-                (*batch_values(info, now), self._id),
-            )
-            self._send_pending()
-            with (
-                _translated(self.where),
-                self._db.cursor() as cursor,
-                cursor.copy(f"COPY payrun_rows (batch_id, {_ROW_INSERT}) FROM STDIN") as copy,
-            ):
-                for verdict in verdicts:
-                    copy.write_row((self._id, *row_values(verdict, now)))
-
-    def set_valid_totals(self, count: int, total: Decimal) -> None:
-        """Record the count and total of the batch's valid rows."""
-        with self.atomic():
-            self._execute(
-                "UPDATE payrun_batches SET valid_count = %s, valid_total = %s WHERE id = %s",
-                (count, format_money(total), self._id),
-            )
-
-    def set_batch(self, **values: Unpack[BatchUpdate]) -> None:
-        """Update batch fields: base_url, organization_url, started_at, ended_at, options,
-        late_until, alive_at."""
-        check_fields(values, _BATCH_UPDATABLE, "set batch fields")
-        assignments = ", ".join(f"{name} = %s" for name in values)
-        params = [*(to_sql(value) for value in values.values()), self._id]
-        with self.atomic():
-            self._execute(f"UPDATE payrun_batches SET {assignments} WHERE id = %s", params)
-
-    def replace_rows(self, rows: Iterable[LedgerRow]) -> None:
-        """Rewrite rows never sent to the bank from the file again (new options on a rerun).
-
-        Their file fields, status and error are replaced; the account and payee found for
-        them before are forgotten (a new source account has other payees).
-        """
-        now = iso(utc_now())
-        with self.atomic():
-            self._executemany(
-                "UPDATE payrun_rows SET row_id = %s, payee_name = %s, sort_code = %s,"
-                " account_number = %s, amount = %s, reference = %s, source_account = %s,"
-                " status = %s, error = %s, account_url = NULL, payee_url = NULL,"
-                " updated_at = %s WHERE batch_id = %s AND row = %s",
-                [(*replaced_values(r, now), self._id, r.row) for r in rows],
-            )
-
-    def rows(self, statuses: Iterable[RowStatus] | None = None) -> list[LedgerRow]:
-        """Every row (or those in ``statuses``), in row order."""
-        select = f"SELECT {ROW_SELECT} FROM payrun_rows WHERE batch_id = %s"
-        if statuses is None:
-            found = self._fetchall(f"{select} ORDER BY row", (self._id,))
-        else:
-            wanted = [str(status) for status in statuses]
-            found = self._fetchall(
-                f"{select} AND status = ANY(%s) ORDER BY row", (self._id, wanted)
-            )
-        return [row_from_values(values) for values in found]
-
-    def counts(self) -> dict[RowStatus, int]:
-        """How many rows are in each status."""
-        found = self._fetchall(
-            "SELECT status, COUNT(*) FROM payrun_rows WHERE batch_id = %s GROUP BY status",
-            (self._id,),
-        )
-        return {RowStatus(status): count for status, count in found}
-
-    def update_each(self, changes: Iterable[tuple[int, RowUpdate]]) -> None:
-        """Commit several rows' own changes in one transaction (a group commit), in order.
-
-        A row's changes become one UPDATE (a field's last value wins), and rows changing
-        the same fields go to the server as one ``executemany`` (pipelined: one round trip).
-        """
-        merged: dict[int, RowUpdate] = {}
-        for row, values in changes:
-            earlier = merged.get(row)
-            merged[row] = values if earlier is None else {**earlier, **values}
-        by_names: dict[tuple[str, ...], list[list[Any]]] = {}
-        now = iso(utc_now())
-        for row, values in merged.items():
-            params = [*map(to_sql, values.values()), now, self._id, row]
-            by_names.setdefault(tuple(values), []).append(params)
-        with self.atomic():
-            for names, params in by_names.items():
-                self._executemany(self._update_sql(names), params)
-
-    def update_many(self, rows: Iterable[int], **values: Unpack[RowUpdate]) -> None:
-        """Commit the same new values for several rows in one transaction."""
-        sql = self._update_sql(tuple(values))
-        params = [*(to_sql(value) for value in values.values()), iso(utc_now()), self._id]
-        with self.atomic():
-            self._executemany(sql, [[*params, row] for row in rows])
-
-    def _update_sql(self, names: tuple[str, ...]) -> str:
-        sql = self._sql_cache.get(names)
-        if sql is None:
-            check_fields(names, _UPDATABLE, "update row fields")
-            assignments = "".join(f"{name} = %s, " for name in names)
-            sql = (
-                f"UPDATE payrun_rows SET {assignments}updated_at = %s"
-                " WHERE batch_id = %s AND row = %s"
-            )
-            self._sql_cache[names] = sql
-        return sql
-
-    def add_plan(self, plan_id: str, document: str, *, at: datetime) -> None:
-        """Record a plan (its canonical text) once; recording it again changes nothing."""
-        with self.atomic():
-            self._execute(
-                "INSERT INTO payrun_plans (batch_id, id, document, created_at)"
-                " VALUES (%s, %s, %s, %s) ON CONFLICT (batch_id, id) DO NOTHING",
-                (self._id, plan_id, document, iso(at)),
-            )
-
-    def plans(self) -> list[tuple[str, str]]:
-        """Every recorded plan: (id, canonical text), oldest first."""
-        if not self._has_audit():
-            return []
-        found = self._fetchall(
-            "SELECT id, document FROM payrun_plans WHERE batch_id = %s ORDER BY created_at, id",
-            (self._id,),
-        )
-        return [(record[0], record[1]) for record in found]
-
-    def append_audit(self, entry: AuditEntry) -> None:
-        """Append one entry to the audit trail."""
-        with self.atomic():
-            self._execute(
-                "INSERT INTO payrun_audit (batch_id, at, event, actor, plan_id, detail)"
-                " VALUES (%s, %s, %s, %s, %s, %s)",
-                (self._id, iso(entry.at), entry.event, entry.actor, entry.plan_id, entry.detail),
-            )
-
-    def audit_trail(self) -> list[AuditEntry]:
-        """The audit trail, in the order it was written."""
-        if not self._has_audit():
-            return []
-        found = self._fetchall(
-            "SELECT at, event, actor, plan_id, detail FROM payrun_audit WHERE batch_id = %s"
-            " ORDER BY seq",
-            (self._id,),
-        )
-        return [
-            AuditEntry(datetime.fromisoformat(at), event, actor, plan_id, detail)
-            for at, event, actor, plan_id, detail in found
-        ]
-
-    def _has_audit(self) -> bool:
-        """True when the database has the plans and the audit trail (a reader of a database
-        no writer of this payrun opened yet finds none)."""
-        found = self._fetchone("SELECT to_regclass('payrun_audit') IS NOT NULL", ())
-        return bool(found and found[0])
+    def _insert_rows(self, values: Iterable[tuple[Any, ...]]) -> None:
+        """COPY the rows in (after what waits in the transaction)."""
+        self._send_pending()
+        with (
+            _translated(self.where),
+            self._db.cursor() as cursor,
+            cursor.copy(self.DIALECT.copy_rows()) as copy,
+        ):
+            for row in values:
+                copy.write_row((self._id, *row))
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         """Run a statement whose result is not read: in a transaction, with its COMMIT."""
@@ -613,10 +393,19 @@ class PostgresLedger:
             found: tuple[Any, ...] | None = self._db.execute(sql, params).fetchone()
         return found
 
-    def _fetchall(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self._send_pending()
         with _translated(self.where):
             return self._db.execute(sql, params).fetchall()
+
+    def _fetch_record(self, sql: str, params: Sequence[Any]) -> dict[str, Any] | None:
+        self._send_pending()
+        with _translated(self.where):
+            cursor = self._db.execute(sql, params)
+            record = cursor.fetchone()
+        if record is None or cursor.description is None:
+            return None
+        return dict(zip((column.name for column in cursor.description), record, strict=True))
 
 
 def connect(url: DatabaseURL, *, readonly: bool) -> psycopg.Connection[Any]:
@@ -697,6 +486,7 @@ def _create_schema(connection: psycopg.Connection[Any], where: DatabaseLedger) -
         audit = connection.execute("SELECT to_regclass('payrun_audit') IS NOT NULL").fetchone()
         if not (audit and audit[0]):
             connection.execute(_APPROVAL_SCHEMA)
+        _add_batch_columns(connection)
         found = connection.execute("SELECT value FROM payrun_meta WHERE key = 'schema'").fetchone()
     if found is None or found[0] != _SCHEMA_VERSION:
         msg = (
@@ -705,6 +495,21 @@ def _create_schema(connection: psycopg.Connection[Any], where: DatabaseLedger) -
             f" {_SCHEMA_VERSION}): use the payrun that made them, or another database"
         )
         raise LedgerError(msg)
+
+
+def _add_batch_columns(connection: psycopg.Connection[Any]) -> None:
+    """The batch columns added since the first ledgers (a new database's, and an older
+    payrun's, empty)."""
+    found = connection.execute(
+        "SELECT column_name FROM information_schema.columns"
+        " WHERE table_schema = current_schema() AND table_name = 'payrun_batches'"
+    ).fetchall()
+    columns = {name for (name,) in found}
+    for column in LATER_BATCH_COLUMNS:
+        if column.name not in columns:
+            connection.execute(
+                f"ALTER TABLE payrun_batches ADD COLUMN {column.name} {column.sql_type}"
+            )
 
 
 def _lock_batch(
@@ -793,6 +598,40 @@ def refuse_if_running_at(where: DatabaseLedger) -> None:
     finally:
         # Closing drops the lock taken for the look
         connection.close()
+
+
+def check_register(where: DatabaseLedger, rows: Sequence[LedgerRow], bank: str) -> None:
+    """Raise ``LedgerLockedError`` when a live run in the database's register (on any
+    machine) pays, at ``bank``, the same batch or any of these rows: a dry run's look, with
+    the same comparison as a paying run's (``PostgresLedger.hold_batch``); read-only."""
+    running = running_batch(rows, bank)
+    if not running.keys:
+        return
+    connection = connect(where.url, readonly=True)
+    try:
+        with _translated(where):
+            made = connection.execute("SELECT to_regclass('payrun_running') IS NOT NULL")
+            found = made.fetchone()
+            if not (found and found[0]):
+                return
+            live = connection.execute(
+                f"{_REGISTER_SELECT} AND {_HOLDS_ITS_LOCK}", (running.bank, LOCK_SPACE)
+            ).fetchall()
+    finally:
+        connection.close()
+    entries = (_entry(where.url, *record) for record in live)
+    refuse_overlap_with(entries, running, dry_run=True)
+
+
+def _entry(
+    url: DatabaseURL, name: str, pid: int | None, host: str | None, *rest: Any
+) -> RunningEntry:
+    """Another batch's live run, as the register's messages name it."""
+    bank, fingerprint, keys = rest
+    where = str(DatabaseLedger(url, name))
+    if host and host != socket.gethostname():
+        where += f" on {host}"
+    return RunningEntry(name, pid, where, bank, fingerprint, bytes(keys))
 
 
 def batch_recorded(where: DatabaseLedger) -> bool:

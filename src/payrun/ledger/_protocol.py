@@ -1,9 +1,10 @@
-"""What a run needs of a ledger: the ``LedgerStore`` protocol every backend implements.
+"""What a run needs of a ledger: ``LedgerPlace``, where one is, and ``LedgerStore``, an open one.
 
-The run's phases name only this protocol and the domain's values (``LedgerRow``,
+The run's phases name only these protocols and the domain's values (``LedgerRow``,
 ``BatchInfo``, ``RowUpdate``, ``BatchUpdate``), never a backend's class, so a second
 backend fits behind ``open_ledger`` without touching them. The backends: the SQLite file
-(``SQLiteLedger``) and a batch in a PostgreSQL database (``PostgresLedger``).
+(``LedgerFile``, opened as an ``SQLiteLedger``) and a batch in a PostgreSQL database
+(``DatabaseLedger``, opened as a ``PostgresLedger``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Protocol, Self, Unpack
 
 from payrun._models import (
@@ -25,7 +27,58 @@ from payrun._models import (
     RowVerdict,
 )
 
-__all__ = ["LedgerStore"]
+__all__ = ["LedgerPlace", "LedgerStore"]
+
+
+class LedgerPlace(Protocol):
+    """Where one batch's ledger is (a file, or a batch in a database), and what depends on
+    it: opening it, whether it is there, who runs it, the files kept beside it.
+
+    ``str`` names it as messages do (a database's password masked).
+    """
+
+    @property
+    def report_words(self) -> str:
+        """The ``payrun report`` arguments that read this ledger (a password masked)."""
+        ...
+
+    def file(self) -> Path:
+        """The ledger's file; ``ConfigError`` for a ledger that is no file."""
+        ...
+
+    def open(self, *, readonly: bool) -> LedgerStore:
+        """The ledger opened (a writer creates it and holds it for one run at a time; a
+        reader, even mid-run, neither holds nor creates it)."""
+        ...
+
+    def exists(self) -> bool:
+        """True when the ledger is there with a batch's rows (a dry run then reads them)."""
+        ...
+
+    def refuse_if_running(self) -> None:
+        """Raise ``LedgerLockedError`` naming the run that holds the ledger now (after a
+        moment's wait, as a run starting does); hold nothing."""
+        ...
+
+    def check_running(
+        self, rows: Sequence[LedgerRow], bank: str, *, note: Callable[[str], None] | None
+    ) -> None:
+        """Raise ``LedgerLockedError`` when a live run at ``bank`` pays any of these rows, in
+        every register of running batches a run of this ledger publishes in (a dry run)."""
+        ...
+
+    def is_default_for(self, batch_path: Path) -> bool:
+        """True when this is the ledger a run of ``batch_path`` uses by default."""
+        ...
+
+    def files(self, *, lock: bool) -> list[tuple[str, Path]]:
+        """The ledger's own files (``lock``: its lock file too), each with how a message
+        names it: what a report must never overwrite."""
+        ...
+
+    def batch_beside(self) -> Path | None:
+        """The batch file this ledger sits beside by its default name, if so named."""
+        ...
 
 
 class LedgerStore(Protocol):

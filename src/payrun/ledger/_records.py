@@ -1,8 +1,10 @@
-"""The ledger's records: batch and row values converted to and from database rows.
+"""The ledger's records: their columns, and batch and row values converted to and from them.
 
 Input: validation verdicts and database rows (SQLite's or PostgreSQL's: both keep times and
 money as text). Output: the domain's ``BatchInfo`` and ``LedgerRow`` values, and the values
-an INSERT or UPDATE binds. No I/O.
+an INSERT or UPDATE binds. No I/O. The batch record's columns are listed once
+(``BATCH_COLUMNS``): both backends' statements, reads and additions to an older ledger
+follow the list.
 """
 
 from __future__ import annotations
@@ -10,18 +12,23 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 from payrun._models import BatchInfo, LedgerRow, PlainRow, RowStatus, RowVerdict, format_money
 
 __all__ = [
+    "BATCH_COLUMNS",
+    "LATER_BATCH_COLUMNS",
+    "REPLACED_COLUMNS",
     "ROW_COLUMNS",
+    "ROW_INSERT",
     "ROW_SELECT",
+    "START_COLUMNS",
+    "Column",
     "batch_from_record",
     "batch_values",
     "check_fields",
     "iso",
-    "money_or_none",
     "row_from_values",
     "replaced_values",
     "row_values",
@@ -29,7 +36,50 @@ __all__ = [
 ]
 
 
+class Column(NamedTuple):
+    """A column of the batch record: its ``BatchInfo`` field's name, how its value is kept
+    (text, or an integer; money and times as text), and when it is written."""
+
+    name: str
+    kind: Literal["text", "integer", "money", "time"]
+    start: bool = False
+    """Written by ``start`` (the rest by ``set_batch``, ``set_valid_totals``)."""
+    later: bool = False
+    """Added after the first ledgers: nullable, and a writer adds it to an older ledger."""
+
+    @property
+    def sql_type(self) -> str:
+        """Its type in either database."""
+        return "INTEGER" if self.kind == "integer" else "TEXT"
+
+
+BATCH_COLUMNS = (
+    Column("file_path", "text", start=True),
+    Column("file_sha256", "text", start=True),
+    Column("base_url", "text", start=True),
+    Column("organization_url", "text", start=True),
+    Column("expect_count", "integer", start=True),
+    Column("expect_total", "money", start=True),
+    Column("valid_count", "integer", start=True),
+    Column("valid_total", "money", start=True),
+    Column("created_at", "time", start=True),
+    Column("started_at", "time"),
+    Column("ended_at", "time"),
+    Column("options", "text", start=True, later=True),
+    Column("late_until", "time", later=True),
+    Column("alive_at", "time", later=True),
+)
+"""The batch record's columns (``BatchInfo``'s fields), in the order its tables have them."""
+START_COLUMNS = tuple(column.name for column in BATCH_COLUMNS if column.start)
+"""What ``start`` records of a new batch (``batch_values``)."""
+LATER_BATCH_COLUMNS = tuple(column for column in BATCH_COLUMNS if column.later)
+"""The columns a ledger made by an older payrun may lack (the schemas add them)."""
 ROW_COLUMNS = tuple(name for name in LedgerRow._fields if name != "amount_text")
+ROW_INSERT = (*ROW_COLUMNS[: ROW_COLUMNS.index("status") + 1], "error", "updated_at")
+"""What ``start`` records of each row (``row_values``): the file's fields, the status, the
+error (an invalid row's reasons) and the time."""
+REPLACED_COLUMNS = ROW_INSERT[1:]
+"""What ``replace_rows`` rewrites of a row (``replaced_values``)."""
 
 
 def iso(value: datetime) -> str:
@@ -48,25 +98,10 @@ def to_sql(value: Any) -> Any:
     return value
 
 
-def money_or_none(value: Decimal | None) -> str | None:
-    """Money as ledger text, or None."""
-    return None if value is None else format_money(value)
-
-
 def batch_values(info: BatchInfo, now: str) -> tuple[Any, ...]:
-    """A new batch's stored fields: file_path, file_sha256, base_url, organization_url,
-    expect_count, expect_total, valid_count, valid_total, created_at (``now``), options."""
-    return (
-        info.file_path,
-        info.file_sha256,
-        info.base_url,
-        info.organization_url,
-        info.expect_count,
-        money_or_none(info.expect_total),
-        info.valid_count,
-        format_money(info.valid_total),
-        now,
-        info.options,
+    """A new batch's stored fields (``START_COLUMNS``), created at ``now``."""
+    return tuple(
+        now if name == "created_at" else to_sql(getattr(info, name)) for name in START_COLUMNS
     )
 
 
@@ -93,10 +128,6 @@ def check_fields(names: Iterable[str], allowed: Collection[str], what: str) -> N
     if unknown:
         msg = f"cannot {what} {sorted(unknown)}"
         raise ValueError(msg)
-
-
-def _parse_time(text: str | None) -> datetime | None:
-    return None if text is None else datetime.fromisoformat(text)
 
 
 def row_values(verdict: RowVerdict | PlainRow, now: str) -> tuple[Any, ...]:
@@ -210,21 +241,14 @@ def row_from_values(values: Sequence[Any]) -> LedgerRow:
 
 
 def batch_from_record(values: Mapping[str, Any]) -> BatchInfo:
-    """A ``BatchInfo`` from its record's columns by name (either backend's)."""
-    expect_total = values["expect_total"]
-    return BatchInfo(
-        file_path=values["file_path"],
-        file_sha256=values["file_sha256"],
-        valid_count=values["valid_count"],
-        valid_total=Decimal(values["valid_total"]),
-        base_url=values["base_url"],
-        organization_url=values["organization_url"],
-        expect_count=values["expect_count"],
-        expect_total=None if expect_total is None else Decimal(expect_total),
-        created_at=_parse_time(values["created_at"]),
-        started_at=_parse_time(values["started_at"]),
-        ended_at=_parse_time(values["ended_at"]),
-        options=values.get("options"),
-        late_until=_parse_time(values.get("late_until")),
-        alive_at=_parse_time(values.get("alive_at")),
-    )
+    """A ``BatchInfo`` from its record's columns by name (either backend's; a column an
+    older ledger lacks is None)."""
+    return BatchInfo(**{c.name: _from_sql(c, values.get(c.name)) for c in BATCH_COLUMNS})
+
+
+def _from_sql(column: Column, value: Any) -> Any:
+    if value is None or column.kind in {"text", "integer"}:
+        return value
+    if column.kind == "money":
+        return Decimal(value)
+    return datetime.fromisoformat(value)

@@ -7,46 +7,28 @@ execution stage commits an *intent* (``creating``/``submitting`` with its time) 
 POST and the outcome after it. A lock file stops two runs of one ledger at once. Unique
 indexes refuse one bank payment URL, or one submission URL, for two rows; a ledger of an
 older payrun gets them when a run opens it, and one that already holds such a pair is
-refused with the rows named.
+refused with the rows named. The statements the two backends share are ``_sql``'s
+(``SQLLedger``, on the ``SQLITE`` dialect); this module adds the file, its connection and
+transactions, the lock file and this machine's registers.
 Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated here only.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
-from datetime import datetime
-from decimal import Decimal
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, closing, nullcontext
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Any
 
 from payrun._models import (
-    AuditEntry,
-    BatchInfo,
-    BatchUpdate,
     LedgerRow,
-    PlainRow,
-    RowStatus,
-    RowUpdate,
-    RowVerdict,
-    format_money,
-    utc_now,
 )
 from payrun.errors import ConfigError, LedgerError, LedgerWriteError
 from payrun.ledger._lock import create_private, release_lock, take_lock
-from payrun.ledger._records import (
-    ROW_SELECT,
-    batch_from_record,
-    batch_values,
-    check_fields,
-    iso,
-    replaced_values,
-    row_from_values,
-    row_values,
-    to_sql,
-)
+from payrun.ledger._records import LATER_BATCH_COLUMNS
 from payrun.ledger._running import take_batch_lock
+from payrun.ledger._sql import SQLITE, SQLLedger
 
 __all__ = ["MEMORY", "SQLiteLedger", "refuse_memory"]
 
@@ -66,10 +48,7 @@ CREATE TABLE IF NOT EXISTS batch (
     valid_total TEXT NOT NULL,
     created_at TEXT NOT NULL,
     started_at TEXT,
-    ended_at TEXT,
-    options TEXT,
-    late_until TEXT,
-    alive_at TEXT
+    ended_at TEXT
 );
 CREATE TABLE IF NOT EXISTS rows (
     row INTEGER PRIMARY KEY,
@@ -108,15 +87,12 @@ _UNIQUE = (("rows_payment_url", "payment_url"), ("rows_submission_url", "submiss
 """Index name, column: one bank payment (or submission) is never recorded for two rows
 (partial indexes: the many rows with none cost nothing)."""
 
-# The names are spliced into SQL text and the class is public API, so calls that mypy never
-# saw are checked too (once per set of names: the statements are cached).
-_UPDATABLE = RowUpdate.__optional_keys__
-_BATCH_UPDATABLE = BatchUpdate.__optional_keys__
 
-
-class SQLiteLedger:
+class SQLiteLedger(SQLLedger):
     """An open ledger file. Use ``SQLiteLedger.open(path)`` (or ``open_ledger``); close it
     (or use ``with``) when done."""
+
+    DIALECT = SQLITE
 
     def __init__(
         self,
@@ -127,15 +103,13 @@ class SQLiteLedger:
         identity: tuple[int, int] | None = None,
         created: bool = False,
     ) -> None:
+        super().__init__((), created=created)
         self.path = path
         self._db = connection
         self._lock_fd = lock_fd
         self._identity = identity
         """(device, inode) of the file a writer opened: ``check_in_place`` compares it."""
-        self._created = created
         self._in_memory = str(path) == MEMORY
-        self._depth = 0
-        self._sql_cache: dict[tuple[str, ...], str] = {}
 
     @classmethod
     def open(cls, path: Path, *, readonly: bool = False) -> SQLiteLedger:
@@ -167,11 +141,6 @@ class SQLiteLedger:
     def location(self) -> str:
         """The ledger file's path, as messages name it."""
         return str(self.path)
-
-    @property
-    def created(self) -> bool:
-        """True when opening it made the file (it was not there before)."""
-        return self._created
 
     def hold_batch(
         self, rows: Sequence[LedgerRow], bank: str, *, note: Callable[[str], None] | None = None
@@ -216,190 +185,37 @@ class SQLiteLedger:
         release_lock(self._lock_fd)
         self._lock_fd = None
 
-    def __enter__(self) -> SQLiteLedger:
-        return self
+    def _begin(self) -> None:
+        self._execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def _commit(self) -> None:
+        self._execute("COMMIT")
 
-    @contextmanager
-    def atomic(self) -> Iterator[None]:
-        """One transaction: BEGIN ... COMMIT, rolled back on any exception (nestable)."""
-        if self._depth:
-            self._depth += 1
-            try:
-                yield
-            finally:
-                self._depth -= 1
-            return
-        self._depth = 1
-        try:
-            self._execute("BEGIN IMMEDIATE")
-            yield
-            self._execute("COMMIT")
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.rollback()
-            raise
-        finally:
-            self._depth = 0
+    def _roll_back(self) -> None:
+        if self._db.in_transaction:
+            self._db.rollback()
 
-    def batch(self) -> BatchInfo | None:
-        """The batch this ledger was made for, or None for a new ledger."""
-        cursor = self._execute("SELECT * FROM batch WHERE id = 1")
-        record = cursor.fetchone()
-        return (
-            None
-            if record is None
-            else batch_from_record(dict(zip(record.keys(), record, strict=True)))
-        )
+    def _insert_rows(self, values: Iterable[tuple[Any, ...]]) -> None:
+        self._executemany(self.DIALECT.insert_rows(), values)
 
-    def start(self, info: BatchInfo, verdicts: Iterable[RowVerdict | PlainRow]) -> None:
-        """Record a new batch and every row of it (valid rows pending, invalid rows invalid)."""
-        now = iso(utc_now())
-        with self.atomic():
-            self._execute(
-                "INSERT INTO batch (id, file_path, file_sha256, base_url, organization_url,"
-                " expect_count, expect_total, valid_count, valid_total, created_at, options)"
-                " VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                batch_values(info, now),
-            )
-            self._executemany(
-                "INSERT INTO rows (row, row_id, payee_name, sort_code, account_number, amount,"
-                " reference, source_account, status, error, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (row_values(verdict, now) for verdict in verdicts),
-            )
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._cursor(sql, params)
 
-    def set_valid_totals(self, count: int, total: Decimal) -> None:
-        """Record the count and total of the batch's valid rows."""
-        with self.atomic():
-            self._execute(
-                "UPDATE batch SET valid_count = ?, valid_total = ? WHERE id = 1",
-                (count, format_money(total)),
-            )
-
-    def set_batch(self, **values: Unpack[BatchUpdate]) -> None:
-        """Update batch fields: base_url, organization_url, started_at, ended_at, options,
-        late_until, alive_at."""
-        check_fields(values, _BATCH_UPDATABLE, "set batch fields")
-        assignments = ", ".join(f"{name} = ?" for name in values)
-        params = [to_sql(value) for value in values.values()]
-        with self.atomic():
-            self._execute(f"UPDATE batch SET {assignments} WHERE id = 1", params)
-
-    def replace_rows(self, rows: Iterable[LedgerRow]) -> None:
-        """Rewrite rows never sent to the bank from the file again (new options on a rerun).
-
-        Their file fields, status and error are replaced; the account and payee found for
-        them before are forgotten (a new source account has other payees).
-        """
-        now = iso(utc_now())
-        with self.atomic():
-            self._executemany(
-                "UPDATE rows SET row_id = ?, payee_name = ?, sort_code = ?, account_number = ?,"
-                " amount = ?, reference = ?, source_account = ?, status = ?, error = ?,"
-                " account_url = NULL, payee_url = NULL, updated_at = ? WHERE row = ?",
-                ((*replaced_values(r, now), r.row) for r in rows),
-            )
-
-    def rows(self, statuses: Iterable[RowStatus] | None = None) -> list[LedgerRow]:
-        """Every row (or those in ``statuses``), in row order."""
-        select = f"SELECT {ROW_SELECT} FROM rows"
-        if statuses is None:
-            cursor = self._execute(f"{select} ORDER BY row")
-        else:
-            wanted = [str(status) for status in statuses]
-            marks = ", ".join("?" for _ in wanted)
-            cursor = self._execute(f"{select} WHERE status IN ({marks}) ORDER BY row", wanted)
-        # Plain tuples, in ROW_SELECT order
+    def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        cursor = self._cursor(sql, params)
+        # Plain tuples, in the SELECT's order
         cursor.row_factory = None
-        return [row_from_values(values) for values in cursor]
+        return cursor.fetchall()
 
-    def counts(self) -> dict[RowStatus, int]:
-        """How many rows are in each status."""
-        cursor = self._execute("SELECT status, COUNT(*) FROM rows GROUP BY status")
-        return {RowStatus(status): count for status, count in cursor}
+    def _fetch_record(self, sql: str, params: Sequence[Any]) -> dict[str, Any] | None:
+        cursor = self._cursor(sql, params)
+        cursor.row_factory = None
+        record = cursor.fetchone()
+        if record is None:
+            return None
+        return dict(zip((d[0] for d in cursor.description), record, strict=True))
 
-    def _update_sql(self, names: tuple[str, ...]) -> str:
-        sql = self._sql_cache.get(names)
-        if sql is None:
-            check_fields(names, _UPDATABLE, "update row fields")
-            assignments = "".join(f"{name} = ?, " for name in names)
-            sql = f"UPDATE rows SET {assignments}updated_at = ? WHERE row = ?"
-            self._sql_cache[names] = sql
-        return sql
-
-    def update_each(self, changes: Iterable[tuple[int, RowUpdate]]) -> None:
-        """Commit several rows' own changes in one transaction (a group commit), in order.
-
-        A row's changes become one UPDATE (applied in turn: a field's last value wins), and
-        rows changing the same fields go to SQLite as one ``executemany``: a commit of a
-        dozen rows' intents and outcomes costs 2-3 statements, not one per run of fields.
-        """
-        merged: dict[int, RowUpdate] = {}
-        # One UPDATE per row: its changes in order, last wins
-        for row, values in changes:
-            earlier = merged.get(row)
-            merged[row] = values if earlier is None else {**earlier, **values}
-        by_names: dict[tuple[str, ...], list[list[Any]]] = {}
-        now = iso(utc_now())
-        for row, values in merged.items():
-            by_names.setdefault(tuple(values), []).append([*map(to_sql, values.values()), now, row])
-        with self.atomic():
-            for names, params in by_names.items():
-                self._executemany(self._update_sql(names), params)
-
-    def update_many(self, rows: Iterable[int], **values: Unpack[RowUpdate]) -> None:
-        """Commit the same new values for several rows in one transaction."""
-        sql = self._update_sql(tuple(values))
-        params = [to_sql(value) for value in values.values()] + [iso(utc_now())]
-        with self.atomic():
-            self._executemany(sql, ([*params, row] for row in rows))
-
-    def add_plan(self, plan_id: str, document: str, *, at: datetime) -> None:
-        """Record a plan (its canonical text) once; recording it again changes nothing."""
-        with self.atomic():
-            self._execute(
-                "INSERT INTO plans (id, document, created_at) VALUES (?, ?, ?)"
-                " ON CONFLICT (id) DO NOTHING",
-                (plan_id, document, iso(at)),
-            )
-
-    def plans(self) -> list[tuple[str, str]]:
-        """Every recorded plan: (id, canonical text), oldest first."""
-        if not self._has_table("plans"):
-            return []
-        cursor = self._execute("SELECT id, document FROM plans ORDER BY created_at, id")
-        return [(record[0], record[1]) for record in cursor]
-
-    def append_audit(self, entry: AuditEntry) -> None:
-        """Append one entry to the audit trail."""
-        with self.atomic():
-            self._execute(
-                "INSERT INTO audit (at, event, actor, plan_id, detail) VALUES (?, ?, ?, ?, ?)",
-                (iso(entry.at), entry.event, entry.actor, entry.plan_id, entry.detail),
-            )
-
-    def audit_trail(self) -> list[AuditEntry]:
-        """The audit trail, in the order it was written."""
-        if not self._has_table("audit"):
-            return []
-        cursor = self._execute("SELECT at, event, actor, plan_id, detail FROM audit ORDER BY seq")
-        return [
-            AuditEntry(datetime.fromisoformat(at), event, actor, plan_id, detail)
-            for at, event, actor, plan_id, detail in cursor
-        ]
-
-    def _has_table(self, name: str) -> bool:
-        """True when the file has the table (a ledger of an older payrun read as is lacks
-        the plans and the audit trail)."""
-        cursor = self._execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-        )
-        return cursor.fetchone() is not None
-
-    def _execute(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
+    def _cursor(self, sql: str, params: Sequence[Any]) -> sqlite3.Cursor:
         try:
             return self._db.execute(sql, tuple(params))
         except sqlite3.Error as exc:
@@ -497,11 +313,12 @@ def _read_only(path: Path) -> str:
 
 
 def _add_batch_columns(connection: sqlite3.Connection) -> None:
-    """A ledger written by an earlier payrun gets the batch columns added since (empty)."""
+    """The batch columns added since the first ledgers (a new ledger's, and an older
+    payrun's, empty)."""
     columns = {record[1] for record in connection.execute("PRAGMA table_info(batch)")}
-    for name in ("options", "late_until", "alive_at"):
-        if name not in columns:
-            connection.execute(f"ALTER TABLE batch ADD COLUMN {name} TEXT")
+    for column in LATER_BATCH_COLUMNS:
+        if column.name not in columns:
+            connection.execute(f"ALTER TABLE batch ADD COLUMN {column.name} {column.sql_type}")
 
 
 def _add_unique_indexes(connection: sqlite3.Connection, path: Path) -> None:

@@ -30,7 +30,7 @@ from payrun.ledger import (
     LedgerLocation,
     LedgerStore,
     bank_identity,
-    check_batch_lock,
+    check_running,
     ledger_location,
     open_ledger,
 )
@@ -84,7 +84,12 @@ async def run_batch(
         # Then a run would wait before it checks
         late = bank_may_still_finish(ledger_path, settle_wait=options.settle_wait)
         dry = functools.partial(
-            _dry_run, caller=caller, book=book, late=late, recorded=(info, str(ledger_path))
+            _dry_run,
+            caller=caller,
+            book=book,
+            late=late,
+            recorded=(info, str(ledger_path)),
+            ledger=ledger_path,
         )
         return await with_client(caller, dry)
     ledger = run_start.open_run_ledger(batch_path, ledger_path, validation, options)
@@ -129,6 +134,7 @@ async def _dry_run(
     book: RowBook,
     late: bool,
     recorded: tuple[BatchInfo | None, str],
+    ledger: LedgerLocation,
 ) -> RunOutcome:
     """Start, preflight and reconcile, reading only: what a run would do."""
     settings = caller.settings
@@ -140,8 +146,9 @@ async def _dry_run(
     # Held rows checked again, as in a run
     checks.recall_holds(run_start.reopen_unfinished(book))
     await checks.check_accounts()
-    # A run paying these rows now has payments in flight that the bank does not show yet.
-    check_batch_lock(book.all(), bank_identity(settings.base_url, org.url))
+    # A run paying these rows now (in any register the ledger's runs use: a database's
+    # for every machine) has payments in flight that the bank does not show yet.
+    check_running(ledger, book.all(), bank_identity(settings.base_url, org.url))
     # Reads only, as a run (which first waits out a late bank: rows mid-call stay started);
     # payments approved or rejected in the app are read, never submitted
     run = RunState(caller, client, org, book, checks)
