@@ -223,7 +223,7 @@ def _key_group(text: str) -> str:
     """--key-group: a name as the manifest's key_group."""
     import re
 
-    from payrun.fleet._manifest import KEY_GROUP
+    from payrun.fleet import KEY_GROUP
 
     if not re.fullmatch(KEY_GROUP, text):
         msg = f"{text!r} is not a key group name (letters, digits, '_', '-'; at most 64)"

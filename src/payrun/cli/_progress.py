@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TextIO
 from payrun._models import FINAL_STATUSES, LedgerRow, RowStatus
 from payrun._redaction import redact
 from payrun.cli._output import reader_may_leave, stream_console
+from payrun.run import QuietObserver
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -441,25 +442,6 @@ def finished_line(outcome: RunOutcome, *, report: Path | None) -> None:
     }
     with reader_may_leave(sys.stderr, run=True):
         print(json.dumps(record), file=sys.stderr, flush=True)  # noqa: T201 - the log
-
-
-class QuietObserver:
-    """``--quiet``: no bar and no log lines (errors and the JSON log's last line still show)."""
-
-    def started(self, *, total: int, done: int, not_paid: int = 0, **_: int) -> None:
-        """Say nothing."""
-
-    def row_changed(self, before: LedgerRow, after: LedgerRow) -> None:
-        """Say nothing."""
-
-    def note(self, message: str) -> None:
-        """Say nothing."""
-
-    def in_doubt(self, *, count: int, until: datetime | None) -> None:
-        """Say nothing."""
-
-    def close(self) -> None:
-        """Nothing to release."""
 
 
 def make_observer(

@@ -17,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from payrun.fleet._manifest import KEY_GROUP as KEY_GROUP
     from payrun.fleet._manifest import BatchEntry as BatchEntry
     from payrun.fleet._manifest import load_manifest as load_manifest
     from payrun.fleet._overview import FleetOverview as FleetOverview
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from payrun.fleet._worker import run_worker as run_worker
 
 _HOMES = {
+    "KEY_GROUP": "payrun.fleet._manifest",
     "BatchEntry": "payrun.fleet._manifest",
     "load_manifest": "payrun.fleet._manifest",
     "FleetOverview": "payrun.fleet._overview",

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from payrun.run._confirm import Confirmer as Confirmer
     from payrun.run._confirm import RunPreview as RunPreview
     from payrun.run._lifecycle import event_loop_options as event_loop_options
+    from payrun.run._outcome import QuietObserver as QuietObserver
     from payrun.run._outcome import RunObserver as RunObserver
     from payrun.run._outcome import RunOutcome as RunOutcome
     from payrun.run._outcome import run_exit_code as run_exit_code
@@ -55,6 +56,7 @@ _HOMES = {
     "ConfirmAnswer": "payrun.run._confirm",
     "Confirmer": "payrun.run._confirm",
     "RunPreview": "payrun.run._confirm",
+    "QuietObserver": "payrun.run._outcome",
     "RunObserver": "payrun.run._outcome",
     "RunOutcome": "payrun.run._outcome",
     "event_loop_options": "payrun.run._lifecycle",
@@ -86,6 +88,7 @@ __all__ = [
     "ConfirmAnswer",
     "Check",
     "Confirmer",
+    "QuietObserver",
     "Readiness",
     "RunObserver",
     "RunOutcome",

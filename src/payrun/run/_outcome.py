@@ -78,7 +78,8 @@ class RunOutcome:
 
 
 class QuietObserver:
-    """An observer told nothing (a caller that passed none)."""
+    """An observer that says nothing: a caller that passed none, or ``--quiet`` (errors and
+    the JSON log's last line still show)."""
 
     def started(self, *, total: int, done: int, not_paid: int = 0, **_: int) -> None:
         """Ignore."""
@@ -91,6 +92,9 @@ class QuietObserver:
 
     def in_doubt(self, *, count: int, until: datetime | None) -> None:
         """Ignore."""
+
+    def close(self) -> None:
+        """Nothing to release."""
 
 
 def run_exit_code(
