@@ -9,8 +9,8 @@ limits), ``_settle`` and ``_reconcile`` (requests whose answer was lost), ``_tra
 (``--wait``). ``_planned`` keeps a run of an approved plan (``RunOptions.plan``) to the plan's
 rows and payees. ``_matching`` holds the rule they share for telling whether a bank payment
 is a row's, ``_stop`` how a run is asked to stop, and ``_refusal`` what a run says when
-the bank refuses the key's role mid-run. ``_readiness`` is ``payrun check``: the same
-reads, before any run.
+the bank refuses the key's role mid-run. ``payrun check`` (``payrun.readiness``) makes the
+same first reads, before any run, through ``find_organization``.
 
 Names are imported on first use, so ``payrun`` starts fast and a command that never pays
 never loads the bank client.
@@ -28,15 +28,14 @@ if TYPE_CHECKING:
     from payrun.run._confirm import Answer as Answer
     from payrun.run._confirm import Confirmer as Confirmer
     from payrun.run._confirm import RunPreview as RunPreview
+    from payrun.run._organization import LIVE_MODE as LIVE_MODE
+    from payrun.run._organization import find_organization as find_organization
     from payrun.run._pipeline import RunObserver as RunObserver
     from payrun.run._pipeline import RunOutcome as RunOutcome
     from payrun.run._pipeline import event_loop_options as event_loop_options
     from payrun.run._pipeline import run_batch as run_batch
     from payrun.run._pipeline import run_exit_code as run_exit_code
     from payrun.run._pipeline import run_stored_batch as run_stored_batch
-    from payrun.run._readiness import Check as Check
-    from payrun.run._readiness import Readiness as Readiness
-    from payrun.run._readiness import check_readiness as check_readiness
     from payrun.run._start import check_control_totals as check_control_totals
     from payrun.run._start import file_rows as file_rows
     from payrun.run._start import file_sha256 as file_sha256
@@ -45,9 +44,8 @@ if TYPE_CHECKING:
     from payrun.run._stop import StopSignal as StopSignal
 
 _HOMES = {
-    "Check": "payrun.run._readiness",
-    "Readiness": "payrun.run._readiness",
-    "check_readiness": "payrun.run._readiness",
+    "LIVE_MODE": "payrun.run._organization",
+    "find_organization": "payrun.run._organization",
     "AccountPreview": "payrun.run._confirm",
     "Answer": "payrun.run._confirm",
     "Confirmer": "payrun.run._confirm",
@@ -78,21 +76,20 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "LIVE_MODE",
     "STOP_GRACE_SECONDS",
     "AccountPreview",
     "Answer",
-    "Check",
     "Confirmer",
-    "Readiness",
     "RunObserver",
     "RunOutcome",
     "RunPreview",
     "StopSignal",
     "check_control_totals",
-    "check_readiness",
     "event_loop_options",
     "file_rows",
     "file_sha256",
+    "find_organization",
     "open_run_ledger",
     "run_batch",
     "run_exit_code",

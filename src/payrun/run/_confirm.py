@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from payrun._models import LedgerRow, RowStatus
 from payrun.errors import InterruptedRunError, NotConfirmedError
+from payrun.run._organization import LIVE_MODE
 
 # The bank client is imported only by runs that talk to a bank
 if TYPE_CHECKING:
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from payrun.config import RunOptions
 
 __all__ = [
-    "LIVE_MODE",
     "AccountPreview",
     "Answer",
     "Confirmer",
@@ -35,9 +35,6 @@ __all__ = [
     "preview_run",
     "refuse_unconfirmable",
 ]
-
-LIVE_MODE = "live-mode"
-"""The ``organization-mode`` of an organization that moves real money."""
 
 _NOT_PAID = frozenset({RowStatus.INVALID, RowStatus.HELD, RowStatus.FAILED})
 
