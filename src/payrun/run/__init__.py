@@ -3,7 +3,8 @@
 ``_pipeline`` holds the run's state and calls the phases in order: ``_start`` (the
 ledger, new or resumed), ``_book`` (the rows in memory, written through to the ledger),
 ``_preflight`` (organization, accounts, payees, repeats, changed bank details:
-``_organization``, ``_payees``, ``_approvals``, ``_changed``), ``_confirm`` (a live-mode
+``_organization``, ``_bankview`` what the bank said, ``_payees`` new payees checked and
+created, ``_approvals``, ``_changed``), ``_confirm`` (a live-mode
 organization's run asks a person first), ``_execute`` (create and submit under the bank's
 limits), ``_settle`` and ``_reconcile`` (requests whose answer was lost), ``_track``
 (``--wait``). ``_planned`` keeps a run of an approved plan (``RunOptions.plan``) to the plan's

@@ -13,7 +13,7 @@ import gc
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -345,20 +345,7 @@ def _preflight(
     options: RunOptions,
     stop: StopSignal | None = None,
 ) -> Preflight:
-    return Preflight(
-        client,
-        org,
-        book,
-        confirm_payees=options.confirm_payees,
-        accept_close_match=options.accept_close_match,
-        allow_repeat=options.allow_repeat,
-        accept_changed_details=options.accept_changed_details,
-        duplicate_window=timedelta(days=options.duplicate_window_days),
-        dry_run=options.dry_run,
-        stop=stop,
-        planning=options.planning,
-        planned_cop=options.plan.cop_requests if options.plan is not None else None,
-    )
+    return Preflight(client, org, book, options, stop=stop)
 
 
 async def _dry_run(

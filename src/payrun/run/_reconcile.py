@@ -25,6 +25,7 @@ import anyio
 
 from payrun._models import LedgerRow, RowStatus
 from payrun.errors import AuthError, BankError
+from payrun.run._bankview import fetch_recent_payments
 from payrun.run._book import RowBook
 from payrun.run._matching import (
     CLOCK_SKEW,
@@ -43,7 +44,6 @@ __all__ = [
     "Reconciliation",
     "adopt_outside_submissions",
     "adopt_resubmissions",
-    "fetch_recent_payments",
     "match_half_created",
     "reconcile_rows",
 ]
@@ -55,13 +55,6 @@ _PUZZLING = (
     " (one to this payee for this amount may be this row's, its reference rewritten), reject"
     " any that is this row's, then run again: the row is then created once"
 )
-
-
-async def fetch_recent_payments(
-    client: BankClient, account: BankAccount, *, since: datetime
-) -> list[Payment]:
-    """The account's outbound payments created since ``since``, oldest first."""
-    return [payment async for payment in client.payments(account, created_since=since)]
 
 
 async def reconcile_rows(
