@@ -21,9 +21,9 @@ from decimal import Decimal
 from typing import NamedTuple
 
 from payrun._models import LedgerRow, RowStatus
+from payrun.run._bankview import PayeeIndex
 from payrun.run._changed import changed_details_holds
 from payrun.run._names import name_forms
-from payrun.run._preflight import PayeeIndex
 
 _FIRST = (
     "Ada Alan Mary John Jane Tom Sue Oliver Amelia Harry Isla Jack Ava Noah Mia Leo Ivy Oscar"

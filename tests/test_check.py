@@ -3,6 +3,7 @@ mode over loopback; it reads only and its exit code says whether the setup can p
 
 from __future__ import annotations
 
+import ast
 import json
 import socket
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+import payrun
 from payrun.cli import main
 from payrun.sandbox import RunningSandbox, default_seed, serve_in_thread
 
@@ -266,3 +268,29 @@ def test_an_api_key_file_other_users_can_read_is_warned_of_and_used(
     api_key.chmod(0o600)
     assert main(["check", "--api-key-file", str(api_key)]) == 0
     assert capsys.readouterr().err == ""
+
+
+def _imports(source: Path) -> list[tuple[int, str, list[str]]]:
+    """Each ``from payrun... import`` of ``source``: line, module, names."""
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    return [
+        (node.lineno, node.module or "", [alias.name for alias in node.names])
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("payrun.")
+    ]
+
+
+def test_readiness_imports_only_public_names_of_other_packages() -> None:
+    """``payrun check`` lives in its own package, outside run/, and imports no private module
+    or name of another payrun package (the root's shared modules, ``payrun._models`` and the
+    like, excepted)."""
+    sources = sorted((Path(payrun.__file__).parent / "readiness").glob("*.py"))
+    assert sources, f"no package payrun.readiness in {Path(payrun.__file__).parent}"
+    for source in sources:
+        for line, module, names in _imports(source):
+            parts = module.split(".")
+            if module.startswith("payrun.readiness") or len(parts) == 2:  # noqa: PLR2004
+                continue
+            private = [part for part in parts[1:] if part.startswith("_")]
+            private += [name for name in names if name.startswith("_")]
+            assert not private, f"{source.name}:{line} imports {module} {names}"

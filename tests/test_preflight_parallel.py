@@ -18,7 +18,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from _run_helpers import BatchRow, error_answer, run, stats, write_batch
+from _run_helpers import BatchRow, error_answer, fresh_python, run, stats, write_batch
 from payrun.sandbox import RunningSandbox, serve_in_thread
 
 # Long enough that a loaded machine sends a whole wave of reads before any answer comes
@@ -220,3 +220,15 @@ def test_a_live_run_creates_nothing_before_every_account_is_checked(
     else:
         # The other account's payee and payment
         assert len(early) >= 2, f"test mode waited: {len(early)} creates before the slow read"
+
+
+def test_preflight_loads_no_later_phase() -> None:
+    """Importing preflight (with what it uses: new payees, the bank view) loads no later
+    phase of the run (it once loaded reconciliation, and through it tracking)."""
+    code = (
+        "import sys\n"
+        "import payrun.run._preflight\n"
+        "later = ['_execute', '_reconcile', '_track']\n"
+        "print(sorted(m for m in later if 'payrun.run.' + m in sys.modules) or 'none')\n"
+    )
+    assert fresh_python(code).split() == ["none"]

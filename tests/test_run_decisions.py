@@ -10,9 +10,10 @@ import pytest
 
 from payrun._models import LedgerRow, RowStatus
 from payrun.errors import ControlTotalsError
+from payrun.run._bankview import PayeeIndex
 from payrun.run._matching import PayeeFacts, PaymentCheck
 from payrun.run._payees import account_classification
-from payrun.run._preflight import PayeeIndex, find_repeats
+from payrun.run._preflight import find_repeats
 from payrun.run._reconcile import match_half_created
 from payrun.run._start import check_control_totals
 

@@ -14,10 +14,6 @@ _RUN = Path(payrun.run.__file__).parent
 _MAX_PARAMETERS = 6
 # The phases of a run, in order: each may import earlier ones and neutral helpers only
 _PHASES = ("_start", "_preflight", "_execute", "_reconcile", "_track")
-# Split by its own change (a bank view, payee creation in _payees): drop once merged
-_PREFLIGHT_PENDING = pytest.mark.xfail(
-    strict=True, reason="Preflight's split lands separately (issue 32)"
-)
 
 
 def _tree(module: str) -> ast.Module:
@@ -33,10 +29,7 @@ def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
 
 
 def _modules() -> list[object]:
-    return [
-        pytest.param(p.stem, marks=_PREFLIGHT_PENDING) if p.stem == "_preflight" else p.stem
-        for p in sorted(_RUN.glob("*.py"))
-    ]
+    return [p.stem for p in sorted(_RUN.glob("*.py"))]
 
 
 @pytest.mark.parametrize("module", _modules())
@@ -63,10 +56,7 @@ def _run_imports(module: str) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize(
-    "phase",
-    [pytest.param(p, marks=_PREFLIGHT_PENDING) if p == "_preflight" else p for p in _PHASES],
-)
+@pytest.mark.parametrize("phase", _PHASES)
 def test_a_phase_imports_no_later_phase(phase: str) -> None:
     """start -> preflight -> execute -> reconcile -> track: no phase imports a later one."""
     later = set(_PHASES[_PHASES.index(phase) + 1 :])

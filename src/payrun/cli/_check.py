@@ -1,6 +1,6 @@
 """`payrun check`: is this setup ready to pay? A checklist read from the bank.
 
-Builds ``Settings`` as ``run`` does, calls ``payrun.run.check_readiness`` (reads only), and
+Builds ``Settings`` as ``run`` does, calls ``payrun.readiness.check_readiness`` (reads only), and
 prints the checklist (text) or the contract's one JSON object (``--format json``). Exit 0
 when payrun can pay from this setup, 2 when something must be fixed first; a bank that
 cannot be reached is exit 3 (try again), as for ``run``.
@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Check the setup and print what passed and what to fix."""
-    from payrun.run import check_readiness
+    from payrun.readiness import check_readiness
 
     source = None
     if args.source_account is not None:

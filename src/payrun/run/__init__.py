@@ -2,7 +2,8 @@
 
 ``_pipeline`` is the run on one screen: it calls the phases in order, each receiving the
 run's state (``_state``): ``_start`` (the ledger, new or resumed), ``_preflight`` (organization,
-accounts, payees, repeats, changed bank details: ``_organization``, ``_payees``,
+accounts, payees, repeats, changed bank details: ``_organization``, ``_bankview`` (what the
+bank said), ``_payees`` (new payees checked and created),
 ``_approvals``, ``_changed``; in the order ``_checks`` gives them; ``_confirm``: a live-mode
 organization's run asks a person first), ``_execute`` (create and submit under the bank's
 limits, scheduled by ``_schedule``), ``_settle`` and ``_reconcile`` (requests whose answer
@@ -12,8 +13,8 @@ helpers: ``_book`` (the rows in memory, written through to the ledger), ``_submi
 a row's), ``_stop`` (how a run is asked to stop), ``_refusal`` (what a run says when the bank
 refuses the key's role mid-run), ``_planned`` (a run of an approved plan keeps to the plan's
 rows and payees). ``_outcome`` holds what a run tells its caller and ``_lifecycle`` the
-client and ledger a run holds. ``_readiness`` is ``payrun check``: the same reads, before
-any run.
+client and ledger a run holds. ``payrun check`` (``payrun.readiness``) makes the same first
+reads, before any run, through ``find_organization``.
 
 Names are imported on first use, so ``payrun`` starts fast and a command that never pays
 never loads the bank client.
@@ -32,15 +33,14 @@ if TYPE_CHECKING:
     from payrun.run._confirm import Confirmer as Confirmer
     from payrun.run._confirm import RunPreview as RunPreview
     from payrun.run._lifecycle import event_loop_options as event_loop_options
+    from payrun.run._organization import LIVE_MODE as LIVE_MODE
+    from payrun.run._organization import find_organization as find_organization
     from payrun.run._outcome import QuietObserver as QuietObserver
     from payrun.run._outcome import RunObserver as RunObserver
     from payrun.run._outcome import RunOutcome as RunOutcome
     from payrun.run._outcome import run_exit_code as run_exit_code
     from payrun.run._pipeline import run_batch as run_batch
     from payrun.run._pipeline import run_stored_batch as run_stored_batch
-    from payrun.run._readiness import Check as Check
-    from payrun.run._readiness import Readiness as Readiness
-    from payrun.run._readiness import check_readiness as check_readiness
     from payrun.run._start import check_control_totals as check_control_totals
     from payrun.run._start import file_rows as file_rows
     from payrun.run._start import file_sha256 as file_sha256
@@ -49,9 +49,8 @@ if TYPE_CHECKING:
     from payrun.run._stop import StopSignal as StopSignal
 
 _HOMES = {
-    "Check": "payrun.run._readiness",
-    "Readiness": "payrun.run._readiness",
-    "check_readiness": "payrun.run._readiness",
+    "LIVE_MODE": "payrun.run._organization",
+    "find_organization": "payrun.run._organization",
     "AccountPreview": "payrun.run._confirm",
     "ConfirmAnswer": "payrun.run._confirm",
     "Confirmer": "payrun.run._confirm",
@@ -83,22 +82,21 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "LIVE_MODE",
     "STOP_GRACE_SECONDS",
     "AccountPreview",
     "ConfirmAnswer",
-    "Check",
     "Confirmer",
     "QuietObserver",
-    "Readiness",
     "RunObserver",
     "RunOutcome",
     "RunPreview",
     "StopSignal",
     "check_control_totals",
-    "check_readiness",
     "event_loop_options",
     "file_rows",
     "file_sha256",
+    "find_organization",
     "open_run_ledger",
     "run_batch",
     "run_exit_code",

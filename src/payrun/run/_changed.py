@@ -22,9 +22,9 @@ from typing import NamedTuple
 from payrun._models import LedgerRow
 from payrun.run._names import BACS_NAME_LENGTH, NameForms, NameIndex, NameMatch, name_forms
 
-__all__ = ["ACCEPT_FLAG", "Known", "changed_details_holds", "masked_details"]
+__all__ = ["Known", "changed_details_holds", "masked_details"]
 
-ACCEPT_FLAG = "--accept-changed-details"
+_ACCEPT_FLAG = "--accept-changed-details"
 """The run option that pays rows this guard would hold."""
 
 _MAX_LISTED = 3
@@ -36,7 +36,7 @@ _Details = tuple[str, str]
 _WHAT_TO_DO = (
     " (or two different people share this name); confirm with the payee by phone, on a"
     " number you already had (not one sent with the new details), then run again with"
-    f" {ACCEPT_FLAG}"
+    f" {_ACCEPT_FLAG}"
 )
 _CUT_NOTE = (
     f", and the names agree on their first {BACS_NAME_LENGTH} characters, all that a Bacs"

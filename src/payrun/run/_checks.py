@@ -10,7 +10,6 @@ are read (``_schedule.FirstPass``): either way through the same ``guard``.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from payrun._models import LedgerRow, RowStatus
@@ -47,20 +46,7 @@ def new_preflight(
     stop: StopSignal | None,
 ) -> Preflight:
     """The run's checks, as its options ask (``stop``: None in a dry run)."""
-    return Preflight(
-        client,
-        org,
-        book,
-        confirm_payees=options.confirm_payees,
-        accept_close_match=options.accept_close_match,
-        allow_repeat=options.allow_repeat,
-        accept_changed_details=options.accept_changed_details,
-        duplicate_window=timedelta(days=options.duplicate_window_days),
-        dry_run=options.dry_run,
-        stop=stop,
-        planning=options.planning,
-        planned_cop=options.plan.cop_requests if options.plan is not None else None,
-    )
+    return Preflight(client, org, book, options, stop=stop)
 
 
 def whole_batch_first(book: RowBook) -> bool:

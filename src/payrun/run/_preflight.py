@@ -7,7 +7,9 @@ or a possible repeat of a payment made outside this ledger). In a dry run nothin
 created at the bank: payees that would be created are only counted, and a plan's dry run
 (``planning``) asks Confirmation of Payee about them (a CoP request creates nothing),
 holding the rows a run would hold and keeping each answer (``payee_checks``). A run of a
-plan creates those payees with the plan's CoP request (``planned_cop``), asking no more.
+plan creates those payees with the plan's CoP request, asking no more. What the bank said
+is kept in a ``BankView`` (``bank``); new payees are checked and created by ``NewPayees``
+(``payees``).
 
 The reads go out together: every account lookup at once (``check_accounts``), then every
 account's restrictions, its owner's payees and its recent payments at once
@@ -22,21 +24,15 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING
 
 import anyio
 
 from payrun._models import LedgerRow, PayeeCheck, RowStatus, RowUpdate, format_money
-from payrun.errors import (
-    AuthError,
-    BankError,
-    BankUnavailableError,
-    OutcomeUnknownError,
-    RateLimitedError,
-)
+from payrun.run._bankview import BankView
 from payrun.run._book import RowBook
 from payrun.run._changed import Known, changed_details_holds
 from payrun.run._matching import (
@@ -47,25 +43,22 @@ from payrun.run._matching import (
     reference_match,
     srds_by_account,
 )
-from payrun.run._names import NameIndex, NameMatch, name_forms, name_match
-from payrun.run._payees import confirm_payee, cop_verdict, held_again_reason
-from payrun.run._reconcile import fetch_recent_payments
-from payrun.run._stop import StopSignal
+from payrun.run._names import NameIndex
+from payrun.run._payees import NewPayees, PayeeKey
 
 # The bank client is imported only by runs that talk to a bank
 if TYPE_CHECKING:
     from payrun.bank import BankAccount, BankClient, Organization, Payment
+    from payrun.config import RunOptions
+    from payrun.run._stop import StopSignal
 
 __all__ = [
     "AccountPlan",
-    "PayeeIndex",
     "PayeeKey",
-    "PayeeLike",
     "Preflight",
     "find_repeats",
 ]
 
-_PAYEE_WORKERS = 20
 # Of the organization's in-flight slots, the reads leave this share to payments already
 # allowed to start
 _READ_SHARE = 0.8
@@ -73,9 +66,8 @@ _OPEN = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUB
 _MID_CALL = (RowStatus.CREATING, RowStatus.SUBMITTING)
 _REJECTED = RowStatus.REJECTED
 """A payment the approver rejected paid nothing: its details are no old detail."""
-_T = TypeVar("_T")
-PayeeKey = tuple[str, str, str, str]
-"""A payee to create: owner legal person, name, sort code, account number."""
+# The payments read's place among an account's reads (lookup 0, restrictions 1, payees 2)
+_PAYMENTS_READ = 3
 
 
 @dataclass(slots=True)
@@ -102,15 +94,6 @@ class _Read:
     error: Exception | None = None
 
 
-@dataclass(slots=True, eq=False)
-class _PayeeJob:
-    """One payee being checked and created, and the rows (of any account) waiting for it."""
-
-    rows: list[int]
-    done: anyio.Event = field(default_factory=anyio.Event)
-    update: RowUpdate | None = None
-
-
 class Preflight:
     """Runs the checks in order; each step records its verdicts in the book."""
 
@@ -119,77 +102,58 @@ class Preflight:
         client: BankClient,
         org: Organization,
         book: RowBook,
+        options: RunOptions,
         *,
-        confirm_payees: bool,
-        accept_close_match: bool,
-        allow_repeat: bool,
-        accept_changed_details: bool,
-        duplicate_window: timedelta,
-        dry_run: bool,
         stop: StopSignal | None = None,
-        planning: bool = False,
-        planned_cop: Mapping[int, str] | None = None,
     ) -> None:
-        self.client = client
-        # Once set, no new payee is checked or created
-        self.stop = stop
-        self.org = org
         self.book = book
-        self.confirm_payees = confirm_payees
-        self.accept_close_match = accept_close_match
-        self.allow_repeat = allow_repeat
-        self.accept_changed_details = accept_changed_details
-        self.duplicate_window = duplicate_window
-        self.dry_run = dry_run
-        # A plan's dry run asks CoP about new payees; a plan's run reuses its answers
-        self.planning = planning
-        self.planned_cop: Mapping[int, str] = planned_cop or {}
-        self.payee_checks: list[PayeeCheck] = []
+        self.options = options
+        self.bank = BankView(client, org)
+        self.payees = NewPayees(book, self.bank, options, stop=stop)
         self.plans: dict[str, AccountPlan] = {}
-        self.accounts: dict[str, BankAccount] = {}
-        self.indexes: dict[str, PayeeIndex] = {}
-        self.payments: dict[str, list[Payment]] = {}
-        # A dry run's reopened rows: why held or failed
-        self.last_errors: dict[int, str] = {}
-        # A payee create found the bank gone: create no more
-        self.unreachable = False
-        # Payees ``find_payees`` found to check and create, with their rows
-        self.new_payees: dict[PayeeKey, list[LedgerRow]] = {}
-        self._restrictions: dict[str, list[str]] = {}
-        self._payee_jobs: dict[PayeeKey, _PayeeJob] = {}
-        self._counted: set[PayeeKey] = set()
-        self._payee_slots: anyio.CapacityLimiter | None = None
+        self._window = timedelta(days=options.duplicate_window_days)
         # Each account's rows (numbers), once bound to it
         self._numbers: dict[str, list[int]] = {}
-        self._details: dict[str, PayeeFacts] = {}
-        self._srds: dict[tuple[str, str], set[str]] = {}
+        # New payees counted in a plan, for the first account found to need them
+        self._counted: set[PayeeKey] = set()
         # Rows this ledger paid on earlier runs (not this one's), filed by name when the
         # guard first has rows to judge
         self._paid_rows = [r for r in book.all() if r.payment_url and r.status != _REJECTED]
         self._paid_before: NameIndex[Known] | None = None
-        # A payee to create for rows of one name (its key) and details
-        self._payee_keys: dict[tuple[str, str, str, str], PayeeKey] = {}
+
+    @property
+    def accounts(self) -> dict[str, BankAccount]:
+        """The source accounts found, by URL (``BankView.accounts``)."""
+        return self.bank.accounts
+
+    @property
+    def payments(self) -> dict[str, list[Payment]]:
+        """Each account's recent payments (``BankView.payments``)."""
+        return self.bank.payments
 
     @property
     def payee_details(self) -> dict[str, PayeeFacts]:
-        """Payee URL -> its account (and SRD), over every loaded index (growing with them)."""
-        return self._details
+        """Payee URL -> its account and SRD (``BankView.payee_details``)."""
+        return self.bank.payee_details
 
     @property
     def payee_srds(self) -> dict[tuple[str, str], set[str]]:
-        """The SRDs of ``payee_details``, by payee account (growing with them)."""
-        return self._srds
+        """The SRDs of ``payee_details``, by payee account (``BankView.payee_srds``)."""
+        return self.bank.payee_srds
 
-    def _learn(self, details: Mapping[str, PayeeFacts]) -> None:
-        """Add payees' details to ``payee_details`` and ``payee_srds``."""
-        self._details.update(details)
-        for facts in details.values():
-            if facts.srd:
-                self._srds.setdefault((facts.sort_code, facts.account_number), set()).add(facts.srd)
+    @property
+    def payee_checks(self) -> list[PayeeCheck]:
+        """A plan's dry run: the CoP answers about new payees (``NewPayees.checks``)."""
+        return self.payees.checks
+
+    @property
+    def new_payees(self) -> dict[PayeeKey, list[LedgerRow]]:
+        """Payees ``find_payees`` found to check and create, with their rows."""
+        return self.payees.found
 
     def recall_holds(self, last_errors: Mapping[int, str | None]) -> None:
         """A dry run: keep why the reopened rows were held, to tell which would be again."""
-        self.last_errors = {row: error for row, error in last_errors.items() if error}
+        self.payees.recall_holds(last_errors)
 
     async def check_accounts(self) -> None:
         """Look every source account up at once; fail the unpaid rows of accounts not found
@@ -219,42 +183,7 @@ class Preflight:
                 self._fail(row, problem)
 
     async def _check_plan(self, plan: AccountPlan) -> None:
-        plan.account, plan.problem = await self._resolve(plan.source)
-        if plan.account is not None:
-            self.accounts[plan.account.url] = plan.account
-
-    async def _resolve(self, source: str) -> tuple[BankAccount | None, str | None]:
-        try:
-            if source.startswith("/"):
-                account: BankAccount | None = await self.client.get_account(source)
-            else:
-                sort_code, _, number = source.partition(" ")
-                account = await self.client.find_account(
-                    self.org, sort_code=sort_code, account_number=number
-                )
-        except AuthError:
-            raise
-        except BankError as exc:
-            if exc.status == 404:  # noqa: PLR2004 - HTTP not found
-                return None, f"no bank account {source} in this organization; check source_account"
-            raise
-        if account is None:
-            return None, f"no bank account {source} in this organization; check source_account"
-        if account.status != "open":
-            name = f"the account {account.display_name}"
-            problem = f"{name} is {account.status}: only an open account can pay; ask the bank"
-            return account, problem
-        return account, None
-
-    def _restriction_problem(self, account: BankAccount) -> str | None:
-        """Why the restrictions read for an open account stop it paying, if they do."""
-        name = f"the account {account.display_name}"
-        kinds = sorted(set(self._restrictions.get(account.url, [])))
-        if kinds or account.restricted:
-            words = {"freeze": "frozen", "block": "blocked"}
-            state = " and ".join(words.get(kind, kind) for kind in kinds) or "restricted"
-            return f"{name} is {state} by the bank, so it cannot pay out; ask the bank to lift it"
-        return None
+        plan.account, plan.problem = await self.bank.resolve(plan.source)
 
     def _fail(self, row: LedgerRow, reason: str) -> None:
         prefix = "payment created but not submitted: " if row.payment_url else ""
@@ -274,7 +203,8 @@ class Preflight:
         window back from its now, and since rows' intents as it stamps them; an account
         that cannot pay has them read only for rows left mid-call.
         """
-        clock = self.client.clock
+        bank = self.bank
+        clock = bank.client.clock
         now = clock.now()
         groups = self.book.by_account(*_OPEN)
         reads: list[_Read] = []
@@ -286,41 +216,28 @@ class Preflight:
                 continue
             mine: list[_Read] = []
             if plan.problem is None:
-                mine.append(_Read((index, 1), partial(self._read_restrictions, account)))
+                mine.append(_Read((index, 1), partial(bank.read_restrictions, account)))
             owner = owners.get(account.owner_url)
             if owner is None:
                 owner = owners[account.owner_url] = _Read(
-                    (index, 2), partial(self._read_payees, account.owner_url)
+                    (index, 2), partial(bank.read_payees, account.owner_url)
                 )
             mine.append(owner)
             rows = groups.get(account.url, [])
             intents = [r.intent_at for r in rows if r.intent_at and r.status == RowStatus.CREATING]
-            since = min(
-                [now - self.duplicate_window, *(clock.to_bank(t) - CLOCK_SKEW for t in intents)]
-            )
-            if rows and (self.duplicate_window or intents):
-                mine.append(_Read((index, 3), partial(self._read_payments, account, since)))
+            since = min([now - self._window, *(clock.to_bank(t) - CLOCK_SKEW for t in intents)])
+            if rows and (self._window or intents):
+                mine.append(
+                    _Read((index, _PAYMENTS_READ), partial(bank.read_payments, account, since))
+                )
             reads.extend(r for r in mine if r is not owner or r.order[0] == index)
             waits.append((plan, mine))
-        cap = self.client.limiter.cap
+        cap = bank.client.limiter.cap
         async with anyio.create_task_group() as group:
             group.start_soon(partial(_all_at_once, reads, workers=max(1, int(cap * _READ_SHARE))))
             for plan, mine in waits:
                 group.start_soon(self._account_read, plan, mine, ready)
         _raise_first_error(reads)
-
-    async def _read_restrictions(self, account: BankAccount) -> None:
-        found = await self.client.active_restrictions(account)
-        self._restrictions[account.url] = [r.type or "restricted" for r in found]
-
-    async def _read_payees(self, owner: str) -> None:
-        index = PayeeIndex.build([p async for p in self.client.payees(owner)])
-        self.indexes[owner] = index
-        self._learn(index.details)
-
-    async def _read_payments(self, account: BankAccount, since: datetime) -> None:
-        payments = await fetch_recent_payments(self.client, account, since=since)
-        self.payments[account.url] = payments
 
     async def _account_read(
         self,
@@ -333,15 +250,15 @@ class Preflight:
             await read.done.wait()
         account = plan.account
         assert account is not None
-        if plan.problem is None and account.url in self._restrictions:
-            plan.problem = self._restriction_problem(account)
+        if plan.problem is None and account.url in self.bank.restrictions:
+            plan.problem = self.bank.restriction_problem(account)
             if plan.problem is not None:
                 # As if read after the rows were failed: only rows left mid-call need them
                 kept = self.rows_of(account.url, *_MID_CALL)
                 if not kept:
-                    self.payments.pop(account.url, None)
+                    self.bank.payments.pop(account.url, None)
                     for read in reads:
-                        if read.order[1] == 3:  # noqa: PLR2004 - the payments read
+                        if read.order[1] == _PAYMENTS_READ:
                             read.error = None
                 for row in self.rows_of(account.url, RowStatus.PENDING, RowStatus.CREATED):
                     self._fail(row, plan.problem)
@@ -365,12 +282,11 @@ class Preflight:
     def guard_repeats(self, accounts: Collection[str] | None = None) -> None:
         """Hold pending rows that match a recent payment this ledger did not make (of
         ``accounts``, URLs, or every account)."""
-        if self.allow_repeat or not self.duplicate_window:
+        if self.options.allow_repeat or not self._window:
             return
         known = self.book.known_payment_urls()
-        details = self.payee_details
         groups = self._by_account(accounts, RowStatus.PENDING)
-        for account_url, payments in self.payments.items():
+        for account_url, payments in self.bank.payments.items():
             if accounts is not None and account_url not in accounts:
                 continue
             rows = groups.get(account_url, [])
@@ -380,28 +296,10 @@ class Preflight:
                 rows,
                 payments,
                 known_payment_urls=known,
-                payee_details=details,
-                srds=self._srds,
+                payee_details=self.bank.payee_details,
+                srds=self.bank.payee_srds,
             ).items():
-                when = payment.created_at.strftime("%Y-%m-%d %H:%M")
-                state = (
-                    f"submitted ({payment.latest_submission_status})"
-                    if payment.latest_submission_url and payment.latest_submission_status
-                    else "submitted"
-                    if payment.latest_submission_url
-                    else "created and not submitted yet (a run of its own ledger, or an"
-                    " approval in the bank's app, would still pay it)"
-                )
-                self.book.set(
-                    number,
-                    status=RowStatus.HELD,
-                    error=(
-                        f"possible repeat: the bank already has the same payment, made {when}"
-                        f" UTC outside this ledger and {state} ({payment.url}); if it really"
-                        " must be paid again, run again with --allow-repeat (a row another"
-                        " ledger paid or will pay would be paid twice)"
-                    ),
-                )
+                self.book.set(number, status=RowStatus.HELD, error=_repeat_reason(payment))
 
     def guard_changed_details(self) -> None:
         """Hold pending rows whose payee name is known with other bank details (a payee of
@@ -411,23 +309,24 @@ class Preflight:
         of that owner's rows together (whichever account they pay from). A dry run under
         ``accept_changed_details`` notes the rows it would have held (a plan counts them)
         and holds none."""
-        if self.accept_changed_details and not self.dry_run:
+        accept = self.options.accept_changed_details
+        if accept and not self.options.dry_run:
             return
         by_owner: dict[str, list[LedgerRow]] = defaultdict(list)
         for row in self.book.in_status(RowStatus.PENDING):
-            if row.account_url not in self.accounts:
+            if row.account_url not in self.bank.accounts:
                 continue
-            owner = self.accounts[row.account_url].owner_url
+            owner = self.bank.owner_of(row.account_url)
             # Rows of an owner whose payees are not read yet are judged with its account
-            index = self.indexes.get(owner)
+            index = self.bank.indexes.get(owner)
             if index is not None and index.needs_new_payee(row):
                 by_owner[owner].append(row)
         holds: dict[int, RowUpdate] = {}
         for owner, rows in by_owner.items():
-            known = (self.indexes[owner].known, self._paid_index())
+            known = (self.bank.indexes[owner].known, self._paid_index())
             for number, reason in changed_details_holds(rows, known).items():
                 holds[number] = {"status": RowStatus.HELD, "error": reason}
-        if self.accept_changed_details:
+        if accept:
             self._count_changed(holds)
             return
         self.book.set_each(holds)
@@ -455,7 +354,7 @@ class Preflight:
         leaves them to the approver and spends nothing on them)."""
         statuses = (RowStatus.PENDING, RowStatus.CREATED) if created else (RowStatus.PENDING,)
         groups = self._by_account(accounts, *statuses)
-        for account in self.accounts.values():
+        for account in self.bank.accounts.values():
             if accounts is not None and account.url not in accounts:
                 continue
             rows = groups.get(account.url, [])
@@ -488,17 +387,13 @@ class Preflight:
         if plan is not None:
             plan.payees_existing += 1
 
-    async def prepare_payees(self) -> None:
-        """Give every pending row an active payee: reuse, or check and create one."""
-        await self.create_payees(self.find_payees())
-
     def find_payees(
         self, accounts: Collection[str] | None = None
     ) -> dict[PayeeKey, list[LedgerRow]]:
         """Give the pending rows (of ``accounts``, URLs, or every account) the active payee
         they reuse, fail those whose payee is deactivated; return the payees to create,
         with their rows (in a dry run, those a run would check and create)."""
-        groups: dict[PayeeKey, list[LedgerRow]] = defaultdict(list)
+        missing: list[LedgerRow] = []
         reuse: dict[int, RowUpdate] = {}
         pending = (
             self.book.in_status(RowStatus.PENDING)
@@ -506,9 +401,9 @@ class Preflight:
             else [row for url in accounts for row in self.rows_of(url, RowStatus.PENDING)]
         )
         for row in pending:
-            if row.account_url not in self.accounts:
+            if row.account_url not in self.bank.accounts:
                 continue
-            index = self.indexes[self.accounts[row.account_url].owner_url]
+            index = self.bank.index_of(row)
             # Found or made before
             if row.payee_url and row.payee_url not in index.inactive:
                 self._count_existing(row.account_url)
@@ -518,191 +413,50 @@ class Preflight:
                 reuse[row.row] = {"payee_url": url}
                 self._count_existing(row.account_url)
             elif index.is_deactivated(row.payee_name, row.sort_code, row.account_number):
-                self._fail(
-                    row,
-                    (
-                        f"the payee {row.payee_name} ({row.sort_code} {row.account_number}) is"
-                        " deactivated at the bank, and a deactivated payee cannot be reactivated;"
-                        " confirm the details with the payee, then add them again in the bank's app"
-                    ),
-                )
+                self._fail(row, _deactivated_reason(row))
             else:
-                owner = self.accounts[row.account_url].owner_url
-                groups[self._payee_key(owner, row)].append(row)
+                missing.append(row)
         self.book.set_each(reuse)
-        if self.dry_run and self.confirm_payees and not self.planning:
-            groups = self._hold_again(groups)
+        groups = self.payees.gather(missing)
         for key, rows in groups.items():
             plan = self._plan_for(rows[0].account_url or "")
             # Counted once, for the first account found to need it
             if plan is not None and key not in self._counted:
                 self._counted.add(key)
                 plan.payees_to_create += 1
-        self.new_payees.update(groups)
         return groups
 
-    def _payee_key(self, owner: str, row: LedgerRow) -> PayeeKey:
-        """The payee to create for ``row``: one for every row of the owner with the same
-        name (its key: a look-alike spelling is one payee) and details, named as the first."""
-        same = (owner, name_forms(row.payee_name).keys[0], row.sort_code, row.account_number)
-        key = self._payee_keys.get(same)
-        if key is None:
-            key = self._payee_keys[same] = (
-                owner,
-                row.payee_name,
-                row.sort_code,
-                row.account_number,
-            )
-        return key
-
     async def create_payees(self, groups: Mapping[PayeeKey, list[LedgerRow]]) -> None:
-        """Check and create the payees ``find_payees`` found missing (in a dry run nothing,
-        in a plan's dry run only the check); rows of another account waiting for the same
-        payee take its outcome too."""
-        if self.dry_run:
-            if self.planning and self.confirm_payees:
-                await _run_pool(list(groups.items()), self._check_only)
-            return
-        if self._payee_slots is None:
-            self._payee_slots = anyio.CapacityLimiter(_PAYEE_WORKERS)
-        await _run_pool(list(groups.items()), self._payee_job)
+        """Check and create the payees ``find_payees`` found missing (``NewPayees.create``)."""
+        await self.payees.create(groups)
 
-    async def _payee_job(self, item: tuple[PayeeKey, list[LedgerRow]]) -> None:
-        key, rows = item
-        numbers = [r.row for r in rows]
-        job = self._payee_jobs.get(key)
-        if job is not None and job.done.is_set():
-            assert job.update is not None
-            self.book.set_many(numbers, **job.update)
-            return
-        if job is not None:
-            # Another account's rows asked for this payee first: they share its outcome
-            job.rows.extend(numbers)
-            await job.done.wait()
-            return
-        job = self._payee_jobs[key] = _PayeeJob(numbers)
-        try:
-            assert self._payee_slots is not None
-            planned = next((self.planned_cop[n] for n in numbers if n in self.planned_cop), None)
-            async with self._payee_slots:
-                job.update = await self._new_payee(key, planned)
-        finally:
-            if job.update is not None:
-                self.book.set_many(job.rows, **job.update)
-            else:
-                # Nothing was decided: a later account's rows try again
-                del self._payee_jobs[key]
-            job.done.set()
 
-    def _hold_again(
-        self, groups: dict[PayeeKey, list[LedgerRow]]
-    ) -> dict[PayeeKey, list[LedgerRow]]:
-        """Dry run: hold the rows the bank's last Confirmation of Payee answer would hold
-        again (a run asks about the same name), as the run would; return the other groups."""
-        left: dict[PayeeKey, list[LedgerRow]] = {}
-        for key, rows in groups.items():
-            reasons = (
-                held_again_reason(
-                    self.last_errors.get(r.row), accept_close_match=self.accept_close_match
-                )
-                for r in rows
-            )
-            held = next((reason for reason in reasons if reason), None)
-            if held is None:
-                left[key] = rows
-            else:
-                self.book.set_many([r.row for r in rows], status=RowStatus.HELD, error=held)
-        return left
+def _repeat_reason(payment: PaymentLike) -> str:
+    """Why a row matching ``payment``, made outside this ledger, is held."""
+    when = payment.created_at.strftime("%Y-%m-%d %H:%M")
+    state = (
+        f"submitted ({payment.latest_submission_status})"
+        if payment.latest_submission_url and payment.latest_submission_status
+        else "submitted"
+        if payment.latest_submission_url
+        else "created and not submitted yet (a run of its own ledger, or an"
+        " approval in the bank's app, would still pay it)"
+    )
+    return (
+        f"possible repeat: the bank already has the same payment, made {when}"
+        f" UTC outside this ledger and {state} ({payment.url}); if it really"
+        " must be paid again, run again with --allow-repeat (a row another"
+        " ledger paid or will pay would be paid twice)"
+    )
 
-    async def _check_only(self, item: tuple[PayeeKey, list[LedgerRow]]) -> None:
-        """A plan's dry run: ask CoP about one new payee as a run would, hold its rows if
-        the answer would hold them, and keep the answer (``payee_checks``)."""
-        (owner, name, sort_code, number), rows = item
-        numbers = [r.row for r in rows]
-        try:
-            cop = await confirm_payee(
-                self.client,
-                self.org,
-                name=name,
-                sort_code=sort_code,
-                account_number=number,
-                requester_url=owner,
-            )
-        except (AuthError, OutcomeUnknownError, RateLimitedError, BankUnavailableError):
-            raise
-        except BankError as exc:
-            error = f"Confirmation of Payee could not be asked: {exc}"
-            self.book.set_many(numbers, status=RowStatus.FAILED, error=error)
-            return
-        held = cop_verdict(cop, accept_close_match=self.accept_close_match)
-        if held:
-            self.book.set_many(numbers, status=RowStatus.HELD, error=held)
-        self.payee_checks.append(
-            PayeeCheck(
-                rows=tuple(sorted(numbers)),
-                payee_name=name,
-                sort_code=sort_code,
-                account_number=number,
-                result=cop.result,
-                reason=cop.reason,
-                suggested_name=cop.suggested_name,
-                cop_request_url=cop.url,
-                held=held,
-            )
-        )
 
-    async def _new_payee(self, key: PayeeKey, planned: str | None = None) -> RowUpdate | None:
-        """Check and create one payee (with ``planned``, the approved plan's CoP request,
-        it is not asked again); what its rows become (None: nothing was tried)."""
-        owner, name, sort_code, number = key
-        # Start nothing
-        if self.unreachable or (self.stop is not None and self.stop.is_set()):
-            return None
-        try:
-            cop_url = planned
-            if self.confirm_payees and planned is None:
-                cop = await confirm_payee(
-                    self.client,
-                    self.org,
-                    name=name,
-                    sort_code=sort_code,
-                    account_number=number,
-                    requester_url=owner,
-                )
-                held = cop_verdict(cop, accept_close_match=self.accept_close_match)
-                if held:
-                    return {"status": RowStatus.HELD, "error": held}
-                cop_url = cop.url
-            payee = await self.client.create_payee(
-                owner,
-                name=name,
-                sort_code=sort_code,
-                account_number=number,
-                cop_request_url=cop_url,
-            )
-        except AuthError:
-            raise
-        except OutcomeUnknownError as exc:
-            return {
-                "error": (
-                    f"the bank's answer to creating the payee was lost or unusable ({exc});"
-                    " run the same command again (the payee is looked up first)"
-                )
-            }
-        except (RateLimitedError, BankUnavailableError) as exc:
-            # Nothing happened: later
-            self.unreachable = self.unreachable or isinstance(exc, BankUnavailableError)
-            return {
-                "error": (
-                    f"payee not created yet: the bank was busy or unreachable ({exc});"
-                    " run the same command again to finish"
-                )
-            }
-        except BankError as exc:
-            return {"status": RowStatus.FAILED, "error": f"payee not created: {exc}"}
-        self.indexes[owner].add(payee)
-        self._learn({payee.url: self.indexes[owner].details[payee.url]})
-        return {"payee_url": payee.url}
+def _deactivated_reason(row: LedgerRow) -> str:
+    """Why a row whose only payee is deactivated fails."""
+    return (
+        f"the payee {row.payee_name} ({row.sort_code} {row.account_number}) is"
+        " deactivated at the bank, and a deactivated payee cannot be reactivated;"
+        " confirm the details with the payee, then add them again in the bank's app"
+    )
 
 
 async def _all_at_once(reads: Sequence[_Read], *, workers: int) -> None:
@@ -734,116 +488,7 @@ def _raise_first_error(reads: Iterable[_Read]) -> None:
         raise first.error
 
 
-async def _run_pool(items: Iterable[_T], work: Callable[[_T], Awaitable[None]]) -> None:
-    """Run ``work`` over ``items`` with a bounded pool of long-lived workers."""
-    queue = list(items)
-    queue.reverse()
-
-    async def worker() -> None:
-        while queue:
-            await work(queue.pop())
-
-    async with anyio.create_task_group() as group:
-        for _ in range(min(_PAYEE_WORKERS, len(queue))):
-            group.start_soon(worker)
-
-
 _DID_NOT_PAY = frozenset({"failed", "returned"})
-
-
-class PayeeLike(Protocol):
-    """What preflight reads of a bank payee."""
-
-    @property
-    def url(self) -> str: ...
-    @property
-    def account_holder(self) -> str: ...
-    @property
-    def sort_code(self) -> str: ...
-    @property
-    def account_number(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def srd(self) -> str | None: ...
-
-
-class _Listed(NamedTuple):
-    """One payee of a ``PayeeIndex``, filed by its details."""
-
-    name: str
-    url: str
-    active: bool
-
-
-@dataclass(slots=True)
-class PayeeIndex:
-    """The payees of one legal person, looked up by name, sort code and account number; a
-    name matches its look-alikes and, as a Bacs file cuts it, its first 18 characters
-    (``name_match``)."""
-
-    by_details: dict[tuple[str, str], list[_Listed]] = field(default_factory=dict)
-    """Sort code and account number -> the payees with them, in the bank's order."""
-    known: NameIndex[Known] = field(default_factory=NameIndex)
-    """Every payee's name and details, active or deactivated (the changed-details guard's
-    old details)."""
-    details: dict[str, PayeeFacts] = field(default_factory=dict)
-    inactive: set[str] = field(default_factory=set)
-    """URLs of payees that cannot be paid (deactivated)."""
-
-    @classmethod
-    def build(cls, payees: Iterable[PayeeLike]) -> PayeeIndex:
-        """Index payees; the first active payee with given details wins."""
-        index = cls()
-        for payee in payees:
-            index.add(payee)
-        return index
-
-    def add(self, payee: PayeeLike) -> None:
-        """Add one payee (for example one just created)."""
-        active = payee.status == "active"
-        details = (payee.sort_code, payee.account_number)
-        self.details[payee.url] = PayeeFacts(payee.sort_code, payee.account_number, payee.srd)
-        listed = _Listed(payee.account_holder, payee.url, active)
-        self.by_details.setdefault(details, []).append(listed)
-        self.known.add(payee.account_holder, Known(payee.account_holder, *details, active=active))
-        if not active:
-            self.inactive.add(payee.url)
-
-    def needs_new_payee(self, row: LedgerRow) -> bool:
-        """True when no payee can pay ``row`` yet: none found or made for it before, none
-        active with its name and details, and none deactivated with them (it fails)."""
-        if row.payee_url and row.payee_url not in self.inactive:
-            return False
-        details = (row.payee_name, row.sort_code, row.account_number)
-        return self.lookup(*details) is None and not self.is_deactivated(*details)
-
-    def lookup(self, name: str, sort_code: str, account_number: str) -> str | None:
-        """The URL of an active payee with these details and the same name, or None (a
-        payee of the same key before one whose name this one is cut from or cut to)."""
-        return self._find(name, (sort_code, account_number), active=True)
-
-    def is_deactivated(self, name: str, sort_code: str, account_number: str) -> bool:
-        """True when only a deactivated payee has these details and the same name."""
-        details = (sort_code, account_number)
-        return (
-            self._find(name, details, active=False) is not None
-            and self._find(name, details, active=True) is None
-        )
-
-    def _find(self, name: str, details: tuple[str, str], *, active: bool) -> str | None:
-        """The first payee (``active`` or not) with the details and the same name, else the
-        first with a name this one is cut from or cut to, else None."""
-        cut: str | None = None
-        for listed in self.by_details.get(details, ()):
-            if listed.active is not active:
-                continue
-            match = name_match(name, listed.name)
-            if match is NameMatch.SAME:
-                return listed.url
-            if match is NameMatch.CUT and cut is None:
-                cut = listed.url
-        return cut
 
 
 def _paid_rows(rows: Iterable[LedgerRow]) -> NameIndex[Known]:

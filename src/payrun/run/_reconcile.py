@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from payrun._models import LedgerRow, RowStatus
+from payrun.run._bankview import fetch_recent_payments
 from payrun.run._book import RowBook
 from payrun.run._matching import (
     CLOCK_SKEW,
@@ -34,12 +35,11 @@ from payrun.run._submissions import settle_by_submissions
 
 # The bank client is imported only by runs that talk to a bank
 if TYPE_CHECKING:
-    from payrun.bank import BankAccount, BankClient, Payment
+    from payrun.bank import BankClient, Payment
     from payrun.run._state import RunState
 
 __all__ = [
     "Reconciliation",
-    "fetch_recent_payments",
     "match_half_created",
     "reconcile_rows",
 ]
@@ -50,13 +50,6 @@ _PUZZLING = (
     " (one to this payee for this amount may be this row's, its reference rewritten), reject"
     " any that is this row's, then run again: the row is then created once"
 )
-
-
-async def fetch_recent_payments(
-    client: BankClient, account: BankAccount, *, since: datetime
-) -> list[Payment]:
-    """The account's outbound payments created since ``since``, oldest first."""
-    return [payment async for payment in client.payments(account, created_since=since)]
 
 
 async def reconcile_rows(

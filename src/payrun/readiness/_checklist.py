@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from payrun._models import format_money
 from payrun.config import redact_url
 from payrun.errors import AuthError, BankError, ConfigError
-from payrun.run._organization import LIVE_MODE, find_organization
+from payrun.run import LIVE_MODE, find_organization
 
 # The bank client is imported only by commands that talk to a bank
 if TYPE_CHECKING:
