@@ -179,11 +179,14 @@ def start_worker(
     log: Path,
     *,
     max_batches: int = 20,
+    processes: int | None = 1,
     env: dict[str, str] | None = None,
 ) -> Worker:
-    """Start a worker (giving banks 1 s after a killed run, as the kill -9 tests do);
-    ``env`` adds to its environment."""
+    """Start a worker (giving banks 1 s after a killed run, as the kill -9 tests do) of
+    ``processes`` processes (one: the worker is this process, as ``identity`` says; None:
+    the command's default); ``env`` adds to its environment."""
     handle = log.open("w")
+    several = [] if processes is None else ["--processes", str(processes)]
     process = subprocess.Popen(
         [
             sys.executable,
@@ -200,6 +203,7 @@ def start_worker(
             queue,
             "--max-batches",
             str(max_batches),
+            *several,
         ],
         env={**fleet_env(), **(env or {})},
         stdin=subprocess.DEVNULL,

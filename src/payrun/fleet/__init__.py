@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from payrun.fleet._submit import requeuer as requeuer
     from payrun.fleet._submit import submit as submit
     from payrun.fleet._worker import WorkerOptions as WorkerOptions
+    from payrun.fleet._worker import check_worker_start as check_worker_start
     from payrun.fleet._worker import run_worker as run_worker
 
 _HOMES = {
@@ -46,6 +47,7 @@ _HOMES = {
     "requeuer": "payrun.fleet._submit",
     "submit": "payrun.fleet._submit",
     "WorkerOptions": "payrun.fleet._worker",
+    "check_worker_start": "payrun.fleet._worker",
     "run_worker": "payrun.fleet._worker",
 }
 
