@@ -26,18 +26,20 @@ from _fleet_helpers import (
     write_manifest,
 )
 from _postgres import Cluster
-from _run_helpers import make_rows, write_batch
+from _run_helpers import BatchRow, make_rows, write_batch
 from payrun.cli import main
 from payrun.config import DatabaseURL, Secret
 from payrun.fleet import FleetStore
 from payrun.fleet._processes import supervise
 from payrun.run import StopSignal
-from payrun.sandbox import serve_in_thread
+from payrun.sandbox import RunningSandbox, serve_in_thread
 
 ROWS = 200
 
 
-def _manifest(tmp_path: Path, banks: list[object], rows: int = ROWS) -> tuple[Path, list[object]]:
+def _manifest(
+    tmp_path: Path, banks: list[RunningSandbox], rows: int = ROWS
+) -> tuple[Path, list[list[BatchRow]]]:
     """One batch per bank (orgN-2026-11) and the manifest naming them."""
     entries, written = [], []
     for index, bank in enumerate(banks):
@@ -48,7 +50,7 @@ def _manifest(tmp_path: Path, banks: list[object], rows: int = ROWS) -> tuple[Pa
             {
                 "name": f"org{index}-2026-11",
                 "file": f"org{index}.csv",
-                "base_url": bank.base_url,  # type: ignore[attr-defined]
+                "base_url": bank.base_url,
                 "key": f"org{index}",
                 "confirm_payees": False,
             }
@@ -80,7 +82,7 @@ def test_one_worker_command_of_two_processes_pays_each_organization_once(
             assert done.returncode == 0, f"{done.stdout}\n{done.stderr}\n{worker.output()}"
             for index, bank in enumerate(banks):
                 name = f"org{index}-2026-11"
-                assert pg_problems(bank, rows[index], url, name) == []  # type: ignore[arg-type]
+                assert pg_problems(bank, rows[index], url, name) == []
             worker.kill(signal.SIGTERM)
             assert worker.process.wait(60) == 0, worker.output()
         finally:
@@ -131,7 +133,7 @@ def test_sigterm_to_the_parent_hands_the_batch_back_and_another_finishes_it(
             assert "pending" in statuses, "the batch finished before the signal"
             second = start_worker(temporal, url, keys, queue, tmp_path / "second.log")
             wait_for(lambda: store.batch(name).state == "done", 120, "the other worker")  # type: ignore[union-attr]
-            assert pg_problems(bank, rows[0], url, name) == []  # type: ignore[arg-type]
+            assert pg_problems(bank, rows[0], url, name) == []
         finally:
             for worker in (first, second):
                 if worker is not None:
