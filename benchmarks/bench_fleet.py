@@ -195,7 +195,13 @@ def one_round(
         manifest = prepare(folder, banks, rows)
         running = [
             start_worker(
-                temporal, url, folder / "keys", queue, folder / f"w{n}.log", processes=processes
+                temporal,
+                url,
+                folder / "keys",
+                queue,
+                folder / f"w{n}.log",
+                processes=processes,
+                shortened=False,
             )
             for n in range(commands)
         ]
@@ -242,10 +248,9 @@ def one_round(
 def _py_spy(pid: int, output: Path) -> subprocess.Popen[bytes]:
     """py-spy (on PATH; not a dependency) sampling the worker command and its processes."""
     return subprocess.Popen(
-        ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--threads"]
+        ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--gil"]
         + ["--format", "raw", "--rate", "200", "--output", str(output)],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
     )
 
 
@@ -334,7 +339,9 @@ def main() -> None:
         f" bound {bound:.2f} s; {args.commands} worker command(s) of {processes} process(es)"
     )
     with throwaway_cluster(durable=True) as cluster, temporal_dev_server() as temporal:
-        found = one_round(cluster, temporal, args.commands, args.orgs, args.rows, args.processes)
+        found = one_round(
+            cluster, temporal, args.commands, args.orgs, args.rows, args.processes, args.py_spy
+        )
         fractions = {name: bound / wall for name, wall in sorted(found["ended"].items())}
         print(
             "bound / own wall (submit to its end): "
