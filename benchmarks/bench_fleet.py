@@ -10,6 +10,8 @@ its default ``--processes`` (the cores). The batches are submitted; then
   end (goal: at least 0.75 each);
 - CPU ms per payment: the worker command's processes (``/proc/PID/stat``, its children
   included; goal: at most 0.9), the PostgreSQL server's processes, and the submit;
+- first a warm-up round of small batches (``--cold``: none), as a long-lived worker has
+  already loaded its code and made its workflow sandbox before payday's batches;
 - commits/payment: the ledger database's ``xact_commit`` (``pg_stat_database``);
 - limits: the highest in-flight count and concurrent submits per account any bank saw.
 
@@ -59,6 +61,7 @@ from payrun.config import DatabaseURL, Secret  # noqa: E402
 from payrun.fleet import FleetStore  # noqa: E402
 
 LATENCY_MS = 50
+WARM_UP_ROWS = 20
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -113,6 +116,24 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU so far of the threads of ``pid`` and its live descendants, by thread name (digits
+    dropped: the batch threads, the event loop's, Temporal's core)."""
+    found: dict[str, float] = {}
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            for task in Path(f"/proc/{current}/task").iterdir():
+                stat = (task / "stat").read_text()
+                name = stat[stat.index("(") + 1 : stat.rindex(")")].rstrip("0123456789_-")
+                fields = stat.rsplit(")", 1)[1].split()
+                used = (int(fields[11]) + int(fields[12])) / TICKS
+                found[name] = found.get(name, 0.0) + used
+                pending.extend(int(p) for p in (task / "children").read_text().split())
+    return found
+
+
 def postmaster(cluster: Cluster) -> int:
     """The PostgreSQL server's process id."""
     return int((cluster.folder / "data" / "postmaster.pid").read_text().split()[0])
@@ -131,25 +152,26 @@ def commits(url: str) -> int:
     return int(found[0])
 
 
-def prepare(folder: Path, banks: list[tuple[str, str]], rows: int) -> Path:
-    """Key files, batch files and the manifest for one batch per bank."""
+def prepare(folder: Path, banks: list[tuple[str, str]], rows: int, prefix: str = "org") -> Path:
+    """Key files, batch files and the manifest for one batch per bank (``prefix``N)."""
     keys = folder / "keys"
-    keys.mkdir(parents=True)
+    keys.mkdir(parents=True, exist_ok=True)
     entries = []
     for index, (base_url, key) in enumerate(banks):
         (keys / f"org{index}").write_text(key + "\n")
         (keys / f"org{index}").chmod(0o600)
-        write_batch(folder / f"org{index}.csv", make_rows(index, rows, tag="B"))
+        tag = "W" if prefix != "org" else "B"
+        write_batch(folder / f"{prefix}{index}.csv", make_rows(index, rows, tag=tag))
         entries.append(
             {
-                "name": f"org{index}",
-                "file": f"org{index}.csv",
+                "name": f"{prefix}{index}",
+                "file": f"{prefix}{index}.csv",
                 "base_url": base_url,
                 "key": f"org{index}",
                 "confirm_payees": False,
             }
         )
-    return write_manifest(folder / "fleet.toml", entries)
+    return write_manifest(folder / f"{prefix}.toml", entries)
 
 
 def limits(banks: list[tuple[str, str]]) -> tuple[int, int]:
@@ -185,6 +207,8 @@ def one_round(
     rows: int,
     processes: int | None,
     profile: Path | None = None,
+    *,
+    warm_up: bool = True,
 ) -> dict[str, Any]:
     """Submit ``orgs`` batches of ``rows`` to ``commands`` worker commands; what it cost."""
     url = new_database(cluster.url)
@@ -208,8 +232,14 @@ def one_round(
         try:
             for worker in running:
                 wait_for(lambda w=worker: "polls task queue" in w.output(), 120, "the workers")
+            if warm_up:
+                # A long-lived worker's one-time start (the workflow sandbox, the first
+                # connections) is not a payment's cost: a round of small batches first
+                warm = prepare(folder, banks, WARM_UP_ROWS, prefix="warm")
+                assert submit(temporal, url, warm, queue, "--wait", timeout=600).returncode == 0
             time.sleep(1)
             cpu_before = sum(tree_cpu(w.process.pid) for w in running)
+            threads_before = thread_cpu(running[0].process.pid)
             pg_before = tree_cpu(postmaster(cluster))
             submit_before = _reaped_cpu()
             commits_before = commits(url)
@@ -220,6 +250,10 @@ def one_round(
             submit_cpu = _reaped_cpu() - submit_before
             ended = _follow(store, [f"org{n}" for n in range(orgs)], started)
             cpu = sum(tree_cpu(w.process.pid) for w in running) - cpu_before
+            threads = {
+                name: used - threads_before.get(name, 0.0)
+                for name, used in thread_cpu(running[0].process.pid).items()
+            }
             pg_cpu = tree_cpu(postmaster(cluster)) - pg_before
             committed = commits(url) - commits_before
             if spy is not None:
@@ -235,6 +269,7 @@ def one_round(
     payments = orgs * rows
     return {
         "ended": ended,
+        "threads": {name: 1000 * used / payments for name, used in threads.items()},
         "wall": max(ended.values()),
         "cpu_ms": 1000 * cpu / payments,
         "pg_ms": 1000 * pg_cpu / payments,
@@ -249,7 +284,7 @@ def _py_spy(pid: int, output: Path) -> subprocess.Popen[bytes]:
     """py-spy (on PATH; not a dependency) sampling the worker command and its processes."""
     return subprocess.Popen(
         ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--gil"]
-        + ["--format", "raw", "--rate", "200", "--output", str(output)],
+        + ["--format", "raw", "--rate", "1000", "--output", str(output)],
         stdout=subprocess.DEVNULL,
     )
 
@@ -327,6 +362,9 @@ def main() -> None:
     )
     parser.add_argument("--handover", action="store_true", help="also time a kill -9 handover")
     parser.add_argument(
+        "--cold", action="store_true", help="no warm-up round: count the workers' first batches"
+    )
+    parser.add_argument(
         "--py-spy", type=Path, metavar="FILE", help="sample the workers with py-spy into FILE"
     )
     args = parser.parse_args()
@@ -336,11 +374,19 @@ def main() -> None:
     processes = args.processes or len(os.sched_getaffinity(0))
     print(
         f"{args.orgs} organizations x {args.rows} rows at {LATENCY_MS} ms; each organization's"
-        f" bound {bound:.2f} s; {args.commands} worker command(s) of {processes} process(es)"
+        f" bound {bound:.2f} s; {args.commands} worker command(s) of {processes} process(es);"
+        + (" cold" if args.cold else f" after a warm-up round of {args.orgs} x {WARM_UP_ROWS}")
     )
     with throwaway_cluster(durable=True) as cluster, temporal_dev_server() as temporal:
         found = one_round(
-            cluster, temporal, args.commands, args.orgs, args.rows, args.processes, args.py_spy
+            cluster,
+            temporal,
+            args.commands,
+            args.orgs,
+            args.rows,
+            args.processes,
+            args.py_spy,
+            warm_up=not args.cold,
         )
         fractions = {name: bound / wall for name, wall in sorted(found["ended"].items())}
         print(
@@ -356,6 +402,11 @@ def main() -> None:
             f" {found['pg_ms']:.2f}, submit {found['submit_ms']:.2f};"
             f" commits per payment {found['commits']:.2f};"
             f" peak in-flight/submits {found['in_flight']}/{found['submits']}"
+        )
+        shown = sorted(found["threads"].items(), key=lambda item: -item[1])
+        print(
+            "  the first worker command's threads, ms per payment: "
+            + ", ".join(f"{name} {ms:.2f}" for name, ms in shown if ms >= 0.005)
         )
         if args.handover:
             held, moved = handover(cluster.url, temporal, max(args.rows, 1000))
