@@ -30,7 +30,7 @@ from _run_helpers import BatchRow, make_rows, write_batch
 from payrun.cli import main
 from payrun.config import DatabaseURL, Secret
 from payrun.fleet import FleetStore
-from payrun.fleet._processes import supervise
+from payrun.fleet._processes import listen_to_parent, supervise
 from payrun.run import StopSignal
 from payrun.sandbox import RunningSandbox, serve_in_thread
 
@@ -197,3 +197,31 @@ def test_a_stop_is_forwarded_to_every_child_once(tmp_path: Path) -> None:
     said: list[str] = []
     assert supervise(command, 3, stop, said.append) == 0, said
     assert len([line for line in said if "started" in line]) == 3
+
+
+def test_a_child_that_stops_alone_stops_the_command_with_exit_3(tmp_path: Path) -> None:
+    """A child ending with exit 0 when no stop was asked for (stopped on its own): the
+    others hand back and stop, and the command exits 3 (run again), not 0."""
+    said: list[str] = []
+    child = _CHILD.replace("sys.exit(5)", "sys.exit(0)")
+    code = supervise(
+        [sys.executable, "-c", child, str(tmp_path / "first")], 2, StopSignal(), said.append
+    )
+    assert code == 3, said
+    assert any("ended with exit code 0" in line for line in said), said
+
+
+def test_a_child_whose_parent_is_gone_drains() -> None:
+    """The end of a child's standard input (its parent killed, even with kill -9) is a stop
+    request; ``drain`` after a signal the child already had is not a second one; ``cut`` is."""
+    import io
+
+    stop = StopSignal()
+    listen_to_parent(stop, io.StringIO("")).join(5)
+    assert stop.is_set() and not stop.must_cut_off()
+    stop = StopSignal()
+    stop.request()
+    listen_to_parent(stop, io.StringIO("drain\n")).join(5)
+    assert not stop.must_cut_off()
+    listen_to_parent(stop, io.StringIO("cut\n")).join(5)
+    assert stop.must_cut_off()

@@ -4,9 +4,10 @@ One Python process pays its lanes in one interpreter (one core). The command sta
 ``--processes N`` (N > 1) starts N copies of itself, each a full worker with its own lanes
 and activity slots, and supervises them: it tells them to drain when it is told to stop
 (first SIGTERM or Ctrl-C: drain; second: cut in-flight requests off), and when one ends on
-its own it drains the others and exits with that one's code. A child hears its parent
-through its standard input (``drain``, ``cut``; the end of it when the parent died, which
-drains it too), so a signal sent to the whole process group counts once, not twice.
+its own it drains the others and exits with that one's code (3 for one killed by a signal
+or that stopped alone). A child hears its parent through its standard input (``drain``,
+``cut``; the end of it when the parent died, which drains it too), so a signal sent to the
+whole process group counts once, not twice.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def supervise(
             say(f"worker process {number} of {processes} started: pid {child.pid}")
         while any(child.poll() is None for child in children):
             if failed is None and level == 0:
-                failed = _ended(children)
+                failed = _ended(children, unasked=True)
                 if failed is not None:
                     pid, code = failed
                     say(
@@ -90,14 +91,18 @@ def supervise(
         failed = _ended(children)
     if failed is None:
         return 0
+    # Killed by a signal, or stopped on its own: "interrupted, run again"
     return failed[1] if failed[1] > 0 else _INTERRUPTED
 
 
-def _ended(children: Sequence[subprocess.Popen[str]]) -> tuple[int, int] | None:
-    """The first child that ended with an error (pid, exit code; a signal as -N)."""
+def _ended(
+    children: Sequence[subprocess.Popen[str]], *, unasked: bool = False
+) -> tuple[int, int] | None:
+    """The first child that ended with an error (pid, exit code; a signal as -N); with
+    ``unasked``, one that ended at all (no stop was asked for: even exit 0 is one down)."""
     for child in children:
         code = child.poll()
-        if code is not None and code != 0:
+        if code is not None and (code != 0 or unasked):
             return child.pid, code
     return None
 
