@@ -496,9 +496,31 @@ class PostgresLedger:
                     self._executemany(self._update_sql(names), params)
                     continue
                 # Rows changing the same fields: one UPDATE joined to their values (the
-                # server plans one statement, the client quotes one), not one per row
+                # server plans one statement, not one per row)
                 check_fields(names, _UPDATABLE, "update row fields")
-                self._execute(*_joined_update(names, params, self._id))
+                self._joined_update(names, params)
+
+    def _joined_update(self, names: tuple[str, ...], params: Sequence[Sequence[Any]]) -> None:
+        """In a transaction: one UPDATE setting ``names`` (and updated_at) of several rows,
+        each row's values from ``params`` as ``_update_sql`` takes them (the values,
+        updated_at, the batch id, the row number). Each row's tuple is quoted with one
+        short template (psycopg parses it once); the statement is joined from them."""
+        assert self._pending is not None, "only inside atomic()"
+        columns = (*names, "updated_at")
+        assignments = ", ".join(
+            f"{name} = v.{name}::{'integer' if name in _INTEGER_FIELDS else 'text'}"
+            for name in columns
+        )
+        template = "(" + ", ".join(["%s"] * (len(columns) + 1)) + ")"
+        width = len(columns)
+        rows = ", ".join(
+            self._literal(template, [*values[:width], values[-1]]) for values in params
+        )
+        self._pending.append(
+            f"UPDATE payrun_rows AS r SET {assignments}"
+            f" FROM (VALUES {rows}) AS v({', '.join(columns)}, n)"
+            f" WHERE r.batch_id = {int(self._id)} AND r.row = v.n"
+        )
 
     def update_many(self, rows: Iterable[int], **values: Unpack[RowUpdate]) -> None:
         """Commit the same new values for several rows in one transaction."""
@@ -626,31 +648,6 @@ class PostgresLedger:
 
 
 _INTEGER_FIELDS = frozenset({"attempts"})
-
-
-def _joined_update(
-    names: tuple[str, ...], params: Sequence[Sequence[Any]], batch_id: int
-) -> tuple[str, list[Any]]:
-    """One UPDATE of several rows of ``batch_id`` setting the fields ``names`` (and
-    ``updated_at``), each row's values from ``params`` (the values, updated_at, the batch id,
-    the row number, as ``_update_sql`` takes them): the statement and its parameters."""
-    columns = [*names, "updated_at"]
-    assignments = ", ".join(
-        f"{name} = v.{name}::{'integer' if name in _INTEGER_FIELDS else 'text'}" for name in columns
-    )
-    each = "(" + ", ".join(["%s"] * (len(columns) + 1)) + ")"
-    flat: list[Any] = []
-    for values in params:
-        # The values and updated_at, then the row number (the batch id is the statement's)
-        flat.extend(values[: len(columns)])
-        flat.append(values[-1])
-    flat.append(batch_id)
-    sql = (
-        f"UPDATE payrun_rows AS r SET {assignments}"
-        f" FROM (VALUES {', '.join([each] * len(params))}) AS v({', '.join(columns)}, n)"
-        " WHERE r.batch_id = %s AND r.row = v.n"
-    )
-    return sql, flat
 
 
 def connect(url: DatabaseURL, *, readonly: bool) -> psycopg.Connection[Any]:
