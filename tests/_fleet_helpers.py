@@ -188,16 +188,23 @@ def start_worker(
     log: Path,
     *,
     max_batches: int = 20,
+    processes: int | None = 1,
     env: dict[str, str] | None = None,
     extra: Sequence[str] = (),
+    shortened: bool = True,
 ) -> Worker:
-    """Start a worker (giving banks 1 s after a killed run, as the kill -9 tests do);
-    ``env`` adds to its environment, ``extra`` to its options."""
+    """Start a worker (giving banks 1 s after a killed run, as the kill -9 tests do) of
+    ``processes`` processes (one: the worker is this process, as ``identity`` says; None:
+    the command's default); ``env`` adds to its environment, ``extra`` to its options.
+    ``shortened``: started as the kill -9 tests start payrun (its alive time and look for
+    lost batches shortened), else as ``python -m payrun`` (the benchmark)."""
     handle = log.open("w")
+    several = [] if processes is None else ["--processes", str(processes)]
+    entry = [str(AFTER_KILL)] if shortened else ["-m", "payrun"]
     process = subprocess.Popen(
         [
             sys.executable,
-            str(AFTER_KILL),
+            *entry,
             "fleet",
             "worker",
             "--temporal",
@@ -210,6 +217,7 @@ def start_worker(
             queue,
             "--max-batches",
             str(max_batches),
+            *several,
             *extra,
         ],
         env={**fleet_env(), **(env or {})},

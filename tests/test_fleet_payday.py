@@ -406,7 +406,9 @@ def test_a_worker_that_could_exhaust_the_database_connections_is_refused(
     url = new_database(postgres.url)
     (tmp_path / "keys").mkdir()
     argv = ["fleet", "worker", "--temporal", "127.0.0.1:9", "--ledger-url", url]
-    code = main([*argv, "--keys", str(tmp_path / "keys"), "--max-batches", "400"])
+    code = main(
+        [*argv, "--keys", str(tmp_path / "keys"), "--max-batches", "400", "--processes", "1"]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     assert "the ledger database allows 197 connections" in err, err

@@ -94,6 +94,46 @@ def test_many_batches_share_one_database_each_under_its_own_name(database: str) 
     assert batch_names(found) == ["acme", "beta"]
 
 
+def test_a_group_commit_of_rows_changing_the_same_fields_is_one_update(database: str) -> None:
+    """update_each: rows changing the same fields go to the server as one UPDATE (not one
+    per row), and each row ends as its own changes say (NULLs, numbers, quotes kept)."""
+    from datetime import UTC, datetime
+
+    at = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
+    with open_ledger(_where(database, "acme")) as acme:
+        acme.start(_info("acme"), _rows(5, "A"))
+        sent: list[str] = []
+        connection = acme._db  # type: ignore[attr-defined]
+        execute = connection.execute
+
+        def counted(query: object, *args: object, **kwargs: object) -> object:
+            sent.append(str(query))
+            return execute(query, *args, **kwargs)
+
+        connection.execute = counted
+        acme.update_each(
+            [
+                (2, {"status": RowStatus.CREATING, "intent_at": at, "attempts": 1}),
+                (3, {"status": RowStatus.CREATING, "intent_at": at, "attempts": 2}),
+                (4, {"status": RowStatus.CREATING, "intent_at": None, "attempts": 3}),
+                (5, {"error": "the bank's answer; DROP TABLE payrun_rows; --"}),
+                (2, {"status": RowStatus.CREATED, "payment_url": "/v0/payments/pm.2"}),
+            ]
+        )
+        text = "\n".join(sent)
+        assert text.count("UPDATE payrun_rows") == 3, text
+        rows = {row.row: row for row in acme.rows()}
+    assert (rows[2].status, rows[2].payment_url, rows[2].attempts) == (
+        RowStatus.CREATED,
+        "/v0/payments/pm.2",
+        1,
+    )
+    assert (rows[3].status, rows[3].intent_at, rows[3].attempts) == (RowStatus.CREATING, at, 2)
+    assert (rows[4].status, rows[4].intent_at, rows[4].attempts) == (RowStatus.CREATING, None, 3)
+    assert rows[5].error == "the bank's answer; DROP TABLE payrun_rows; --"
+    assert (rows[5].status, rows[6].status) == (RowStatus.PENDING, RowStatus.PENDING)
+
+
 def test_a_second_writer_of_a_batch_is_refused_naming_the_holder_and_a_reader_is_not(
     database: str,
 ) -> None:

@@ -233,6 +233,8 @@ def _main(argv: Sequence[str] | None, stop: StopSignal, previous: dict[int, obje
     if args.command not in ("run", "fleet"):
         restore_signals(previous)
     args.stop = stop
+    # The words as given (a fleet worker starts its --processes children with them)
+    args.argv = words
     as_json = getattr(args, "log_format", "text") == "json"
     try:
         code: int = args.handler(args)

@@ -34,6 +34,13 @@ from payrun.config import (
     settle_wait_from_env,
 )
 from payrun.errors import ConfigError
+from payrun.fleet import (
+    CHILD_OPTION,
+    child_command,
+    default_processes,
+    listen_to_parent,
+    supervise,
+)
 
 __all__ = ["execute", "register"]
 
@@ -121,7 +128,7 @@ def _register_worker(commands: argparse._SubParsersAction[Any]) -> None:
         type=int,
         default=20,
         metavar="N",
-        help="batches (of different lanes) this worker pays at once (default 20)",
+        help="batches (of different lanes) each worker process pays at once (default 20)",
     )
     worker.add_argument(
         "--key-group",
@@ -130,6 +137,15 @@ def _register_worker(commands: argparse._SubParsersAction[Any]) -> None:
         help="pay only the batches whose manifest says key_group = NAME (--keys then holds"
         " only that group's keys); default: the batches of no group",
     )
+    worker.add_argument(
+        "--processes",
+        type=int,
+        metavar="N",
+        help="worker processes this command runs, each with its own lanes, so one"
+        " command uses the machine's cores (default: the cores it may use)",
+    )
+    # A supervised child of --processes N: its parent checked the start for all
+    worker.add_argument(CHILD_OPTION, action="store_true", help=argparse.SUPPRESS)
 
 
 def _register_status(commands: argparse._SubParsersAction[Any]) -> None:
@@ -389,6 +405,10 @@ def _worker(args: argparse.Namespace, url: DatabaseURL) -> int:
     if not 1 <= args.max_batches <= 500:  # noqa: PLR2004 - a sanity bound
         msg = "--max-batches is a number from 1 to 500"
         raise ConfigError(msg)
+    processes = default_processes() if args.processes is None else args.processes
+    if not 1 <= processes <= 64:  # noqa: PLR2004 - a sanity bound
+        msg = "--processes is a number from 1 to 64"
+        raise ConfigError(msg)
     settle_wait = args.settle_wait
     if settle_wait is None:
         settle_wait = settle_wait_from_env()
@@ -403,7 +423,13 @@ def _worker(args: argparse.Namespace, url: DatabaseURL) -> int:
         heartbeat_seconds=_heartbeat_seconds(None),
         say=_say,
         key_group=args.key_group,
+        processes=processes,
+        supervised=args.child_process,
     )
+    if processes > 1:
+        return _supervise(args, options)
+    if args.child_process:
+        listen_to_parent(args.stop)
 
     def ready(identity: str) -> None:
         with reader_may_leave(sys.stderr, run=True):
@@ -416,6 +442,20 @@ def _worker(args: argparse.Namespace, url: DatabaseURL) -> int:
     with reader_may_leave(sys.stderr, run=True):
         print("worker stopped: its batches were recorded and handed back", file=sys.stderr)  # noqa: T201
     return 0
+
+
+def _supervise(args: argparse.Namespace, options: Any) -> int:
+    """``--processes N``: the start checked once for all N, then N workers supervised."""
+    from payrun.fleet import check_worker_start
+
+    check_worker_start(options)
+    code = supervise(child_command(args.argv), options.processes, args.stop, _say)
+    if code == 0:
+        _say(
+            f"worker stopped: its {options.processes} processes recorded and handed back"
+            " their batches"
+        )
+    return code
 
 
 def _say(line: str) -> None:

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from payrun.fleet._overview import FleetOverview as FleetOverview
     from payrun.fleet._overview import overview as overview
     from payrun.fleet._overview import select_batches as select_batches
+    from payrun.fleet._processes import CHILD_OPTION as CHILD_OPTION
+    from payrun.fleet._processes import child_command as child_command
+    from payrun.fleet._processes import default_processes as default_processes
+    from payrun.fleet._processes import listen_to_parent as listen_to_parent
+    from payrun.fleet._processes import supervise as supervise
     from payrun.fleet._store import FleetBatch as FleetBatch
     from payrun.fleet._store import FleetStore as FleetStore
     from payrun.fleet._submit import SubmitOptions as SubmitOptions
@@ -31,6 +36,7 @@ if TYPE_CHECKING:
     from payrun.fleet._submit import requeuer as requeuer
     from payrun.fleet._submit import submit as submit
     from payrun.fleet._worker import WorkerOptions as WorkerOptions
+    from payrun.fleet._worker import check_worker_start as check_worker_start
     from payrun.fleet._worker import run_worker as run_worker
 
 _HOMES = {
@@ -40,6 +46,11 @@ _HOMES = {
     "FleetOverview": "payrun.fleet._overview",
     "overview": "payrun.fleet._overview",
     "select_batches": "payrun.fleet._overview",
+    "CHILD_OPTION": "payrun.fleet._processes",
+    "child_command": "payrun.fleet._processes",
+    "default_processes": "payrun.fleet._processes",
+    "listen_to_parent": "payrun.fleet._processes",
+    "supervise": "payrun.fleet._processes",
     "FleetBatch": "payrun.fleet._store",
     "FleetStore": "payrun.fleet._store",
     "SubmitOptions": "payrun.fleet._submit",
@@ -48,6 +59,7 @@ _HOMES = {
     "requeuer": "payrun.fleet._submit",
     "submit": "payrun.fleet._submit",
     "WorkerOptions": "payrun.fleet._worker",
+    "check_worker_start": "payrun.fleet._worker",
     "run_worker": "payrun.fleet._worker",
 }
 

@@ -31,7 +31,13 @@ from payrun.run import STOP_GRACE_SECONDS, StopSignal
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-__all__ = ["CONNECTIONS_PER_WORKER", "REQUEUE_SECONDS", "WorkerOptions", "run_worker"]
+__all__ = [
+    "CONNECTIONS_PER_WORKER",
+    "REQUEUE_SECONDS",
+    "WorkerOptions",
+    "check_worker_start",
+    "run_worker",
+]
 
 CONNECTIONS_PER_WORKER = 3
 """Ledger database connections a worker holds beside its paying batches' (the fleet's
@@ -65,6 +71,11 @@ class WorkerOptions:
         """The task queue this worker polls: its key group's, else the deployment's."""
         return key_group_queue(self.task_queue, self.key_group)
 
+    # Worker processes the command runs (--processes), each with max_batches of its own
+    processes: int = 1
+    # A child of --processes N: its parent checked the start for all N
+    supervised: bool = False
+
 
 async def run_worker(
     options: WorkerOptions, stop: StopSignal, ready: Callable[[str], None] | None = None
@@ -73,12 +84,9 @@ async def run_worker(
     from temporalio.worker import Worker
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-    if not options.keys.is_dir():
-        msg = f"--keys {options.keys} is not a folder (it holds one API key file per organization)"
-        raise ConfigError(msg)
-    store = FleetStore(options.ledger_url)
-    await asyncio.to_thread(store.ensure_schema)
-    await asyncio.to_thread(_check_connection_budget, store, options.max_batches)
+    if not options.supervised:
+        await asyncio.to_thread(check_worker_start, options)
+    await asyncio.to_thread(_warm_up)
     client = await connect_temporal(options.temporal, options.namespace)
     executor = ThreadPoolExecutor(options.max_batches, thread_name_prefix="payrun-batch")
     activities = FleetActivities(
@@ -127,16 +135,45 @@ async def run_worker(
         executor.shutdown(wait=False)
 
 
-def _check_connection_budget(store: FleetStore, max_batches: int) -> None:
+def _warm_up() -> None:
+    """Import what paying a batch needs now, once, rather than in the first batches: the
+    engine, the HTTP client and the PostgreSQL ledger (a long-lived worker's start-up, not
+    a payment's cost)."""
+    import aiohttp
+    import psycopg
+
+    import payrun.approval
+    import payrun.run
+
+    # The run's engine, through its public name (payrun.run imports on first use)
+    _ = payrun.run.run_stored_batch, aiohttp, psycopg
+
+
+def check_worker_start(options: WorkerOptions) -> None:
+    """What a worker command checks once before it serves (for all its processes): the keys
+    folder, the ledger's tables, and the database's connections."""
+    if not options.keys.is_dir():
+        msg = f"--keys {options.keys} is not a folder (it holds one API key file per organization)"
+        raise ConfigError(msg)
+    store = FleetStore(options.ledger_url)
+    store.ensure_schema()
+    _check_connection_budget(store, options.max_batches, options.processes)
+
+
+def _check_connection_budget(store: FleetStore, max_batches: int, processes: int) -> None:
     """Refuse a worker whose batches could need more connections than the server has left:
-    each paying batch holds one for its life, and the worker a few of its own."""
+    each paying batch holds one for its life, and each worker process a few of its own."""
     allowed, used = store.free_connections()
-    needed = max_batches + CONNECTIONS_PER_WORKER
+    needed = processes * (max_batches + CONNECTIONS_PER_WORKER)
     if used + needed > allowed:
+        each = f"--max-batches {max_batches} and {CONNECTIONS_PER_WORKER} of its own"
+        lower = "--max-batches"
+        if processes > 1:
+            each = f"--processes {processes} x ({each})"
+            lower = "--max-batches or --processes"
         msg = (
             f"the ledger database allows {allowed} connections and {used} are in use: this"
-            f" worker could need {needed} more (--max-batches {max_batches} and"
-            f" {CONNECTIONS_PER_WORKER} of its own); lower --max-batches or raise the"
+            f" worker could need {needed} more ({each}); lower {lower} or raise the"
             " server's max_connections (docs/fleet.md, Sizing)"
         )
         raise ConfigError(msg)

@@ -359,6 +359,29 @@ class PostgresLedger(SQLLedger):
         with _translated(self.where), self._db.cursor() as cursor:
             cursor.executemany(sql, params)
 
+    def _update_rows(self, names: tuple[str, ...], group: list[list[Any]]) -> None:
+        """Rows changing the same fields: one UPDATE joined to their values (the server
+        plans one statement, not one per row); a single row as the shared core does it."""
+        self._update_sql(names)  # checks the names once
+        if len(group) == 1:
+            super()._update_rows(names, group)
+            return
+        assert self._pending is not None, "only inside atomic()"
+        columns = (*names, "updated_at")
+        assignments = ", ".join(
+            f"{name} = v.{name}::{'integer' if name in _INTEGER_FIELDS else 'text'}"
+            for name in columns
+        )
+        # Each row's tuple quoted with one short template (psycopg parses it once)
+        template = "(" + ", ".join(["%s"] * (len(columns) + 1)) + ")"
+        width = len(columns)
+        rows = ", ".join(self._literal(template, [*values[:width], values[-1]]) for values in group)
+        self._pending.append(
+            f"UPDATE payrun_rows AS r SET {assignments}"
+            f" FROM (VALUES {rows}) AS v({', '.join(columns)}, n)"
+            f" WHERE r.batch_id = {int(self._id)} AND r.row = v.n"
+        )
+
     def _literal(self, sql: str, params: Sequence[Any]) -> str:
         """The statement with its values written in (quoted by psycopg, as the server reads
         them), to go with others in one simple query."""
@@ -685,3 +708,7 @@ def _one_line(exc: BaseException, url: DatabaseURL) -> str:
     for secret in url.passwords():
         text = text.replace(secret, "***")
     return text
+
+
+# Row fields stored as integers (the rest are text): the joined UPDATE casts its values
+_INTEGER_FIELDS = frozenset({"attempts"})

@@ -331,7 +331,12 @@ class SQLLedger:
             by_names.setdefault(tuple(values), []).append(params)
         with self.atomic():
             for names, group in by_names.items():
-                self._executemany(self._update_sql(names), group)
+                self._update_rows(names, group)
+
+    def _update_rows(self, names: tuple[str, ...], group: list[list[Any]]) -> None:
+        """In a transaction: set ``names`` (and updated_at) of each row of ``group`` (each
+        row's values, updated_at, the scope, the row number)."""
+        self._executemany(self._update_sql(names), group)
 
     def update_many(self, rows: Iterable[int], **values: Unpack[RowUpdate]) -> None:
         """Commit the same new values for several rows in one transaction."""
