@@ -536,8 +536,10 @@ class _FirstPass:
             def ready(account: BankAccount) -> None:
                 self._account(accounts, account)
 
+            # Live mode creates nothing before every account is checked
+            early = None if self.gate.holds else self._early
             try:
-                await self._checks.read_accounts(ready)
+                await self._checks.read_accounts(ready, early)
             except Exception as exc:
                 # Raised once every account's waiter has ended
                 self._read_error = exc
@@ -573,8 +575,15 @@ class _FirstPass:
             self._errors.append(exc)
             self._fail()
 
+    def _early(self, account: BankAccount, rows: list[LedgerRow]) -> None:
+        """Rows of an account paid while its owner's payees are still read (``take_early``);
+        the engine keeps the account's lane open for the rest."""
+        if not self.gate.failed:
+            self.engine.add(self._doubt.may_create(rows, utc_now()), [], more=True)
+
     def _pay(self, account_url: str | None) -> None:
-        """Give the engine an account's rows (every account's when None)."""
+        """Give the engine an account's rows (every account's when None): all it has
+        left to pay (``take_early`` took the others)."""
         checks = self._checks
         rows = (
             self._book.in_status(RowStatus.PENDING, RowStatus.CREATED)
@@ -602,6 +611,8 @@ class _FirstPass:
             ]
         )
         self.engine.add(to_create, to_submit)
+        if account_url is not None:
+            self.engine.release(account_url)
 
     def _fail(self) -> None:
         """Nothing more is created: payments under way finish."""

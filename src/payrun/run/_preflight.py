@@ -19,7 +19,7 @@ its lookup, then restrictions, payees and payments), whichever answer came first
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import ChainMap, defaultdict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -103,6 +103,16 @@ class _Read:
 
 
 @dataclass(slots=True, eq=False)
+class _Listing:
+    """An owner's payee list as it is read: the payees so far (in the bank's order), and an
+    event set once more have come or the list ended (then a new one is waited on)."""
+
+    index: PayeeIndex = field(default_factory=lambda: PayeeIndex())
+    grew: anyio.Event = field(default_factory=anyio.Event)
+    finished: bool = False
+
+
+@dataclass(slots=True, eq=False)
 class _PayeeJob:
     """One payee being checked and created, and the rows (of any account) waiting for it."""
 
@@ -169,6 +179,12 @@ class Preflight:
         self._paid_before: NameIndex[Known] | None = None
         # A payee to create for rows of one name (its key) and details
         self._payee_keys: dict[tuple[str, str, str, str], PayeeKey] = {}
+        # Owners' payee lists while they are read (``take_early``)
+        self._listings: dict[str, _Listing] = {}
+        # Rows ``take_early`` judged and bound to a payee: left out of ``rows_of``
+        self._taken: set[int] = set()
+        # Whether an account's balance covers every row it had to pay (``take_early``)
+        self._covered: dict[str, bool] = {}
 
     @property
     def payee_details(self) -> dict[str, PayeeFacts]:
@@ -260,10 +276,17 @@ class Preflight:
         prefix = "payment created but not submitted: " if row.payment_url else ""
         self.book.set(row.row, status=RowStatus.FAILED, error=prefix + reason)
 
-    async def read_accounts(self, ready: Callable[[BankAccount], object] | None = None) -> None:
+    async def read_accounts(
+        self,
+        ready: Callable[[BankAccount], object] | None = None,
+        early: Callable[[BankAccount, list[LedgerRow]], object] | None = None,
+    ) -> None:
         """Read every account's restrictions, its owner's payees and its recent payments at
         once, and record what they say; ``ready(account)`` is called as each account's reads
         are done and recorded (its rows failed if it cannot pay), before the others' are.
+        ``early(account, rows)`` is given, while the owner's payee list is still being read
+        and the account's other reads are done, the rows ``take_early`` finds may be paid
+        already.
 
         Lists are read in the order of ``plans`` (the pages of one list in sequence),
         holding at most ``_READ_SHARE`` of the organization's slots, so that the payments
@@ -289,6 +312,7 @@ class Preflight:
                 mine.append(_Read((index, 1), partial(self._read_restrictions, account)))
             owner = owners.get(account.owner_url)
             if owner is None:
+                self._listings[account.owner_url] = _Listing()
                 owner = owners[account.owner_url] = _Read(
                     (index, 2), partial(self._read_payees, account.owner_url)
                 )
@@ -306,7 +330,7 @@ class Preflight:
         async with anyio.create_task_group() as group:
             group.start_soon(partial(_all_at_once, reads, workers=max(1, int(cap * _READ_SHARE))))
             for plan, mine in waits:
-                group.start_soon(self._account_read, plan, mine, ready)
+                group.start_soon(self._account_read, plan, mine, ready, early)
         _raise_first_error(reads)
 
     async def _read_restrictions(self, account: BankAccount) -> None:
@@ -314,9 +338,18 @@ class Preflight:
         self._restrictions[account.url] = [r.type or "restricted" for r in found]
 
     async def _read_payees(self, owner: str) -> None:
-        index = PayeeIndex.build([p async for p in self.client.payees(owner)])
-        self.indexes[owner] = index
-        self._learn(index.details)
+        listing = self._listings[owner]
+        try:
+            async for payee in self.client.payees(owner):
+                listing.index.add(payee)
+                listing.grew.set()
+                listing.grew = anyio.Event()
+        finally:
+            listing.finished = True
+            listing.grew.set()
+        # Complete: now the checks may use it
+        self.indexes[owner] = listing.index
+        self._learn(listing.index.details)
 
     async def _read_payments(self, account: BankAccount, since: datetime) -> None:
         payments = await fetch_recent_payments(self.client, account, since=since)
@@ -327,12 +360,16 @@ class Preflight:
         plan: AccountPlan,
         reads: list[_Read],
         ready: Callable[[BankAccount], object] | None,
+        early: Callable[[BankAccount, list[LedgerRow]], object] | None = None,
     ) -> None:
-        """Once an account's reads are done: its restrictions' verdict, then ``ready``."""
-        for read in reads:
-            await read.done.wait()
+        """Once an account's reads are done: its restrictions' verdict, then ``ready``;
+        before, while its owner's payees are read, ``early`` as ``take_early`` finds rows."""
         account = plan.account
         assert account is not None
+        if early is not None:
+            await self._before_listed(plan, reads, early)
+        for read in reads:
+            await read.done.wait()
         if plan.problem is None and account.url in self._restrictions:
             plan.problem = self._restriction_problem(account)
             if plan.problem is not None:
@@ -348,10 +385,114 @@ class Preflight:
         if ready is not None and not any(read.error for read in reads):
             ready(account)
 
+    async def _before_listed(
+        self,
+        plan: AccountPlan,
+        reads: list[_Read],
+        early: Callable[[BankAccount, list[LedgerRow]], object],
+    ) -> None:
+        """Once the account's reads but its owner's payees are done, and until those are
+        read to their end: give ``early`` the rows ``take_early`` finds each time more
+        payees have come (none when a read failed or the account cannot pay)."""
+        others = [read for read in reads if read.order[1] != 2]  # noqa: PLR2004 - payees
+        for read in others:
+            await read.done.wait()
+        account = plan.account
+        assert account is not None
+        if any(read.error for read in others) or plan.problem is not None:
+            return
+        if self._restriction_problem(account) is not None:
+            return
+        listing = self._listings[account.owner_url]
+        while not listing.finished:
+            grew = listing.grew
+            rows = self.take_early(account)
+            if rows:
+                early(account, rows)
+            await grew.wait()
+
+    def take_early(self, account: BankAccount) -> list[LedgerRow]:
+        """The account's pending rows that may be paid before its owner's payee list is read
+        to its end (its other reads done, nothing wrong with the account), each bound to its
+        payee; the checks that run once the list is read leave them out (``rows_of``).
+
+        Only what the rest of the list cannot change: a row with no payee yet whose payee,
+        active, with the same name and details, is already in the list (the first such,
+        as a lookup in the whole list finds it; no new payee is created, and the changed-
+        details guard judges only rows that need one), while the account's balance covers
+        every row it had to pay (later holds only lower that), and, under the repeat guard,
+        every recent payment that could be a repeat names a payee already in the list or
+        known (its details, then, are all the guard goes by) and none matches the row.
+        """
+        listing = self._listings.get(account.owner_url)
+        stopped = self.stop is not None and self.stop.is_set()
+        if self.dry_run or stopped or listing is None or listing.finished:
+            return []
+        url = account.url
+        pending = self.rows_of(url, RowStatus.PENDING)
+        if not (pending and self._covers(account)):
+            return []
+        index = listing.index
+        found = {
+            row.row: payee
+            for row in pending
+            if not row.payee_url
+            and (payee := index.same(row.payee_name, row.sort_code, row.account_number))
+        }
+        if not found:
+            return []
+        if not (self.allow_repeat or not self.duplicate_window):
+            details = ChainMap(index.details, self._details)
+            if not self._repeats_decidable(url, details):
+                return []
+            rows = [row for row in pending if row.row in found]
+            for number in find_repeats(
+                rows,
+                self.payments.get(url, []),
+                known_payment_urls=self.book.known_payment_urls(),
+                payee_details=details,
+                srds=self._srds,
+            ):
+                # Held by the guard once the list is read
+                del found[number]
+        self._learn({payee: index.details[payee] for payee in set(found.values())})
+        self.book.set_each({number: {"payee_url": payee} for number, payee in found.items()})
+        self._taken.update(found)
+        for _ in found:
+            self._count_existing(url)
+        return [self.book.get(number) for number in found]
+
+    def _covers(self, account: BankAccount) -> bool:
+        """Whether the account's available balance covers all the rows it has to pay (as
+        ``check_balances`` counts them), judged the first time it is asked."""
+        covered = self._covered.get(account.url)
+        if covered is None:
+            rows = self.rows_of(account.url, RowStatus.PENDING, RowStatus.CREATED)
+            need = sum((r.amount for r in rows), Decimal(0))
+            covered = self._covered[account.url] = need <= account.available_balance
+        return covered
+
+    def _repeats_decidable(self, account_url: str, details: Mapping[str, PayeeFacts]) -> bool:
+        """True when every recent payment of the account that could be a repeat names a
+        payee in ``details``: the repeat guard's verdicts then cannot change as more payees
+        are read (a payment to a bare account is judged by the SRDs of all its payees)."""
+        known = self.book.known_payment_urls()
+        return all(
+            payment.creditor_payee_url in details
+            for payment in self.payments.get(account_url, [])
+            if not (
+                payment.url in known
+                or payment.rejected
+                or payment.latest_submission_status in _DID_NOT_PAY
+            )
+        )
+
     def rows_of(self, account_url: str, *statuses: RowStatus) -> list[LedgerRow]:
-        """The account's rows now in any of ``statuses``, in row order."""
+        """The account's rows now in any of ``statuses``, in row order (not those
+        ``take_early`` took)."""
         wanted = set(statuses)
-        rows = (self.book.get(number) for number in self._numbers.get(account_url, ()))
+        numbers = self._numbers.get(account_url, ())
+        rows = (self.book.get(number) for number in numbers if number not in self._taken)
         return [row for row in rows if row.status in wanted]
 
     def _by_account(
@@ -817,6 +958,14 @@ class PayeeIndex:
             return False
         details = (row.payee_name, row.sort_code, row.account_number)
         return self.lookup(*details) is None and not self.is_deactivated(*details)
+
+    def same(self, name: str, sort_code: str, account_number: str) -> str | None:
+        """The URL of the first active payee with these details and the same name (not one
+        it is cut from or cut to), or None: what ``lookup`` finds when there is one."""
+        for listed in self.by_details.get((sort_code, account_number), ()):
+            if listed.active and name_match(name, listed.name) is NameMatch.SAME:
+                return listed.url
+        return None
 
     def lookup(self, name: str, sort_code: str, account_number: str) -> str | None:
         """The URL of an active payee with these details and the same name, or None (a
