@@ -1066,9 +1066,9 @@ def ledger_database(choice: str) -> Iterator[tuple[str | None, str]]:
 
 # -- a bank with many existing payees (issue 32) ----------------------------------------
 #
-# One legal person owns the 10 accounts and 2,000 payees, so preflight reads one payee list
-# of 10 pages (200 a page), each page asked for after the previous one's answer: the floor
-# of the chain before the first payment. Every row pays an existing payee. payrun runs as a
+# The organization's own legal person owns the 10 accounts and 2,000 payees, so preflight
+# reads one payee list of 10 pages (200 a page), each page asked for after the previous
+# one's answer: the floor of the chain before the first payment. Every row pays an existing payee. payrun runs as a
 # user runs it (``payrun run``, its own process); the plain client is what a competent
 # script does on the same bank: aiohttp on uvloop (as payrun), a SQLite ledger, the same
 # 50-in-flight and 3-submits-per-account limits.
@@ -1086,20 +1086,21 @@ def _many_payee(p: int) -> tuple[str, str]:
 
 
 def write_many_payees_seed(directory: Path, accounts: int, payees: int) -> Path:
-    """One legal person owning every account and ``payees`` payees (one list of pages)."""
+    """The organization's own legal person owning every account and ``payees`` payees (one
+    list of pages)."""
     bank_accounts = [
         {
             "display-name": f"Bench {a}",
             "sort-code": "040004",
             "account-number": _account_number(a),
             "balance": "1000000000.00",
-            "owner": "owner",
+            "owner": "org",
         }
         for a in range(accounts)
     ]
     listed = [
         {
-            "owner": "owner",
+            "owner": "org",
             "account-holder": _many_payee(p)[0],
             "sort-code": "200000",
             "account-number": _many_payee(p)[1],
@@ -1107,7 +1108,7 @@ def write_many_payees_seed(directory: Path, accounts: int, payees: int) -> Path:
         for p in range(payees)
     ]
     seed = {
-        "legal-persons": [{"key": "owner", "display-name": "Owner Ltd"}],
+        "legal-persons": [],
         "accounts": bank_accounts,
         "payees": listed,
     }

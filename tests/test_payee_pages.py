@@ -31,26 +31,27 @@ _CUT = ("Abcdefghijklmnopqr", "71000001")
 _NEW = ("New Name Ltd", "71000002")
 
 
-def _seed() -> dict[str, Any]:
-    """One legal person owning two accounts and ``_PAYEES`` payees."""
+def _seed(owner: str) -> dict[str, Any]:
+    """One legal person owning two accounts and ``_PAYEES`` payees: the organization's own
+    (``org``: its payees are read while the accounts are looked up) or another."""
     named = [_LATE, _LONG, _OLD]
     named += [(f"Supplier {i}", f"{72000000 + i:08d}") for i in range(len(named), 200)]
     named += [_CUT, _NEW]
     named += [(f"Supplier {i}", f"{72000000 + i:08d}") for i in range(len(named), _PAYEES)]
     return {
-        "legal-persons": [{"key": "o", "display-name": "Owner Ltd"}],
+        "legal-persons": [] if owner == "org" else [{"key": owner, "display-name": "Owner Ltd"}],
         "accounts": [
             {
                 "display-name": f"Pages {a}",
                 "sort-code": "040004",
                 "account-number": f"{50000000 + a:08d}",
                 "balance": "1000000.00",
-                "owner": "o",
+                "owner": owner,
             }
             for a in range(2)
         ],
         "payees": [
-            {"owner": "o", "account-holder": name, "sort-code": "200000", "account-number": n}
+            {"owner": owner, "account-holder": name, "sort-code": "200000", "account-number": n}
             for name, n in named
         ],
     }
@@ -60,11 +61,11 @@ def _row(row_id: str, payee: tuple[str, str], source: str, amount: str, ref: str
     return BatchRow(row_id, payee[0], "200000", payee[1], amount, ref, source)
 
 
-@pytest.fixture
-def bank(tmp_path: Path) -> Iterator[RunningSandbox]:
-    """The sandbox seeded with ``_seed()``, answering at once."""
+@pytest.fixture(params=["org", "other"])
+def bank(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[RunningSandbox]:
+    """The sandbox seeded with ``_seed(owner)``, answering at once."""
     seed = tmp_path / "seed.json"
-    seed.write_text(json.dumps(_seed()), "utf-8")
+    seed.write_text(json.dumps(_seed(request.param)), "utf-8")
     with serve_in_thread(seed=seed, latency_ms=0) as running:
         yield running
 
