@@ -1069,9 +1069,9 @@ def ledger_database(choice: str) -> Iterator[tuple[str | None, str]]:
 # The organization's own legal person owns the 10 accounts and 2,000 payees, so preflight
 # reads one payee list of 10 pages (200 a page), each page asked for after the previous
 # one's answer: the floor of the chain before the first payment. Every row pays an
-# existing payee. payrun runs as a user runs it (``payrun run``, its own process); the plain client is what a competent
-# script does on the same bank: aiohttp on uvloop (as payrun), a SQLite ledger, the same
-# 50-in-flight and 3-submits-per-account limits.
+# existing payee. payrun runs as a user runs it (``payrun run``, its own process); the
+# plain client is what a competent script does on the same bank: aiohttp on uvloop (as
+# payrun), a SQLite ledger, the same 50-in-flight and 3-submits-per-account limits.
 
 MANY_PAYEES = 2000
 MANY_ROWS = 2000
