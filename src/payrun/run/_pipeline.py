@@ -677,29 +677,23 @@ async def _pay(
         hold_unplanned(book, options.plan)
     checks = _preflight(client, org, book, options, stop)
     watcher.note("checking source accounts, payees and recent payments")
-    async with anyio.create_task_group() as soon:
-        # The payee list is the longest read: it starts while the accounts are looked up
-        checks.read_payees_soon(soon, org.own_legal_person_url)
-        await checks.check_accounts()
-        # Taken once the accounts are the bank's (its row keys name them so), and before
-        # the bank's payments are read or any payee or payment is made.
-        bank = bank_identity(settings.base_url, org.url)
-        with ledger.hold_batch(book.all(), bank, note=watcher.note):
-            outcome = await _pay_locked(
-                client,
-                ledger,
-                book,
-                checks,
-                org,
-                started,
-                options,
-                watcher,
-                stop,
-                confirmer=confirmer,
-            )
-        # Not needed after all (a stop before the reads)
-        soon.cancel_scope.cancel()
-    return outcome
+    await checks.check_accounts()
+    # Taken once the accounts are the bank's (its row keys name them so), and before the
+    # bank's payments are read or any payee or payment is made.
+    bank = bank_identity(settings.base_url, org.url)
+    with ledger.hold_batch(book.all(), bank, note=watcher.note):
+        return await _pay_locked(
+            client,
+            ledger,
+            book,
+            checks,
+            org,
+            started,
+            options,
+            watcher,
+            stop,
+            confirmer=confirmer,
+        )
 
 
 async def _confirm(

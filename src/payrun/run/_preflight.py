@@ -54,8 +54,6 @@ from payrun.run._stop import StopSignal
 
 # The bank client is imported only by runs that talk to a bank
 if TYPE_CHECKING:
-    from anyio.abc import TaskGroup
-
     from payrun.bank import BankAccount, BankClient, Organization, Payment
 
 __all__ = [
@@ -183,8 +181,6 @@ class Preflight:
         self._payee_keys: dict[tuple[str, str, str, str], PayeeKey] = {}
         # Owners' payee lists while they are read (``take_early``)
         self._listings: dict[str, _Listing] = {}
-        # Payee lists read before the accounts were known (``read_payees_soon``)
-        self._soon: dict[str, _Read] = {}
         # Rows ``take_early`` judged and bound to a payee: left out of ``rows_of``
         self._taken: set[int] = set()
         # Whether an account's balance covers every row it had to pay (``take_early``)
@@ -280,16 +276,6 @@ class Preflight:
         prefix = "payment created but not submitted: " if row.payment_url else ""
         self.book.set(row.row, status=RowStatus.FAILED, error=prefix + reason)
 
-    def read_payees_soon(self, group: TaskGroup, owner: str) -> None:
-        """Start reading ``owner``'s payees in ``group`` (the organization's own legal
-        person, which usually owns its accounts, while they are looked up): if an account
-        is owned by it, ``read_accounts`` takes that list, and its error, as its own read."""
-        if not owner or self.dry_run:
-            return
-        self._listings[owner] = _Listing()
-        read = self._soon[owner] = _Read((0, 2), partial(self._read_payees, owner))
-        group.start_soon(partial(_all_at_once, [read], workers=1))
-
     async def read_accounts(
         self,
         ready: Callable[[BankAccount], object] | None = None,
@@ -326,15 +312,10 @@ class Preflight:
                 mine.append(_Read((index, 1), partial(self._read_restrictions, account)))
             owner = owners.get(account.owner_url)
             if owner is None:
-                soon = self._soon.get(account.owner_url)
-                if soon is None:
-                    self._listings[account.owner_url] = _Listing()
-                work = (
-                    partial(self._read_payees, account.owner_url)
-                    if soon is None
-                    else partial(_outcome_of, soon)
+                self._listings[account.owner_url] = _Listing()
+                owner = owners[account.owner_url] = _Read(
+                    (index, 2), partial(self._read_payees, account.owner_url)
                 )
-                owner = owners[account.owner_url] = _Read((index, 2), work)
             mine.append(owner)
             rows = groups.get(account.url, [])
             intents = [r.intent_at for r in rows if r.intent_at and r.status == RowStatus.CREATING]
@@ -883,13 +864,6 @@ async def _all_at_once(reads: Sequence[_Read], *, workers: int) -> None:
     async with anyio.create_task_group() as group:
         for _ in range(min(workers, len(queue))):
             group.start_soon(worker)
-
-
-async def _outcome_of(read: _Read) -> None:
-    """Wait for a read already started to end; raise its error."""
-    await read.done.wait()
-    if read.error is not None:
-        raise read.error
 
 
 def _raise_first_error(reads: Iterable[_Read]) -> None:
