@@ -14,8 +14,8 @@ Scheduling (one task group, long-lived workers, no task per row):
   creates never starve submits and memory stays bounded;
 - on a stop request nothing new starts; in-flight requests finish (the caller bounds that);
 - accounts may join while the engine runs (``PayingEngine.add``): the run pays an account
-  as soon as its checks are done; the engine ends once ``seal`` says no more will come
-  and every lane is drained.
+  as soon as its checks are done (or, held open, part of its rows before); the engine
+  ends once ``seal`` says no more will come and every lane is drained.
 
 A create or submit whose outcome is unknown stays ``creating``/``submitting`` for
 ``reconciliation``; it is never resent blindly. So does one whose answer is not for what

@@ -12,9 +12,11 @@ plan creates those payees with the plan's CoP request (``planned_cop``), asking 
 The reads go out together: every account lookup at once (``check_accounts``), then every
 account's restrictions, its owner's payees and its recent payments at once
 (``read_accounts``; the pages of one list in sequence), so that the chain of requests
-before the first payment is as short as the bank allows. When reads fail, the error
-raised is the first in a fixed order (the accounts in the order of ``plans``; for each,
-its lookup, then restrictions, payees and payments), whichever answer came first.
+before the first payment is as short as the bank allows; an account need not wait for the
+last page of a long payee list to pay rows whose payee is already read (``take_early``).
+When reads fail, the error raised is the first in a fixed order (the accounts in the
+order of ``plans``; for each, its lookup, then restrictions, payees and payments),
+whichever answer came first.
 """
 
 from __future__ import annotations
