@@ -209,6 +209,8 @@ def write_signing_key(directory: Path) -> tuple[Path, Path]:
             serialization.NoEncryption(),
         )
     )
+    # Readable by its owner only, or payrun refuses it
+    private.chmod(0o600)
     public.write_bytes(
         key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
@@ -419,7 +421,7 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
             self.submitted = 0
             self.notes: list[str] = []
 
-        def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
+        def started(self, *, total: int, done: int, not_paid: int = 0, **_: int) -> None:
             self.t_started = time.perf_counter()
             self.cpu_started = time.process_time()
 
