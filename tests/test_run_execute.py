@@ -10,6 +10,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -391,24 +392,12 @@ async def test_an_account_held_open_takes_more_rows_and_pays_each_once(
     """Rows of an account given in three parts (``more``) while it pays: each created and
     submitted once, 3 submits at most; a lane held open ends once released, and one still
     held when the engine is sealed ends then (no engine waits for rows that never come)."""
-    import anyio  # noqa: PLC0415
-
-    from payrun.run._execute import PayingEngine  # noqa: PLC0415
-
     app, client = sandbox
     rows = await _rows(client, 30)
     book = RowBook(rows)
     for release, parts in ((True, [rows[:5], rows[5:15], rows[15:20]]), (False, [rows[20:]])):
-        engine = PayingEngine(
-            client,
-            book,
-            per_account_submits=3,
-            create_workers=50,
-            create_only=False,
-            stop=StopSignal(),
-            payee_details={},
-            settle_wait=1.0,
-        )
+        limits = EngineLimits(per_account_submits=3, create_workers=50, settle_wait=1.0)
+        engine = PayingEngine(client, book, limits, stop=StopSignal())
         with anyio.fail_after(30):
             async with anyio.create_task_group() as group:
                 group.start_soon(engine.run)
