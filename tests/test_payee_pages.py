@@ -31,9 +31,9 @@ _CUT = ("Abcdefghijklmnopqr", "71000001")
 _NEW = ("New Name Ltd", "71000002")
 
 
-def _seed(owner: str) -> dict[str, Any]:
-    """One legal person owning two accounts and ``_PAYEES`` payees: the organization's own
-    (``org``: its payees are read while the accounts are looked up) or another."""
+def _seed(owner: str, balance: str = "1000000.00") -> dict[str, Any]:
+    """One legal person owning two accounts (``balance`` each) and ``_PAYEES`` payees: the
+    organization's own (``org``) or another."""
     named = [_LATE, _LONG, _OLD]
     named += [(f"Supplier {i}", f"{72000000 + i:08d}") for i in range(len(named), 200)]
     named += [_CUT, _NEW]
@@ -45,7 +45,7 @@ def _seed(owner: str) -> dict[str, Any]:
                 "display-name": f"Pages {a}",
                 "sort-code": "040004",
                 "account-number": f"{50000000 + a:08d}",
-                "balance": "1000000.00",
+                "balance": balance,
                 "owner": owner,
             }
             for a in range(2)
@@ -145,3 +145,27 @@ def test_rows_go_out_while_later_payee_pages_are_read_and_nothing_those_pages_ch
     for row in early:
         assert groups[row.reference]["payments"] == 1, row
         assert groups[row.reference]["submissions"] == 1, row
+
+
+def test_an_account_whose_balance_cannot_cover_all_its_rows_pays_none_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows whose payees are on the first page, of an account whose balance is short of all
+    its rows (one on the second page included): none is created while the list is read,
+    nor after; every row fails with the balance's reason, as when the list is read first."""
+    seed = tmp_path / "seed.json"
+    seed.write_text(json.dumps(_seed("other", balance="40.00")), "utf-8")
+    with serve_in_thread(seed=seed, latency_ms=0) as bank:
+        log = _hold_later_pages(bank, monkeypatch)
+        rows = [
+            _row(f"S{i}", (f"Supplier {i}", f"{72000000 + i:08d}"), _A, "4.00", f"S-{i}")
+            for i in range(210, 220)
+        ]
+        rows.append(_row("LATE", _LATE, _A, "4.00", "LATE-1"))
+        batch = write_batch(tmp_path / "pay.csv", rows)
+        done = run(bank, batch, tmp_path / "pay.ledger.sqlite")
+        assert done.returncode == 1, done.describe()
+        creates = [t for t, m, p, q in log if m == "POST" and p.endswith("/payments")]
+        assert not creates, f"{len(creates)} payments created: {done.describe()}"
+        assert not bank.state.payments
+        assert "available balance" in done.stdout + done.stderr, done.describe()
