@@ -28,6 +28,7 @@ alone, stays unsigned: that bank answers it 401 after the same latency).
     python benchmarks/bench_run.py --quick    # smoke check, < 1 min
     python benchmarks/bench_run.py --only 2k-10acct@50  --rows-100k 20000
     python benchmarks/bench_run.py --only 2kx10acct@50 --ledger postgresql   # issue 21
+    python benchmarks/bench_run.py --many-payees 3   # issue 32: 2,000 existing payees
 
 ``--ledger postgresql`` keeps the ledgers in a throwaway PostgreSQL server of its own
 (tests/_postgres.py: initdb + pg_ctl on loopback, fsync on), ``--ledger postgresql://...``
@@ -208,6 +209,8 @@ def write_signing_key(directory: Path) -> tuple[Path, Path]:
             serialization.NoEncryption(),
         )
     )
+    # Readable by its owner only, or payrun refuses it
+    private.chmod(0o600)
     public.write_bytes(
         key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
@@ -418,7 +421,7 @@ def child(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one m
             self.submitted = 0
             self.notes: list[str] = []
 
-        def started(self, *, total: int, done: int, not_paid: int = 0) -> None:
+        def started(self, *, total: int, done: int, not_paid: int = 0, **_: int) -> None:
             self.t_started = time.perf_counter()
             self.cpu_started = time.process_time()
 
@@ -1067,6 +1070,312 @@ def ledger_database(choice: str) -> Iterator[tuple[str | None, str]]:
         yield cluster.url, "PostgreSQL (a throwaway server on loopback, fsync on)"
 
 
+# -- a bank with many existing payees (issue 32) ----------------------------------------
+#
+# The organization's own legal person owns the 10 accounts and 2,000 payees, so preflight
+# reads one payee list of 10 pages (200 a page), each page asked for after the previous
+# one's answer: the floor of the chain before the first payment. Every row pays an
+# existing payee. payrun runs as a user runs it (``payrun run``, its own process); the
+# plain client is what a competent script does on the same bank: aiohttp on uvloop (as
+# payrun), a SQLite ledger, the same 50-in-flight and 3-submits-per-account limits.
+
+MANY_PAYEES = 2000
+MANY_ROWS = 2000
+MANY_ACCOUNTS = 10
+MANY_LATENCY_MS = 50.0
+MANY_GOAL = 1.30
+MANY_GOAL_SPEEDUP = 1.10
+
+
+def _many_payee(p: int) -> tuple[str, str]:
+    return f"Supplier {p:04d}", f"{70000000 + p:08d}"
+
+
+def write_many_payees_seed(directory: Path, accounts: int, payees: int) -> Path:
+    """The organization's own legal person owning every account and ``payees`` payees (one
+    list of pages)."""
+    bank_accounts = [
+        {
+            "display-name": f"Bench {a}",
+            "sort-code": "040004",
+            "account-number": _account_number(a),
+            "balance": "1000000000.00",
+            "owner": "org",
+        }
+        for a in range(accounts)
+    ]
+    listed = [
+        {
+            "owner": "org",
+            "account-holder": _many_payee(p)[0],
+            "sort-code": "200000",
+            "account-number": _many_payee(p)[1],
+        }
+        for p in range(payees)
+    ]
+    seed = {
+        "legal-persons": [],
+        "accounts": bank_accounts,
+        "payees": listed,
+    }
+    path = directory / "seed.json"
+    path.write_text(json.dumps(seed), "utf-8")
+    return path
+
+
+def write_many_payees_batch(directory: Path, rows: int, accounts: int, payees: int) -> Path:
+    """Rows round-robin over the accounts, row i paying payee i (mod ``payees``)."""
+    path = directory / "many.csv"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        out = csv.writer(handle)
+        out.writerow(
+            [
+                "row_id",
+                "payee_name",
+                "sort_code",
+                "account_number",
+                "amount",
+                "reference",
+                "source_account",
+            ]
+        )
+        for i in range(rows):
+            name, number = _many_payee(i % payees)
+            source = f"040004 {_account_number(i % accounts)}"
+            amount = f"{1 + i % 97}.{i % 100:02d}"
+            out.writerow([f"R{i}", name, "20-00-00", number, amount, f"MANY {i:07d}", source])
+    return path
+
+
+def plain_client(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901 - one script
+    """The reference: a plain aiohttp client with a SQLite ledger doing the run's work.
+
+    It finds the organization and its accounts, reads the owner's payee list (every page,
+    in sequence), creates the payees it lacks, then creates and submits every row's
+    payment (50 requests in flight, 3 submits per account), committing each result to
+    SQLite (WAL, synchronous=NORMAL, one commit per result).
+    """
+    import sqlite3  # noqa: PLC0415
+
+    import aiohttp  # noqa: PLC0415
+    import uvloop  # noqa: PLC0415
+
+    base, headers = job["base_url"], {"Authorization": f"ServiceAPIKey {job['api_key']}"}
+    db = sqlite3.connect(job["ledger"])
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute(
+        "CREATE TABLE rows (id TEXT PRIMARY KEY, status TEXT, payment TEXT, submission TEXT)"
+    )
+    with Path(job["batch"]).open(newline="", encoding="utf-8") as handle:
+        batch = list(csv.DictReader(handle))
+    db.executemany(
+        "INSERT INTO rows VALUES (?, 'pending', NULL, NULL)", [(r["row_id"],) for r in batch]
+    )
+    db.commit()
+
+    def commit(sql: str, *args: str) -> None:
+        db.execute(sql, args)
+        db.commit()
+
+    async def main() -> None:  # noqa: C901
+        connector = aiohttp.TCPConnector(limit=MAX_IN_FLIGHT)
+        async with aiohttp.ClientSession(base, headers=headers, connector=connector) as http:
+
+            async def get(url: str) -> Any:
+                async with http.get(url) as response:
+                    response.raise_for_status()
+                    return await response.json()
+
+            async def post(url: str, body: Any) -> Any:
+                async with http.post(url, json=body) as response:
+                    response.raise_for_status()
+                    return await response.json()
+
+            index = await get("/v0/index")
+            org_url = index.get("organization-url")
+            if org_url is None:
+                org_url = (await get(index["api-key-url"]))["organization-url"]
+            org = await get(org_url)
+            accounts_url = org.get("organization-bank-accounts-url") or f"{org_url}/bank/accounts"
+            accounts: dict[str, Any] = {}
+            url: str | None = f"{accounts_url}?page[size]=200"
+            while url:
+                page = await get(url)
+                for account in page["accounts"]:
+                    for address in account.get("bank-addresses") or ():
+                        accounts[f"{address['bank-id']} {address['account-number']}"] = account
+                url = page["links"]["next"]
+            owners = {a["owner-url"] for a in accounts.values()}
+            payees: dict[tuple[str, str, str, str], str] = {}
+            for owner in owners:
+                url = f"{owner}/bank/payees?page[size]=200"
+                while url:
+                    page = await get(url)
+                    for p in page["payees"]:
+                        if p.get("payee-status", "active") == "active":
+                            key = (owner, p["account-holder"], p["bank-id"], p["account-number"])
+                            payees.setdefault(key, p["payee-url"])
+                    url = page["links"]["next"]
+            slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+            per_account = {
+                a["account-url"]: asyncio.Semaphore(PER_ACCOUNT_SUBMITS) for a in accounts.values()
+            }
+            making: dict[tuple[str, str, str, str], asyncio.Task[str]] = {}
+
+            async def make_payee(key: tuple[str, str, str, str]) -> str:
+                owner, name, sort_code, number = key
+                body = {"account-holder": name, "bank-id": sort_code, "account-number": number}
+                async with slots:
+                    return (await post(f"{owner}/bank/payees", body))["payee-url"]
+
+            async def pay(row: dict[str, str]) -> None:
+                account = accounts[row["source_account"]]
+                sort_code = row["sort_code"].replace("-", "")
+                key = (account["owner-url"], row["payee_name"], sort_code, row["account_number"])
+                payee = payees.get(key)
+                if payee is None:
+                    if key not in making:
+                        making[key] = asyncio.ensure_future(make_payee(key))
+                    payee = await making[key]
+                body = {
+                    "creditor": {"creditor-type": "payee", "payee-url": payee},
+                    "payment-amount": {"currency": "GBP", "value": row["amount"]},
+                    "payment-reference": row["reference"],
+                }
+                async with slots:
+                    payment = await post(f"{account['account-url']}/payments", body)
+                commit(
+                    "UPDATE rows SET status='created', payment=? WHERE id=?",
+                    payment["payment-url"],
+                    row["row_id"],
+                )
+                async with per_account[account["account-url"]], slots:
+                    submission = await post(
+                        f"{payment['payment-url']}/submissions", {"payment-scheme": "fps"}
+                    )
+                commit(
+                    "UPDATE rows SET status='submitted', submission=? WHERE id=?",
+                    submission.get("submission-url", ""),
+                    row["row_id"],
+                )
+
+            await asyncio.gather(*(pay(row) for row in batch))
+
+    uvloop.run(main())
+    submitted = db.execute("SELECT count(*) FROM rows WHERE status='submitted'").fetchone()[0]
+    db.close()
+    return {"submitted": submitted}
+
+
+def _many_once(directory: Path, seed: Path, batch: Path, *, who: str, pin: bool) -> dict[str, Any]:
+    """One measured run on a fresh bank: ``payrun`` (the command) or ``plain``."""
+    process, base_url, api_key = start_sandbox(seed, MANY_LATENCY_MS, pin=pin)
+    try:
+        ledger = directory / f"{who}-{time.monotonic_ns()}.sqlite"
+        if who == "payrun":
+            command = [
+                sys.executable, "-m", "payrun", "run", str(batch),
+                "--no-confirm-payees", "--ledger", str(ledger),
+            ]  # fmt: skip
+        else:
+            job = {
+                "base_url": base_url,
+                "api_key": api_key,
+                "batch": str(batch),
+                "ledger": str(ledger),
+            }
+            command = [sys.executable, str(Path(__file__).resolve()), "--plain", json.dumps(job)]
+        if _can_pin(pin):
+            command = ["taskset", "-c", "0", *command]
+        env = {**os.environ, "PAYRUN_API_KEY": api_key, "PAYRUN_BASE_URL": base_url}
+        launched = time.time()
+        started = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+        wall = time.perf_counter() - started
+        if done.returncode != 0:
+            sys.stderr.write(done.stdout[-2000:] + done.stderr[-3000:])
+            msg = f"{who} failed (exit {done.returncode})"
+            raise RuntimeError(msg)
+        stats = sandbox_stats(base_url)
+    finally:
+        process.terminate()
+        process.wait(10)
+    seen = stats["timeline"]
+    groups = stats.get("payments") or []
+    once = len(groups) == MANY_ROWS and all(
+        g["payments"] == 1 and g["submissions"] == 1 for g in groups
+    )
+    limits = (
+        stats["max_in_flight"] <= MAX_IN_FLIGHT
+        and max(stats["max_concurrent_submits"].values(), default=0) <= PER_ACCOUNT_SUBMITS
+        and sum(stats["rate_limited"].values()) == 0
+    )
+    return {
+        "wall": wall,
+        "first_request": seen["first_request"] - launched,
+        "preflight": seen["first_payment"] - seen["first_request"],
+        "paying": seen["last_answer"] - seen["first_payment"],
+        "outside": wall - (seen["last_answer"] - seen["first_request"]),
+        "chain": stats["round_trips"]["before_first_payment"],
+        "ok": once and limits,
+    }
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
+
+
+def run_many_payees(repeat: int, *, pin: bool) -> int:
+    """The many-payees bank: ``repeat`` alternating runs of payrun and the plain client."""
+    bound = Scenario("many", MANY_ROWS, MANY_ACCOUNTS, MANY_LATENCY_MS, "report").bound()
+    print(
+        f"many-payees bank: {MANY_ROWS} rows over {MANY_ACCOUNTS} accounts at"
+        f" {MANY_LATENCY_MS:.0f} ms, {MANY_PAYEES} existing payees of one legal person"
+        f" ({math.ceil(MANY_PAYEES / 200)} pages); pinned: {_can_pin(pin)};"
+        f" load {os.getloadavg()[0]:.2f}"
+    )
+    runs: dict[str, list[dict[str, Any]]] = {"payrun": [], "plain": []}
+    with tempfile.TemporaryDirectory(prefix="bench-many-") as tmp:
+        directory = Path(tmp)
+        seed = write_many_payees_seed(directory, MANY_ACCOUNTS, MANY_PAYEES)
+        batch = write_many_payees_batch(directory, MANY_ROWS, MANY_ACCOUNTS, MANY_PAYEES)
+        for i in range(repeat):
+            for who in ("payrun", "plain") if i % 2 == 0 else ("plain", "payrun"):
+                r = _many_once(directory, seed, batch, who=who, pin=pin)
+                runs[who].append(r)
+                print(
+                    f"  {who:<7} wall {r['wall']:.2f} s (first request {r['first_request']:.2f},"
+                    f" preflight {r['preflight']:.2f} in a chain of {r['chain']}, paying"
+                    f" {r['paying']:.2f}, outside {r['outside']:.2f}); paid once within the"
+                    f" limits: {'yes' if r['ok'] else 'NO'}",
+                    flush=True,
+                )
+    mine = [r["wall"] for r in runs["payrun"]]
+    plain = [r["wall"] for r in runs["plain"]]
+    ratio = statistics.median(mine) / bound
+    speedup = statistics.median(plain) / statistics.median(mine)
+    print(f"bound (50 in flight, 3 submits/account): {bound:.2f} s; load {os.getloadavg()[0]:.2f}")
+    print(f"median [min-max] over {repeat} runs, seconds:")
+    for key in ("wall", "first_request", "preflight", "paying", "outside"):
+        print(
+            f"  {key:<14} payrun {_spread([r[key] for r in runs['payrun']]):<20}"
+            f" plain {_spread([r[key] for r in runs['plain']])}"
+        )
+    ok = all(r["ok"] for rs in runs.values() for r in rs)
+    whole = statistics.median(mine)
+    verdicts = [
+        (f"payrun whole {whole:.2f} s = {ratio:.2f} x the bound <= {MANY_GOAL} x",
+         ratio <= MANY_GOAL),
+        (f"payrun {speedup:.2f} x as fast as the plain client >= {MANY_GOAL_SPEEDUP} x",
+         speedup >= MANY_GOAL_SPEEDUP),
+        ("every row paid exactly once, limits kept (both clients)", ok),
+    ]  # fmt: skip
+    for text, passed in verdicts:
+        print(f"  {text}: {'PASS' if passed else 'FAIL'}")
+    return 0 if all(passed for _, passed in verdicts) else 1
+
+
 def main() -> int:
     """Run the scenarios and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -1096,11 +1405,22 @@ def main() -> int:
         help="sqlite (a file, default), postgresql (a throwaway server of its own, fsync on),"
         " or a postgresql:// URL",
     )
+    parser.add_argument(
+        "--many-payees",
+        type=int,
+        metavar="N",
+        help="only the many-payees bank (issue 32): N alternating runs of payrun and a plain"
+        " aiohttp client with a SQLite ledger, median and spread",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--plain", help=argparse.SUPPRESS)
     parser.add_argument("--calibrate", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
+        return 0
+    if args.plain:
+        print(json.dumps(plain_client(json.loads(args.plain))))
         return 0
     if args.calibrate:
         print(json.dumps(calibrate(json.loads(args.calibrate))))
@@ -1110,6 +1430,13 @@ def main() -> int:
     spec = importlib.util.find_spec("payrun")
     if spec and spec.origin:
         compileall.compile_dir(Path(spec.origin).parent, quiet=1)
+    # What pip does at install time: without it (an editable install where
+    # PYTHONDONTWRITEBYTECODE is set) every run would compile payrun from source again.
+    spec = importlib.util.find_spec("payrun")
+    if spec and spec.origin:
+        compileall.compile_dir(Path(spec.origin).parent, quiet=1)
+    if args.many_payees:
+        return run_many_payees(args.many_payees, pin=not args.no_pin)
     rows_100k = args.rows_100k or (3000 if args.quick else 100_000)
     chosen = [s for s in scenarios(args.quick, rows_100k) if not args.only or args.only in s.name]
     pin = not args.no_pin

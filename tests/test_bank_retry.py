@@ -193,3 +193,52 @@ async def test_a_call_leaves_no_cyclic_garbage() -> None:
 
 async def _fatal() -> None:
     raise _Fatal
+
+
+async def test_a_first_try_that_succeeds_never_builds_the_retry_machinery(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Most requests succeed at once: they go straight out, without tenacity's per-call
+    bookkeeping (about 25 us a request); a retryable failure still gets its retries."""
+    import tenacity  # noqa: PLC0415
+
+    built = 0
+    original = tenacity.AsyncRetrying.__init__
+
+    def counting(self: tenacity.AsyncRetrying, *args: object, **kwargs: object) -> None:
+        nonlocal built
+        built += 1
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tenacity.AsyncRetrying, "__init__", counting)
+    calls = 0
+
+    async def fn() -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 101:
+            raise _Flaky
+        return "ok"
+
+    policy = RetryPolicy.no_wait()
+    for _ in range(100):
+        assert await policy.call(fn, retry_if=_retryable) == "ok"
+    assert built == 0
+    assert await policy.call(fn, retry_if=_retryable) == "ok"
+    assert (built, calls) == (1, 102)
+
+
+async def test_the_time_bound_counts_the_first_try() -> None:
+    """A first try that fails after the policy's whole time is not tried again."""
+    calls = 0
+
+    async def slow() -> str:
+        nonlocal calls
+        calls += 1
+        await anyio.sleep(0.3)
+        raise _Flaky
+
+    policy = dataclasses.replace(RetryPolicy.no_wait(), max_seconds=0.2)
+    with pytest.raises(_Flaky):
+        await policy.call(slow, retry_if=_retryable)
+    assert calls == 1

@@ -10,6 +10,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -383,3 +384,31 @@ async def test_the_sign_of_life_stays_on_time_while_requests_only_wait_for_answe
     gaps = [later - earlier for earlier, later in itertools.pairwise(marks)]
     assert len(marks) >= 5, marks
     assert max(gaps) < 0.9, gaps  # due every 0.3 s, seen within 0.25 s; with the 1 s flush: 1.0 s
+
+
+async def test_an_account_held_open_takes_more_rows_and_pays_each_once(
+    sandbox: tuple[Any, BankClient],
+) -> None:
+    """Rows of an account given in three parts (``more``) while it pays: each created and
+    submitted once, 3 submits at most; a lane held open ends once released, and one still
+    held when the engine is sealed ends then (no engine waits for rows that never come)."""
+    app, client = sandbox
+    rows = await _rows(client, 30)
+    book = RowBook(rows)
+    for release, parts in ((True, [rows[:5], rows[5:15], rows[15:20]]), (False, [rows[20:]])):
+        limits = EngineLimits(per_account_submits=3, create_workers=50, settle_wait=1.0)
+        engine = PayingEngine(client, book, limits, stop=StopSignal())
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                group.start_soon(engine.run)
+                for part in parts:
+                    engine.add(part, [], more=True)
+                    await anyio.sleep(0.03)
+                if release:
+                    engine.release(rows[0].account_url or "")
+                engine.seal()
+    assert {r.status for r in book.all()} == {RowStatus.SUBMITTED}
+    groups = app.state.sandbox.payment_groups()
+    assert len(groups) == 30
+    assert all(g["payments"] == 1 and g["submissions"] == 1 for g in groups)
+    assert max(_stats(app).max_concurrent_submits.values()) <= 3

@@ -9,6 +9,7 @@ attempts or the time run out, the last exception propagates unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Awaitable, Callable
@@ -60,63 +61,52 @@ class RetryPolicy:
         *,
         retry_if: Callable[[BaseException], bool],
     ) -> T:
-        """Await ``fn()``, retrying while ``retry_if(exc)`` holds and the bounds allow.
-
-        The first attempt is awaited directly: tenacity's machinery (about a fifth of a fleet
-        worker's CPU per request when it wrapped every one) is set up only for a request
-        that failed in a way worth retrying, and then counts that failure as its first
-        attempt, with the time the attempt took, so the bounds and waits are unchanged.
-        """
-        started = time.monotonic()
+        """Await ``fn()``, retrying while ``retry_if(exc)`` holds and the bounds allow."""
+        began = time.monotonic()
         try:
+            # The first try goes straight out: tenacity's bookkeeping (about 25 us a call)
+            # is paid only by a request that failed in a way worth retrying
             return await fn()
         except Exception as exc:
             if self.attempts == 1 or not retry_if(exc):
                 raise
-            failed: Exception | None = exc
+            # In a list the retry empties: no frame keeps the exception (a reference cycle)
+            failed = [exc]
+        return await self._again(fn, retry_if, failed, time.monotonic() - began)
 
-        async def again() -> T:
-            # tenacity's first attempt is the one that failed: it is not sent again
-            nonlocal failed
-            if failed is not None:
-                try:
-                    raise failed
-                finally:
-                    # Held by no frame of its own traceback: no reference cycle to collect
-                    failed = None
-            return await fn()
-
-        return await self._retrying(retry_if, time.monotonic() - started)(again)
-
-    def _retrying(
-        self, retry_if: Callable[[BaseException], bool], spent: float
-    ) -> Callable[[Callable[[], Awaitable[T]]], Awaitable[T]]:
-        """tenacity's retry loop for a call whose first attempt took ``spent`` seconds."""
-        # Imported on the first failed request, not at start-up: commands that never retry
-        # do not pay for loading it
+    async def _again(
+        self,
+        fn: Callable[[], Awaitable[T]],
+        retry_if: Callable[[BaseException], bool],
+        failed: list[Exception],
+        spent: float,
+    ) -> T:
+        """The retries after a first try that failed (``failed``) after ``spent`` seconds:
+        tenacity takes that failure as its first attempt (the waits and both bounds run as
+        if it had made it) and makes the others."""
+        # Imported on the first retry, not at start-up: commands that never reach the bank
+        # (validate, report) do not pay for loading it
         import tenacity
 
-        stop, wait, retry = _strategies(self, retry_if)
-        if spent > 0:
-            # The time bound counts from the first attempt, which tenacity did not see start
-            stop = tenacity.stop_after_attempt(self.attempts) | tenacity.stop_after_delay(
-                max(0.0, self.max_seconds - spent)
-            )
+        left = dataclasses.replace(self, max_seconds=max(0.0, self.max_seconds - spent))
+        stop, wait, retry = _strategies(left, retry_if)
         retrying = tenacity.AsyncRetrying(
             stop=stop, wait=wait, retry=retry, sleep=anyio.sleep, reraise=True
         )
 
-        async def run(fn: Callable[[], Awaitable[T]]) -> T:
-            try:
-                return await retrying(fn)
-            finally:
-                # Its pending actions are bound methods of ``retrying`` itself: a reference
-                # cycle per call that only the garbage collector frees. Cut here, it is freed
-                # at once; left, it was 98% of a run's cyclic garbage and gen-0 pauses of
-                # 40-180 ms that stalled all 50 requests in flight (measured 2026-11-27)
-                retrying.iter_state.reset()
+        async def attempt() -> T:
+            if failed:
+                raise failed.pop()
+            return await fn()
 
-        return run
+        try:
+            return await retrying(attempt)
+        finally:
+            # Its pending actions are bound methods of ``retrying`` itself: a reference cycle
+            # per request that only the garbage collector frees. Cut here, it is freed at once;
+            # left, it was 98% of a run's cyclic garbage and gen-0 pauses of 40-180 ms that
+            # stalled all 50 requests in flight (measured 2026-11-27, 2,000 rows)
+            retrying.iter_state.reset()
 
 
 @functools.lru_cache(maxsize=64)

@@ -2,7 +2,8 @@
 
 Input: a ``BankClient`` and the organization. Output, as the reads come back: the source
 accounts found (``accounts``, by URL), their active restrictions, each owner's payees
-(``indexes``: a ``PayeeIndex`` per legal person, grown as payees are created), the recent
+(``indexes``: a ``PayeeIndex`` per legal person once its list is read to the end, grown
+as payees are created; ``listings``: the lists as they are read, page by page), the recent
 payments of each account (``payments``), and every known payee's account and SRD
 (``payee_details``, ``payee_srds``). It reads; it judges no row (preflight does) and
 creates nothing (``_payees`` does, and adds what it created here).
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+import anyio
+
 from payrun._models import LedgerRow
 from payrun.errors import AuthError, BankError
 from payrun.run._changed import Known
@@ -25,7 +28,7 @@ from payrun.run._names import NameIndex, NameMatch, name_match
 if TYPE_CHECKING:
     from payrun.bank import BankAccount, BankClient, Organization, Payment
 
-__all__ = ["BankView", "PayeeIndex", "PayeeLike", "fetch_recent_payments"]
+__all__ = ["BankView", "PayeeIndex", "PayeeLike", "PayeeListing", "fetch_recent_payments"]
 
 _HTTP_NOT_FOUND = 404
 
@@ -49,7 +52,9 @@ class BankView:
         self.restrictions: dict[str, list[str]] = {}
         """An open account's URL -> the kinds of its active restrictions."""
         self.indexes: dict[str, PayeeIndex] = {}
-        """An owner (legal person) URL -> its payees."""
+        """An owner (legal person) URL -> its payees (once every page is read)."""
+        self.listings: dict[str, PayeeListing] = {}
+        """An owner URL -> its payee list as it is read (``listing``)."""
         self.payments: dict[str, list[Payment]] = {}
         """An account's URL -> its payments since the read's start, oldest first."""
         self.payee_details: dict[str, PayeeFacts] = {}
@@ -96,15 +101,38 @@ class BankView:
         found = await self.client.active_restrictions(account)
         self.restrictions[account.url] = [r.type or "restricted" for r in found]
 
+    def listing(self, owner: str) -> PayeeListing:
+        """The owner's payee list as ``read_payees`` reads it (made empty when first asked)."""
+        listing = self.listings.get(owner)
+        if listing is None:
+            listing = self.listings[owner] = PayeeListing()
+        return listing
+
     async def read_payees(self, owner: str) -> None:
-        """Record the owner's payees, every page."""
-        index = PayeeIndex.build([p async for p in self.client.payees(owner)])
-        self.indexes[owner] = index
-        self._learn(index.details)
+        """Record the owner's payees, every page: one by one in its ``listing`` (which
+        signals each time it grew), and in ``indexes`` only once the list is read to its
+        end, so that no check judges a row by part of a list."""
+        listing = self.listing(owner)
+        try:
+            async for payee in self.client.payees(owner):
+                listing.index.add(payee)
+                listing.grew.set()
+                listing.grew = anyio.Event()
+        finally:
+            listing.finished = True
+            listing.grew.set()
+        self.indexes[owner] = listing.index
+        self._learn(listing.index.details)
 
     async def read_payments(self, account: BankAccount, since: datetime) -> None:
         """Record the account's payments created since ``since`` (on the bank's clock)."""
         self.payments[account.url] = await fetch_recent_payments(self.client, account, since=since)
+
+    def learn_listed(self, owner: str, payees: Iterable[str]) -> None:
+        """Record the details of payees (URLs) already in the owner's ``listing``: rows paid
+        to them go out before the list is read to its end."""
+        details = self.listing(owner).index.details
+        self._learn({url: details[url] for url in payees})
 
     def add_payee(self, owner: str, payee: PayeeLike) -> None:
         """Record a payee just created for ``owner``."""
@@ -146,6 +174,17 @@ class PayeeLike(Protocol):
     def status(self) -> str: ...
     @property
     def srd(self) -> str | None: ...
+
+
+@dataclass(slots=True, eq=False)
+class PayeeListing:
+    """An owner's payee list as it is read: the payees so far (in the bank's order), an
+    event set once more have come or the list ended (then replaced by a new one), and
+    whether it ended (read to its end, or failed)."""
+
+    index: PayeeIndex = field(default_factory=lambda: PayeeIndex())
+    grew: anyio.Event = field(default_factory=anyio.Event)
+    finished: bool = False
 
 
 class _Listed(NamedTuple):
@@ -197,6 +236,15 @@ class PayeeIndex:
             return False
         details = (row.payee_name, row.sort_code, row.account_number)
         return self.lookup(*details) is None and not self.is_deactivated(*details)
+
+    def same(self, name: str, sort_code: str, account_number: str) -> str | None:
+        """The URL of the first active payee with these details and the same name (not one
+        it is cut from or cut to), or None: what ``lookup`` finds when there is one, and
+        what it finds in any longer list of which this one is the start."""
+        for listed in self.by_details.get((sort_code, account_number), ()):
+            if listed.active and name_match(name, listed.name) is NameMatch.SAME:
+                return listed.url
+        return None
 
     def lookup(self, name: str, sort_code: str, account_number: str) -> str | None:
         """The URL of an active payee with these details and the same name, or None (a

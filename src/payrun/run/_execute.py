@@ -14,8 +14,8 @@ Scheduling (one task group, long-lived workers, no task per row):
   creates never starve submits and memory stays bounded;
 - on a stop request nothing new starts; in-flight requests finish (the caller bounds that);
 - accounts may join while the engine runs (``PayingEngine.add``): the run pays an account
-  as soon as its checks are done; the engine ends once ``seal`` says no more will come
-  and every lane is drained.
+  as soon as its checks are done (or, held open, part of its rows before); the engine
+  ends once ``seal`` says no more will come and every lane is drained.
 
 A create or submit whose outcome is unknown stays ``creating``/``submitting`` for
 ``reconciliation``; it is never resent blindly. So does one whose answer is not for what
@@ -150,6 +150,8 @@ class _Lane:
     creating: int = 0
     queued: bool = False
     closed: bool = False
+    # More rows of the account may come (``PayingEngine.add(..., more=True)``): not closed
+    held: bool = False
 
 
 class PayingEngine:
@@ -203,16 +205,23 @@ class PayingEngine:
         """The rows given to the engine so far."""
         return self._planned
 
-    def add(self, to_create: list[LedgerRow], to_submit: list[LedgerRow]) -> None:
-        """Sort rows into per-account lanes (each account joins once); a running engine
-        starts on them at once."""
+    def add(
+        self, to_create: list[LedgerRow], to_submit: list[LedgerRow], *, more: bool = False
+    ) -> None:
+        """Sort rows into per-account lanes (each account joins once, or again while held
+        open: ``more`` keeps the accounts' lanes open for rows still to come, until ``add``
+        without it, ``release`` or ``seal``); a running engine starts on them at once."""
         accounts = {r.account_url for r in to_create} | {r.account_url for r in to_submit}
         new: list[_Lane] = []
         for account in sorted(a for a in accounts if a):
-            # A lane's submit workers end once it is drained: an account joins once
-            assert account not in self._lanes, f"{account} joined twice"
-            self._lanes[account] = lane = _Lane(account_url=account, credit=self._lead)
-            new.append(lane)
+            lane = self._lanes.get(account)
+            if lane is None:
+                self._lanes[account] = lane = _Lane(account_url=account, credit=self._lead)
+                new.append(lane)
+            else:
+                # A lane's submit workers end once it is drained: only a held one takes more
+                assert lane.held, f"{account} joined twice"
+            lane.held = more
         for row in to_create:
             self._lanes[row.account_url or ""].to_create.append(row.row)
             self._planned.add(row.row)
@@ -230,10 +239,19 @@ class PayingEngine:
         if self._group is not None:
             self._start_workers(self._group, new)
 
+    def release(self, account_url: str) -> None:
+        """No more rows of the account will come: its lane ends once drained."""
+        lane = self._lanes.get(account_url)
+        if lane is not None and lane.held:
+            lane.held = False
+            self._close_if_done(lane)
+
     def seal(self) -> None:
         """No account joins any more: the engine ends once its lanes are drained."""
         self._sealed = True
         self._sealed_event.set()
+        for account_url in list(self._lanes):
+            self.release(account_url)
         if self._creates_left == 0:
             self._wake_all()
 
@@ -349,7 +367,7 @@ class PayingEngine:
                 self._close_if_done(lane)
 
     def _close_if_done(self, lane: _Lane) -> None:
-        if not lane.to_create and lane.creating == 0:
+        if not lane.to_create and lane.creating == 0 and not lane.held:
             self._close(lane)
 
     def _close(self, lane: _Lane) -> None:

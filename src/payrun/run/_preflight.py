@@ -14,14 +14,16 @@ is kept in a ``BankView`` (``bank``); new payees are checked and created by ``Ne
 The reads go out together: every account lookup at once (``check_accounts``), then every
 account's restrictions, its owner's payees and its recent payments at once
 (``read_accounts``; the pages of one list in sequence), so that the chain of requests
-before the first payment is as short as the bank allows. When reads fail, the error
-raised is the first in a fixed order (the accounts in the order of ``plans``; for each,
-its lookup, then restrictions, payees and payments), whichever answer came first.
+before the first payment is as short as the bank allows; an account need not wait for the
+last page of a long payee list to pay rows whose payee is already read (``take_early``).
+When reads fail, the error raised is the first in a fixed order (the accounts in the
+order of ``plans``; for each, its lookup, then restrictions, payees and payments),
+whichever answer came first.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import ChainMap, defaultdict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -66,8 +68,11 @@ _OPEN = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUB
 _MID_CALL = (RowStatus.CREATING, RowStatus.SUBMITTING)
 _REJECTED = RowStatus.REJECTED
 """A payment the approver rejected paid nothing: its details are no old detail."""
-# The payments read's place among an account's reads (lookup 0, restrictions 1, payees 2)
-_PAYMENTS_READ = 3
+# The places of the payees and payments reads among an account's reads (lookup 0,
+# restrictions 1)
+_PAYEES_READ, _PAYMENTS_READ = 2, 3
+# Given an account and rows it may pay before its owner's payee list is read to its end
+_Early = Callable[["BankAccount", list[LedgerRow]], object]
 
 
 @dataclass(slots=True)
@@ -110,6 +115,7 @@ class Preflight:
         self.options = options
         self.bank = BankView(client, org)
         self.payees = NewPayees(book, self.bank, options, stop=stop)
+        self._stop = stop
         self.plans: dict[str, AccountPlan] = {}
         self._window = timedelta(days=options.duplicate_window_days)
         # Each account's rows (numbers), once bound to it
@@ -120,6 +126,10 @@ class Preflight:
         # guard first has rows to judge
         self._paid_rows = [r for r in book.all() if r.payment_url and r.status != _REJECTED]
         self._paid_before: NameIndex[Known] | None = None
+        # Rows ``take_early`` judged and bound to a payee: left out of ``rows_of``
+        self._taken: set[int] = set()
+        # Whether an account's balance covers every row it had to pay (``take_early``)
+        self._covered: dict[str, bool] = {}
 
     @property
     def accounts(self) -> dict[str, BankAccount]:
@@ -189,10 +199,15 @@ class Preflight:
         prefix = "payment created but not submitted: " if row.payment_url else ""
         self.book.set(row.row, status=RowStatus.FAILED, error=prefix + reason)
 
-    async def read_accounts(self, ready: Callable[[BankAccount], object] | None = None) -> None:
+    async def read_accounts(
+        self, ready: Callable[[BankAccount], object] | None = None, early: _Early | None = None
+    ) -> None:
         """Read every account's restrictions, its owner's payees and its recent payments at
         once, and record what they say; ``ready(account)`` is called as each account's reads
         are done and recorded (its rows failed if it cannot pay), before the others' are.
+        ``early(account, rows)`` is given, while the owner's payee list is still read and
+        the account's other reads are done, the rows ``take_early`` finds may be paid
+        already.
 
         Lists are read in the order of ``plans`` (the pages of one list in sequence),
         holding at most ``_READ_SHARE`` of the organization's slots, so that the payments
@@ -219,8 +234,9 @@ class Preflight:
                 mine.append(_Read((index, 1), partial(bank.read_restrictions, account)))
             owner = owners.get(account.owner_url)
             if owner is None:
+                bank.listing(account.owner_url)
                 owner = owners[account.owner_url] = _Read(
-                    (index, 2), partial(bank.read_payees, account.owner_url)
+                    (index, _PAYEES_READ), partial(bank.read_payees, account.owner_url)
                 )
             mine.append(owner)
             rows = groups.get(account.url, [])
@@ -236,7 +252,7 @@ class Preflight:
         async with anyio.create_task_group() as group:
             group.start_soon(partial(_all_at_once, reads, workers=max(1, int(cap * _READ_SHARE))))
             for plan, mine in waits:
-                group.start_soon(self._account_read, plan, mine, ready)
+                group.start_soon(self._account_read, plan, mine, ready, early)
         _raise_first_error(reads)
 
     async def _account_read(
@@ -244,12 +260,16 @@ class Preflight:
         plan: AccountPlan,
         reads: list[_Read],
         ready: Callable[[BankAccount], object] | None,
+        early: _Early | None = None,
     ) -> None:
-        """Once an account's reads are done: its restrictions' verdict, then ``ready``."""
-        for read in reads:
-            await read.done.wait()
+        """Once an account's reads are done: its restrictions' verdict, then ``ready``;
+        before, while its owner's payees are read, ``early`` as ``take_early`` finds rows."""
         account = plan.account
         assert account is not None
+        if early is not None:
+            await self._before_listed(plan, reads, early)
+        for read in reads:
+            await read.done.wait()
         if plan.problem is None and account.url in self.bank.restrictions:
             plan.problem = self.bank.restriction_problem(account)
             if plan.problem is not None:
@@ -265,10 +285,117 @@ class Preflight:
         if ready is not None and not any(read.error for read in reads):
             ready(account)
 
+    async def _before_listed(self, plan: AccountPlan, reads: list[_Read], early: _Early) -> None:
+        """Once the account's reads but its owner's payees are done, and until those are
+        read to their end: give ``early`` the rows ``take_early`` finds each time more
+        payees have come (none when a read failed or the account cannot pay)."""
+        others = [read for read in reads if read.order[1] != _PAYEES_READ]
+        for read in others:
+            await read.done.wait()
+        account = plan.account
+        assert account is not None
+        if any(read.error for read in others) or plan.problem is not None:
+            return
+        if self.bank.restriction_problem(account) is not None:
+            return
+        listing = self.bank.listing(account.owner_url)
+        while not listing.finished:
+            grew = listing.grew
+            rows = self.take_early(account)
+            if rows:
+                early(account, rows)
+            await grew.wait()
+
+    def take_early(self, account: BankAccount) -> list[LedgerRow]:
+        """The account's pending rows that may be paid before its owner's payee list is read
+        to its end (its other reads done, nothing wrong with the account), each bound to its
+        payee; the checks that run once the list is read leave them out (``rows_of``).
+
+        Only what the rest of the list cannot change: a row with no payee yet whose payee,
+        active, with the same name and details, is already in the list (the first such,
+        as a lookup in the whole list finds it; no new payee is created, and the changed-
+        details guard judges only rows that need one), while the account's balance covers
+        every row it had to pay (later holds only lower that), and, under the repeat guard,
+        every recent payment that could be a repeat names a payee already in the list or
+        known (its details, then, are all the guard goes by) and none matches the row.
+        Never in a dry run, nor once the run was asked to stop.
+        """
+        listing = self.bank.listings.get(account.owner_url)
+        stopped = self._stop is not None and self._stop.is_set()
+        if self.options.dry_run or stopped or listing is None or listing.finished:
+            return []
+        url = account.url
+        pending = self.rows_of(url, RowStatus.PENDING)
+        if not (pending and self._covers(account)):
+            return []
+        index = listing.index
+        found = {
+            row.row: payee
+            for row in pending
+            if not row.payee_url
+            and (payee := index.same(row.payee_name, row.sort_code, row.account_number))
+        }
+        if found and not (self.options.allow_repeat or not self._window):
+            found = self._not_repeats(url, pending, found)
+        if not found:
+            return []
+        self.bank.learn_listed(account.owner_url, set(found.values()))
+        self.book.set_each({number: {"payee_url": payee} for number, payee in found.items()})
+        self._taken.update(found)
+        for _ in found:
+            self._count_existing(url)
+        return [self.book.get(number) for number in found]
+
+    def _not_repeats(
+        self, account_url: str, pending: list[LedgerRow], found: dict[int, str]
+    ) -> dict[int, str]:
+        """Of the rows ``found`` (row -> payee) early, those the repeat guard lets go now
+        and would once the list is read; none when its verdict could still change."""
+        owner = self.bank.owner_of(account_url)
+        details = ChainMap(self.bank.listing(owner).index.details, self.bank.payee_details)
+        if not self._repeats_decidable(account_url, details):
+            return {}
+        repeats = find_repeats(
+            [row for row in pending if row.row in found],
+            self.bank.payments.get(account_url, []),
+            known_payment_urls=self.book.known_payment_urls(),
+            payee_details=details,
+            srds=self.bank.payee_srds,
+        )
+        # Held by the guard once the list is read
+        return {number: payee for number, payee in found.items() if number not in repeats}
+
+    def _covers(self, account: BankAccount) -> bool:
+        """Whether the account's available balance covers all the rows it has to pay (as
+        ``check_balances`` counts them), judged the first time it is asked."""
+        covered = self._covered.get(account.url)
+        if covered is None:
+            rows = self.rows_of(account.url, RowStatus.PENDING, RowStatus.CREATED)
+            need = sum((r.amount for r in rows), Decimal(0))
+            covered = self._covered[account.url] = need <= account.available_balance
+        return covered
+
+    def _repeats_decidable(self, account_url: str, details: Mapping[str, PayeeFacts]) -> bool:
+        """True when every recent payment of the account that could be a repeat names a
+        payee in ``details``: the repeat guard's verdicts then cannot change as more payees
+        are read (a payment to a bare account is judged by the SRDs of all its payees)."""
+        known = self.book.known_payment_urls()
+        return all(
+            payment.creditor_payee_url in details
+            for payment in self.bank.payments.get(account_url, [])
+            if not (
+                payment.url in known
+                or payment.rejected
+                or payment.latest_submission_status in _DID_NOT_PAY
+            )
+        )
+
     def rows_of(self, account_url: str, *statuses: RowStatus) -> list[LedgerRow]:
-        """The account's rows now in any of ``statuses``, in row order."""
+        """The account's rows now in any of ``statuses``, in row order (not those
+        ``take_early`` took)."""
         wanted = set(statuses)
-        rows = (self.book.get(number) for number in self._numbers.get(account_url, ()))
+        numbers = self._numbers.get(account_url, ())
+        rows = (self.book.get(number) for number in numbers if number not in self._taken)
         return [row for row in rows if row.status in wanted]
 
     def _by_account(

@@ -143,8 +143,10 @@ class FirstPass:
             def ready(account: BankAccount) -> None:
                 self._account(accounts, account)
 
+            # Live mode (and a plan's run) creates nothing before every account is checked
+            early = None if self.gate.holds else self._early
             try:
-                await self._run.checks.read_accounts(ready)
+                await self._run.checks.read_accounts(ready, early)
             except Exception as exc:
                 # Raised once every account's waiter has ended
                 self._read_error = exc
@@ -177,9 +179,18 @@ class FirstPass:
             self._errors.append(exc)
             self._fail()
 
+    def _early(self, account: BankAccount, rows: list[LedgerRow]) -> None:
+        """Rows of an account paid while its owner's payees are still read (``take_early``);
+        the engine keeps the account's lane open for the rest."""
+        if not self.gate.failed:
+            self.engine.add(self._run.doubt.may_create(rows, utc_now()), [], more=True)
+
     def _pay(self, account_url: str | None) -> None:
-        """Give the engine an account's rows (every account's when None)."""
+        """Give the engine an account's rows (every account's when None): all it has left
+        to pay (``take_early`` took the others), and no more of them will come."""
         self.engine.add(*sendable(self._run, utc_now(), account_url))
+        if account_url is not None:
+            self.engine.release(account_url)
 
     def _fail(self) -> None:
         """Nothing more is created: payments under way finish."""
