@@ -220,6 +220,9 @@ def test_kill_9_of_the_server_mid_run_then_restart_pays_exactly_once(
         process, url = start_server(desk, sandbox)
         servers.append(process)
         try:
+            # The person opens the plan again, in a new tab of the same browser (signed in):
+            # the old tab may still be loading from the server that was killed
+            approver = approver.context.new_page()
             approver.goto(plan_url.replace(plan_url.split("/plans/")[0], url))
             expect(approver.get_by_text("State: interrupted")).to_be_visible()
             approver.get_by_role("button", name="Pay").click()
@@ -255,6 +258,9 @@ def test_kill_9_of_the_server_alone_leaves_the_run_going(
         process, url = start_server(desk, sandbox)
         servers.append(process)
         try:
+            # The person opens the plan again, in a new tab of the same browser (signed in):
+            # the old tab may still be loading from the server that was killed
+            approver = approver.context.new_page()
             approver.goto(plan_url.replace(plan_url.split("/plans/")[0], url))
             report = approver.get_by_role("link", name="Download report (.xlsx)")
             expect(report).to_be_visible(timeout=RUN_TIMEOUT_MS)
