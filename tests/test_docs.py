@@ -137,3 +137,12 @@ def test_the_readme_is_a_front_page() -> None:
     lines = README.splitlines()
     assert len(lines) <= 300
     assert all("docs/" + path.name in README for path in DOCS)
+
+
+def test_no_install_hint_names_payrun_on_pypi() -> None:
+    """payrun is not on PyPI: ``pip install 'payrun[fleet]'`` would install another project,
+    so no message or page says it (the fleet extra is installed from a checkout or the
+    wheel, docs/fleet.md)."""
+    texts = [README, *(path.read_text(encoding="utf-8") for path in DOCS)]
+    texts += [path.read_text(encoding="utf-8") for path in (ROOT / "src").rglob("*.py")]
+    assert not [text for text in texts if re.search(r"['\"\s]payrun\[", text)]

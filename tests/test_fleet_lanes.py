@@ -30,6 +30,7 @@ from _run_helpers import BatchRow, make_rows, write_batch
 from payrun.cli import main
 from payrun.config import DatabaseURL, Secret
 from payrun.fleet import FleetStore, load_manifest
+from payrun.fleet._submit import refuse_split_organizations
 from payrun.fleet._workflow import cutoff_priority
 from payrun.sandbox import RunningSandbox, serve_in_thread
 
@@ -246,3 +247,59 @@ def test_key_groups_pay_on_the_workers_holding_their_keys(
         assert "refused" not in worker.output(), worker.output()
     batches = {b.name: b for b in _store(url).batches()}
     assert {b.key_group for b in batches.values()} == {"north", "south"}
+
+
+def _org_batches(tmp_path: Path, groups: list[str | None], stem: str) -> Path:
+    """A manifest of one batch per entry of ``groups``, all of one organization (key org0
+    at one bank), each in that key group (None: no group)."""
+    write_batch(tmp_path / "rows.csv", make_rows(7, 3, tag="G"))
+    entries: list[dict[str, Any]] = []
+    for index, group in enumerate(groups):
+        entry = {
+            "name": f"{stem}{index}",
+            "file": "rows.csv",
+            "base_url": "https://bank.example:443/",
+            "key": "org0",
+            "confirm_payees": False,
+        }
+        entries.append(entry if group is None else {**entry, "key_group": group})
+    return write_manifest(tmp_path / f"{stem}.toml", entries)
+
+
+def test_one_organization_in_two_key_groups_of_a_manifest_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two batches of one organization, one in key group north and one in none: submit
+    refuses with exit 2 and one line naming both, before the database is touched (a lane
+    runs on one group's task queue: the other batch would wait there unpaid)."""
+    manifest = _org_batches(tmp_path, ["north", None], "b")
+    argv = ["fleet", "submit", str(manifest), "--temporal", "127.0.0.1:9"]
+    code = main([*argv, "--ledger-url", "postgresql://payrun@127.0.0.1:9/none"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "batch b1 is in no key group but the batch b0 of the same organization" in err, err
+    assert "key group north" in err and len(err.strip().splitlines()) == 1, err
+    same = _org_batches(tmp_path, ["north", "north"], "c")
+    refuse_split_organizations(load_manifest(same))
+
+
+def test_a_batch_in_another_key_group_than_an_unfinished_one_is_refused(
+    tmp_path: Path, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A queued batch of the organization in key group north in the store: a new batch of
+    it in no group is refused (exit 2, one line); once that batch is done, it is not."""
+    store = FleetStore(DatabaseURL(Secret(url)))
+    store.ensure_schema()
+    (earlier,) = load_manifest(_org_batches(tmp_path, ["north"], "a"))
+    store.register(earlier, {}, task_queue="payrun")
+    manifest = _org_batches(tmp_path, [None], "b")
+    argv = ["fleet", "submit", str(manifest), "--temporal", "127.0.0.1:9", "--ledger-url", url]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "batch b0 is in no key group but the queued batch a0 of the same" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    # Another deployment's task queue, or the earlier batch ended: no lane is shared
+    refuse_split_organizations(load_manifest(manifest), store.open_batches("other"))
+    store.set_state("a0", "done")
+    refuse_split_organizations(load_manifest(manifest), store.open_batches("payrun"))

@@ -28,9 +28,10 @@ from _fleet_helpers import (
 from _postgres import Cluster
 from _run_helpers import BatchRow, make_rows, write_batch
 from payrun.cli import main
-from payrun.config import DatabaseURL, Secret
+from payrun.config import DatabaseURL, Secret, environ_with_ledger_url
 from payrun.fleet import FleetStore
-from payrun.fleet._processes import listen_to_parent, supervise
+from payrun.fleet._processes import child_command, listen_to_parent, split_batches, supervise
+from payrun.fleet._worker import connections_needed
 from payrun.run import StopSignal
 from payrun.sandbox import RunningSandbox, serve_in_thread
 
@@ -147,19 +148,123 @@ def test_sigterm_to_the_parent_hands_the_batch_back_and_another_finishes_it(
 def test_the_connection_budget_counts_every_process(
     postgres: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """--processes 5 --max-batches 45: 5 x 48 connections is more than the server's 197
-    allow, though one process's 48 fit: exit 2 before any process starts, one line."""
+    """--processes 5 --max-batches 195: the 195 batches shared by 5 processes and 3 of
+    each process's own (210) are more than the server's 197 allow: exit 2 before any
+    process starts, one line with the numbers."""
     url = new_database(postgres.url)
     (tmp_path / "keys").mkdir()
     argv = ["fleet", "worker", "--temporal", "127.0.0.1:9", "--ledger-url", url]
     code = main(
-        [*argv, "--keys", str(tmp_path / "keys"), "--max-batches", "45", "--processes", "5"]
+        [*argv, "--keys", str(tmp_path / "keys"), "--max-batches", "195", "--processes", "5"]
     )
     err = capsys.readouterr().err
     assert code == 2, err
-    assert "could need 240 more (--processes 5 x (--max-batches 45" in err, err
+    assert "could need 210 more (--max-batches 195 shared by --processes 5, and 3" in err, err
     assert "worker process" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_max_batches_is_the_commands_number_shared_by_its_processes() -> None:
+    """--max-batches is split fairly across the processes (each at least 1, together the
+    command's number), so the defaults on an 8-core machine (20 batches, 8 processes)
+    need 20 + 8 x 3 = 44 connections, under PostgreSQL's default 100."""
+    assert split_batches(20, 8) == [3, 3, 3, 3, 2, 2, 2, 2]
+    assert split_batches(2, 2) == [1, 1]
+    assert split_batches(20, 1) == [20]
+    for total in range(1, 30):
+        for processes in range(1, total + 1):
+            shares = split_batches(total, processes)
+            assert sum(shares) == total and min(shares) >= 1
+            assert max(shares) - min(shares) <= 1
+    assert connections_needed(20, 8) == 44
+    assert connections_needed(20, 1) == 23
+
+
+def test_more_processes_than_max_batches_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--processes 4 --max-batches 2: the processes could not share 2 batches; exit 2,
+    one line, before the ledger database is touched."""
+    (tmp_path / "keys").mkdir()
+    argv = ["fleet", "worker", "--temporal", "127.0.0.1:9"]
+    argv += ["--ledger-url", "postgresql://payrun@127.0.0.1:9/payrun"]
+    code = main([*argv, "--keys", str(tmp_path / "keys"), "--max-batches", "2", "--processes", "4"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "--processes 4 is more than --max-batches 2" in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_childs_command_line_holds_its_share_and_no_ledger_url() -> None:
+    """A child's words: the worker's own, less --ledger-url (either spelling) and the
+    command's --max-batches, plus its share; the URL goes in its environment."""
+    url = "postgresql://payrun:s3cret-pw@db.internal/payrun"
+    for words in (
+        ["fleet", "worker", "--ledger-url", url, "--max-batches", "20", "--keys", "k"],
+        ["fleet", "worker", f"--ledger-url={url}", "--max-batches=20", "--keys", "k"],
+    ):
+        command = child_command(words, 3)
+        assert not [word for word in command if "s3cret" in word or "ledger-url" in word]
+        assert command[-7:] == [
+            "--keys",
+            "k",
+            "--max-batches",
+            "3",
+            "--processes",
+            "1",
+            "--child-process",
+        ]
+        assert command.count("--max-batches") == 1 and "fleet" in command
+    env = environ_with_ledger_url(DatabaseURL(Secret(url)), {"PATH": "/bin"})
+    assert env == {"PATH": "/bin", "PAYRUN_LEDGER_URL": url}
+
+
+def _cmdline(pid: int) -> list[str]:
+    """The command line of process ``pid``, as ``ps`` would show it."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+
+
+@pytest.mark.fleet
+def test_a_child_ignores_signals_and_has_its_share_and_no_password_in_its_words(
+    tmp_path: Path, postgres: Cluster, temporal: str
+) -> None:
+    """--processes 2 --max-batches 2: each child's command line says --max-batches 1 and
+    holds no ledger URL (it has it in PAYRUN_LEDGER_URL); two SIGTERMs sent to one child
+    alone are ignored (its parent's word is its only stop, so a group's signal counts
+    once); one SIGTERM to the whole group then stops the command with exit 0."""
+    url = new_database(postgres.url)
+    queue = f"payrun-test-{secrets.token_hex(4)}"
+    (tmp_path / "keys").mkdir()
+    worker = start_worker(
+        temporal, url, tmp_path / "keys", queue, tmp_path / "w.log", max_batches=2, processes=2
+    )
+    try:
+        wait_for(lambda: worker.output().count("polls task queue") == 2, 60, "two workers")
+        pids = [
+            int(line.rsplit("pid ", 1)[1])
+            for line in worker.output().splitlines()
+            if "started: pid" in line
+        ]
+        assert len(pids) == 2, worker.output()
+        for pid in pids:
+            words = _cmdline(pid)
+            assert words[words.index("--max-batches") + 1] == "1", words
+            assert not [word for word in words if url in word or "--ledger-url" in word], words
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            assert f"PAYRUN_LEDGER_URL={url}".encode() in environ
+        os.kill(pids[0], signal.SIGTERM)
+        time.sleep(0.5)
+        os.kill(pids[0], signal.SIGTERM)
+        time.sleep(1.5)
+        assert worker.process.poll() is None, worker.output()
+        assert Path(f"/proc/{pids[0]}").exists(), worker.output()
+        assert "ended with exit code" not in worker.output()
+        worker.kill(signal.SIGTERM)
+        assert worker.process.wait(60) == 0, worker.output()
+    finally:
+        worker.kill(signal.SIGKILL)
+        worker.process.wait(30)
+    assert "Traceback" not in worker.output(), worker.output()
 
 
 _CHILD = """
@@ -181,7 +286,7 @@ def test_a_child_that_dies_stops_the_others_and_its_code_is_the_commands(
     said: list[str] = []
     command = [sys.executable, "-c", _CHILD, str(tmp_path / "first")]
     started = time.monotonic()
-    code = supervise(command, 2, StopSignal(), said.append)
+    code = supervise([command] * 2, StopSignal(), said.append)
     assert code == 5, said
     assert time.monotonic() - started < 30
     assert any("ended with exit code 5" in line for line in said), said
@@ -195,7 +300,7 @@ def test_a_stop_is_forwarded_to_every_child_once(tmp_path: Path) -> None:
     stop.request()
     command = [sys.executable, "-c", _CHILD, str(tmp_path / "first")]
     said: list[str] = []
-    assert supervise(command, 3, stop, said.append) == 0, said
+    assert supervise([command] * 3, stop, said.append) == 0, said
     assert len([line for line in said if "started" in line]) == 3
 
 
@@ -204,9 +309,8 @@ def test_a_child_that_stops_alone_stops_the_command_with_exit_3(tmp_path: Path) 
     others hand back and stop, and the command exits 3 (run again), not 0."""
     said: list[str] = []
     child = _CHILD.replace("sys.exit(5)", "sys.exit(0)")
-    code = supervise(
-        [sys.executable, "-c", child, str(tmp_path / "first")], 2, StopSignal(), said.append
-    )
+    command = [sys.executable, "-c", child, str(tmp_path / "first")]
+    code = supervise([command] * 2, StopSignal(), said.append)
     assert code == 3, said
     assert any("ended with exit code 0" in line for line in said), said
 

@@ -15,10 +15,19 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["STOP_SIGNALS", "catch_stop_signals", "restore_signals"]
+__all__ = [
+    "CHILD_OPTION",
+    "STOP_SIGNALS",
+    "catch_stop_signals",
+    "ignore_stop_signals",
+    "restore_signals",
+]
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """What asks payrun to stop: Ctrl-C, and a scheduler's or the system's SIGTERM."""
+CHILD_OPTION = "--child-process"
+"""The hidden option a fleet worker's supervised child is started with: it ignores the stop
+signals and hears only its parent (``payrun.fleet``)."""
 
 
 def catch_stop_signals(request: Callable[[], None]) -> dict[int, object]:
@@ -40,3 +49,12 @@ def restore_signals(previous: dict[int, object]) -> None:
     """Put back the handlers ``catch_stop_signals`` replaced."""
     for number, handler in previous.items():
         signal.signal(number, handler)  # type: ignore[arg-type]
+
+
+def ignore_stop_signals() -> None:
+    """Ignore each of ``STOP_SIGNALS`` (a supervised child: Ctrl-C or a SIGTERM sent to the
+    whole process group, or by a service manager to every process, is its parent's to
+    count, which tells the child once). Off the main thread nothing changes."""
+    if threading.current_thread() is threading.main_thread():
+        for number in STOP_SIGNALS:
+            signal.signal(number, signal.SIG_IGN)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from payrun._models import ApprovedRows
 
 __all__ = [
+    "FLEET_EXTRA",
     "REQUEST_TIMEOUT",
     "DEFAULT_AUTH_SCHEME",
     "DEFAULT_DUPLICATE_WINDOW_DAYS",
@@ -58,6 +59,7 @@ __all__ = [
     "database_url",
     "heartbeat_timeout_from_env",
     "ledger_url_from_env",
+    "environ_with_ledger_url",
     "login_name",
     "policy_path_from_env",
     "load_settings",
@@ -80,6 +82,13 @@ DEFAULT_DUPLICATE_WINDOW_DAYS = 3
 DEFAULT_AUTH_SCHEME = "ServiceAPIKey"
 DEFAULT_WAIT_TIMEOUT = 600.0
 """Seconds ``--wait`` follows submissions before giving up (exit 3: run again to keep waiting)."""
+FLEET_EXTRA = (
+    "install payrun's fleet extra from the project: pip install '.[fleet]' in a payrun"
+    " checkout, or pip install 'payrun-VERSION-py3-none-any.whl[fleet]' (docs/fleet.md)"
+)
+"""How to install what ``payrun fleet`` and a PostgreSQL ledger need (payrun is not on PyPI:
+the name ``payrun`` there is another project's)."""
+
 REQUEST_TIMEOUT = 30.0
 """How long a request waits for the bank's answer."""
 DEFAULT_HEARTBEAT_TIMEOUT = 15.0
@@ -431,6 +440,17 @@ def ledger_url_from_env(environ: Mapping[str, str] | None = None) -> DatabaseURL
         )
         raise ConfigError(msg)
     return url
+
+
+def environ_with_ledger_url(
+    url: DatabaseURL, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """This process's environment (or ``environ``) with ``PAYRUN_LEDGER_URL`` set to
+    ``url``: how a process hands the ledger database to a child without showing its
+    password on the child's command line."""
+    env = dict(os.environ if environ is None else environ)
+    env["PAYRUN_LEDGER_URL"] = url.reveal()
+    return env
 
 
 def login_name() -> str:

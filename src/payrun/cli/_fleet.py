@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 
 from payrun._redaction import redact
+from payrun._signals import ignore_stop_signals
 from payrun.cli._output import file_path, json_text, reader_may_leave
 from payrun.config import (
     DEFAULT_HEARTBEAT_TIMEOUT,
@@ -27,6 +28,7 @@ from payrun.config import (
     DatabaseURL,
     check_heartbeat_timeout,
     database_url,
+    environ_with_ledger_url,
     heartbeat_timeout_from_env,
     ledger_url_from_env,
     parse_settle_wait,
@@ -39,6 +41,7 @@ from payrun.fleet import (
     child_command,
     default_processes,
     listen_to_parent,
+    split_batches,
     supervise,
 )
 
@@ -128,7 +131,8 @@ def _register_worker(commands: argparse._SubParsersAction[Any]) -> None:
         type=int,
         default=20,
         metavar="N",
-        help="batches (of different lanes) each worker process pays at once (default 20)",
+        help="batches (of different lanes) this worker command pays at once, shared by its"
+        " processes (default 20)",
     )
     worker.add_argument(
         "--key-group",
@@ -141,8 +145,8 @@ def _register_worker(commands: argparse._SubParsersAction[Any]) -> None:
         "--processes",
         type=int,
         metavar="N",
-        help="worker processes this command runs, each with its own lanes, so one"
-        " command uses the machine's cores (default: the cores it may use)",
+        help="worker processes this command runs, sharing its --max-batches, so one command"
+        " uses the machine's cores (default: the cores it may use, at most --max-batches)",
     )
     # A supervised child of --processes N: its parent checked the start for all
     worker.add_argument(CHILD_OPTION, action="store_true", help=argparse.SUPPRESS)
@@ -405,10 +409,7 @@ def _worker(args: argparse.Namespace, url: DatabaseURL) -> int:
     if not 1 <= args.max_batches <= 500:  # noqa: PLR2004 - a sanity bound
         msg = "--max-batches is a number from 1 to 500"
         raise ConfigError(msg)
-    processes = default_processes() if args.processes is None else args.processes
-    if not 1 <= processes <= 64:  # noqa: PLR2004 - a sanity bound
-        msg = "--processes is a number from 1 to 64"
-        raise ConfigError(msg)
+    processes = _processes(args.processes, args.max_batches)
     settle_wait = args.settle_wait
     if settle_wait is None:
         settle_wait = settle_wait_from_env()
@@ -429,6 +430,8 @@ def _worker(args: argparse.Namespace, url: DatabaseURL) -> int:
     if processes > 1:
         return _supervise(args, options)
     if args.child_process:
+        # Its parent's words are its only stops (also set before the imports, __main__)
+        ignore_stop_signals()
         listen_to_parent(args.stop)
 
     def ready(identity: str) -> None:
@@ -444,12 +447,36 @@ def _worker(args: argparse.Namespace, url: DatabaseURL) -> int:
     return 0
 
 
+def _processes(given: int | None, max_batches: int) -> int:
+    """The worker's processes: ``--processes``, else the cores it may use; never more than
+    ``--max-batches``, which they share."""
+    if given is None:
+        return min(default_processes(), max_batches)
+    if not 1 <= given <= 64:  # noqa: PLR2004 - a sanity bound
+        msg = "--processes is a number from 1 to 64"
+        raise ConfigError(msg)
+    if given > max_batches:
+        msg = (
+            f"--processes {given} is more than --max-batches {max_batches}: the processes"
+            " share the batches paid at once, each at least one; lower --processes or"
+            " raise --max-batches"
+        )
+        raise ConfigError(msg)
+    return given
+
+
 def _supervise(args: argparse.Namespace, options: Any) -> int:
     """``--processes N``: the start checked once for all N, then N workers supervised."""
     from payrun.fleet import check_worker_start
 
     check_worker_start(options)
-    code = supervise(child_command(args.argv), options.processes, args.stop, _say)
+    commands = [
+        child_command(args.argv, share)
+        for share in split_batches(options.max_batches, options.processes)
+    ]
+    # The ledger's URL (its password) in the children's environment, not in their words
+    env = environ_with_ledger_url(options.ledger_url)
+    code = supervise(commands, args.stop, _say, env)
     if code == 0:
         _say(
             f"worker stopped: its {options.processes} processes recorded and handed back"

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from payrun.fleet._processes import child_command as child_command
     from payrun.fleet._processes import default_processes as default_processes
     from payrun.fleet._processes import listen_to_parent as listen_to_parent
+    from payrun.fleet._processes import split_batches as split_batches
     from payrun.fleet._processes import supervise as supervise
     from payrun.fleet._store import FleetBatch as FleetBatch
     from payrun.fleet._store import FleetStore as FleetStore
@@ -50,6 +51,7 @@ _HOMES = {
     "child_command": "payrun.fleet._processes",
     "default_processes": "payrun.fleet._processes",
     "listen_to_parent": "payrun.fleet._processes",
+    "split_batches": "payrun.fleet._processes",
     "supervise": "payrun.fleet._processes",
     "FleetBatch": "payrun.fleet._store",
     "FleetStore": "payrun.fleet._store",

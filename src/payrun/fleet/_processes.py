@@ -5,9 +5,10 @@ One Python process pays its lanes in one interpreter (one core). The command sta
 and activity slots, and supervises them: it tells them to drain when it is told to stop
 (first SIGTERM or Ctrl-C: drain; second: cut in-flight requests off), and when one ends on
 its own it drains the others and exits with that one's code (3 for one killed by a signal
-or that stopped alone). A child hears its parent through its standard input (``drain``,
-``cut``; the end of it when the parent died, which drains it too), so a signal sent to the
-whole process group counts once, not twice.
+or that stopped alone). A child hears only its parent, through its standard input
+(``drain``, ``cut``; the end of it when the parent died, which drains it too): it ignores
+Ctrl-C and SIGTERM, so a signal sent to the whole process group counts once, not twice.
+The command's ``--max-batches`` is split across its processes (``split_batches``).
 """
 
 from __future__ import annotations
@@ -18,15 +19,23 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
+from payrun._signals import CHILD_OPTION
 from payrun.run import StopSignal
 
-__all__ = ["CHILD_OPTION", "child_command", "default_processes", "listen_to_parent", "supervise"]
+__all__ = [
+    "CHILD_OPTION",
+    "child_command",
+    "default_processes",
+    "listen_to_parent",
+    "split_batches",
+    "supervise",
+]
 
-CHILD_OPTION = "--child-process"
-"""The hidden option a supervised child is started with (it checks nothing its parent did)."""
+LEDGER_OPTION = "--ledger-url"
+MAX_BATCHES_OPTION = "--max-batches"
 DRAIN = "drain"
 CUT = "cut"
 _POLL_SECONDS = 0.25
@@ -42,28 +51,66 @@ def default_processes() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def child_command(words: Sequence[str]) -> list[str]:
+def split_batches(max_batches: int, processes: int) -> list[int]:
+    """The command's ``--max-batches`` shared fairly by its ``processes`` (as equal as can
+    be, each at least 1): together they pay no more batches at once than one process
+    would."""
+    if not 1 <= processes <= max_batches:
+        msg = f"--processes {processes} is more than --max-batches {max_batches}"
+        raise ValueError(msg)
+    share, extra = divmod(max_batches, processes)
+    return [share + (1 if number < extra else 0) for number in range(processes)]
+
+
+def child_command(words: Sequence[str], max_batches: int) -> list[str]:
     """The command line of one child: this interpreter started as this process was (its
     script or ``-m payrun``, its ``-X`` options), then ``words`` (the worker's own
-    options, so a ledger URL given in the environment stays there) with one process."""
+    options) with one process and its share ``max_batches``, less ``--ledger-url``: a
+    child has the ledger's URL (its password) in its environment
+    (``environ_with_ledger_url``), never on its command line for ``ps`` to show."""
     prefix = [sys.executable, "-m", "payrun"]
     if list(sys.argv[1:]) == list(words):
         # The same interpreter options and entry point (a script, or -m payrun)
         prefix = [sys.executable, *sys.orig_argv[1 : len(sys.orig_argv) - len(sys.argv) + 1]]
-    return [*prefix, *words, "--processes", "1", CHILD_OPTION]
+    kept = _without(_without(words, LEDGER_OPTION), MAX_BATCHES_OPTION)
+    share = [MAX_BATCHES_OPTION, str(max_batches)]
+    return [*prefix, *kept, *share, "--processes", "1", CHILD_OPTION]
+
+
+def _without(words: Sequence[str], option: str) -> list[str]:
+    """``words`` less ``option VALUE`` and ``option=VALUE``."""
+    kept: list[str] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == option:
+            skip = True
+        elif not word.startswith(option + "="):
+            kept.append(word)
+    return kept
 
 
 def supervise(
-    command: Sequence[str], processes: int, stop: StopSignal, say: Callable[[str], None]
+    commands: Sequence[Sequence[str]],
+    stop: StopSignal,
+    say: Callable[[str], None],
+    env: Mapping[str, str] | None = None,
 ) -> int:
-    """Run ``processes`` children of ``command`` until ``stop`` (or one ends on its own);
-    the command's exit code."""
+    """Run one child of each of ``commands`` (in ``env``, else this process's environment)
+    until ``stop`` (or one ends on its own); the command's exit code."""
+    processes = len(commands)
     children: list[subprocess.Popen[str]] = []
     level = 0
     failed: tuple[int, int] | None = None
     try:
-        for number in range(1, processes + 1):
-            child = subprocess.Popen(list(command), stdin=subprocess.PIPE, text=True)
+        for number, command in enumerate(commands, 1):
+            child = subprocess.Popen(
+                list(command),
+                stdin=subprocess.PIPE,
+                text=True,
+                env=None if env is None else dict(env),
+            )
             children.append(child)
             say(f"worker process {number} of {processes} started: pid {child.pid}")
         while any(child.poll() is None for child in children):

@@ -23,7 +23,13 @@ from pathlib import Path
 from temporalio.service import RPCError
 
 from payrun._models import RowStatus
-from payrun.config import DEFAULT_HEARTBEAT_TIMEOUT, DatabaseURL, RunOptions, ValidationOptions
+from payrun.config import (
+    DEFAULT_HEARTBEAT_TIMEOUT,
+    DatabaseURL,
+    RunOptions,
+    ValidationOptions,
+    redact_url,
+)
 from payrun.errors import (
     EXIT_NOT_ALL_PAID,
     EXIT_OK,
@@ -39,6 +45,7 @@ from payrun.fleet._manifest import BatchEntry, load_manifest
 from payrun.fleet._requeue import queue_batch, requeue_lost
 from payrun.fleet._store import FleetBatch, FleetStore
 from payrun.fleet._temporal import connect_temporal
+from payrun.fleet._workflow import normalized_base_url
 from payrun.intake import open_batch, read_export, show_day
 from payrun.ledger import DatabaseLedger
 from payrun.run import StopSignal
@@ -51,6 +58,7 @@ __all__ = [
     "SubmitOptions",
     "fleet_exit_code",
     "follow",
+    "refuse_split_organizations",
     "requeuer",
     "submit",
 ]
@@ -94,8 +102,11 @@ async def submit(manifest: Path, options: SubmitOptions) -> list[str]:
     await asyncio.to_thread(_refuse_unplanned, entries, options.policy)
     for entry in entries:
         await asyncio.to_thread(_check_file, entry)
+    refuse_split_organizations(entries)
     store = FleetStore(options.ledger_url)
     await asyncio.to_thread(store.ensure_schema)
+    unfinished = await asyncio.to_thread(store.open_batches, options.task_queue)
+    refuse_split_organizations(entries, unfinished)
     recorded = await asyncio.to_thread(store.recorded_sha256, [e.name for e in entries])
     for entry in entries:
         await asyncio.to_thread(_refuse_other_rows, entry, recorded.get(entry.name), options)
@@ -211,6 +222,39 @@ async def requeuer(
         )
 
     return requeue
+
+
+def refuse_split_organizations(
+    entries: list[BatchEntry], unfinished: Collection[FleetBatch] = ()
+) -> None:
+    """Refuse (``UsageError``) a batch whose organization (its key at its bank) another
+    batch of ``entries``, or an ``unfinished`` (queued, paying) one in the store not
+    submitted again here, puts in another key group: an organization pays in one lane, on
+    the task queue of one group's workers, so a batch of another group would wait in a
+    lane its own workers never poll."""
+    names = {entry.name for entry in entries}
+    first: dict[tuple[str, str], tuple[str, str | None, str]] = {}
+    for batch in unfinished:
+        if batch.name not in names:
+            organization = (normalized_base_url(batch.base_url), batch.key)
+            first.setdefault(organization, (batch.name, batch.key_group, f"{batch.state} "))
+    for entry in entries:
+        organization = (normalized_base_url(entry.base_url), entry.key)
+        name, group, state = first.setdefault(organization, (entry.name, entry.key_group, ""))
+        if group != entry.key_group:
+            msg = (
+                f"batch {entry.name} is in {_group(entry.key_group)} but the {state}batch"
+                f" {name} of the same organization (key {entry.key} at"
+                f" {redact_url(entry.base_url)}) is in {_group(group)}: an organization pays"
+                " in one lane, which one key group's workers poll; give its batches the same"
+                " key_group"
+            )
+            raise UsageError(msg)
+
+
+def _group(key_group: str | None) -> str:
+    """How a message names ``key_group``."""
+    return "no key group" if key_group is None else f"key group {key_group}"
 
 
 def fleet_exit_code(batches: list[FleetBatch], *, interrupted: bool = False) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from payrun.config import FLEET_EXTRA
 from payrun.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ async def connect_temporal(address: str, namespace: str) -> Client:
     try:
         from temporalio.client import Client
     except ImportError:
-        msg = "payrun fleet needs temporalio, which is not installed: pip install 'payrun[fleet]'"
+        msg = f"payrun fleet needs temporalio, which is not installed: {FLEET_EXTRA}"
         raise ConfigError(msg) from None
     try:
         return await Client.connect(address, namespace=namespace)

@@ -36,6 +36,7 @@ __all__ = [
     "REQUEUE_SECONDS",
     "WorkerOptions",
     "check_worker_start",
+    "connections_needed",
     "run_worker",
 ]
 
@@ -71,7 +72,7 @@ class WorkerOptions:
         """The task queue this worker polls: its key group's, else the deployment's."""
         return key_group_queue(self.task_queue, self.key_group)
 
-    # Worker processes the command runs (--processes), each with max_batches of its own
+    # Worker processes the command runs (--processes), sharing its max_batches
     processes: int = 1
     # A child of --processes N: its parent checked the start for all N
     supervised: bool = False
@@ -160,16 +161,25 @@ def check_worker_start(options: WorkerOptions) -> None:
     _check_connection_budget(store, options.max_batches, options.processes)
 
 
+def connections_needed(max_batches: int, processes: int) -> int:
+    """The connections a worker command could hold: one per batch it pays at once (its
+    ``max_batches``, shared by its processes) and ``CONNECTIONS_PER_WORKER`` per process."""
+    return max_batches + processes * CONNECTIONS_PER_WORKER
+
+
 def _check_connection_budget(store: FleetStore, max_batches: int, processes: int) -> None:
     """Refuse a worker whose batches could need more connections than the server has left:
     each paying batch holds one for its life, and each worker process a few of its own."""
     allowed, used = store.free_connections()
-    needed = processes * (max_batches + CONNECTIONS_PER_WORKER)
+    needed = connections_needed(max_batches, processes)
     if used + needed > allowed:
         each = f"--max-batches {max_batches} and {CONNECTIONS_PER_WORKER} of its own"
         lower = "--max-batches"
         if processes > 1:
-            each = f"--processes {processes} x ({each})"
+            each = (
+                f"--max-batches {max_batches} shared by --processes {processes}, and"
+                f" {CONNECTIONS_PER_WORKER} of each process's own"
+            )
             lower = "--max-batches or --processes"
         msg = (
             f"the ledger database allows {allowed} connections and {used} are in use: this"

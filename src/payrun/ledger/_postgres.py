@@ -38,7 +38,7 @@ from payrun._models import (
     LedgerRow,
     utc_now,
 )
-from payrun.config import DatabaseURL
+from payrun.config import FLEET_EXTRA, DatabaseURL
 from payrun.errors import ConfigError, LedgerError, LedgerLockedError, LedgerWriteError
 from payrun.ledger._database import DatabaseLedger
 from payrun.ledger._records import LATER_BATCH_COLUMNS, iso
@@ -443,7 +443,7 @@ def connect(url: DatabaseURL, *, readonly: bool) -> psycopg.Connection[Any]:
     except ImportError:
         msg = (
             "a PostgreSQL ledger needs psycopg, which is not installed:"
-            " pip install 'payrun[fleet]' (or use a ledger file)"
+            f" {FLEET_EXTRA} (or use a ledger file)"
         )
         raise ConfigError(msg) from None
     with _translated(url, opening=True):
