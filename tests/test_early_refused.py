@@ -92,7 +92,7 @@ def _held_app(mode: str) -> Any:
             await anyio.sleep(0.5)
         await serve_api(scope, receive, send)
 
-    app._serve_api = handle  # noqa: SLF001
+    app._serve_api = handle  # type: ignore[method-assign]  # noqa: SLF001
     return app
 
 

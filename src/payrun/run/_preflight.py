@@ -47,6 +47,7 @@ from payrun.run._matching import (
 )
 from payrun.run._names import NameIndex
 from payrun.run._organization import LIVE_MODE
+from payrun.run._outcome import AccountPlan
 from payrun.run._payees import NewPayees, PayeeKey
 
 # The bank client is imported only by runs that talk to a bank
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
     from payrun.run._stop import StopSignal
 
 __all__ = [
-    "AccountPlan",
     "PayeeKey",
     "Preflight",
     "find_repeats",
@@ -74,20 +74,6 @@ _REJECTED = RowStatus.REJECTED
 _PAYEES_READ, _PAYMENTS_READ = 2, 3
 # Given an account and rows it may pay before its owner's payee list is read to its end
 _Early = Callable[["BankAccount", list[LedgerRow]], object]
-
-
-@dataclass(slots=True)
-class AccountPlan:
-    """What preflight found for one source account (printed by a dry run)."""
-
-    source: str
-    account: BankAccount | None = None
-    problem: str | None = None
-    payees_existing: int = 0
-    payees_to_create: int = 0
-    rows_by_payee: set[int] = field(default_factory=set)
-    # A dry run's rows paid to changed bank details under --accept-changed-details
-    changed_rows: set[int] = field(default_factory=set)
 
 
 @dataclass(slots=True, eq=False)
