@@ -15,7 +15,8 @@ from payrun.config import RunOptions, parse_settle_wait, settle_wait_from_env
 from payrun.errors import ConfigError
 from payrun.ledger import Ledger
 from payrun.run import _book
-from payrun.run._settle import InDoubt, doubt_until
+from payrun.run._doubt import InDoubt
+from payrun.run._settle import doubt_until
 from payrun.sandbox import create_app
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)

@@ -1,20 +1,25 @@
 """The run: a validated batch paid through the bank, exactly once, in call order.
 
-``_pipeline`` is the run on one screen: it calls the phases in order, each receiving the
-run's state (``_state``): ``_start`` (the ledger, new or resumed), ``_preflight`` (organization,
-accounts, payees, repeats, changed bank details: ``_organization``, ``_bankview`` (what the
-bank said), ``_payees`` (new payees checked and created),
-``_approvals``, ``_changed``; in the order ``_checks`` gives them; ``_confirm``: a live-mode
-organization's run asks a person first), ``_execute`` (create and submit under the bank's
-limits, scheduled by ``_schedule``), ``_settle`` and ``_reconcile`` (requests whose answer
-was lost), ``_track`` (``--wait``). A phase imports only earlier phases and the neutral
-helpers: ``_book`` (the rows in memory, written through to the ledger), ``_submissions``
-(what the bank shows of a payment's submissions), ``_matching`` (whether a bank payment is
-a row's), ``_stop`` (how a run is asked to stop), ``_refusal`` (what a run says when the bank
-refuses the key's role mid-run), ``_planned`` (a run of an approved plan keeps to the plan's
-rows and payees). ``_outcome`` holds what a run tells its caller and ``_lifecycle`` the
-client and ledger a run holds. ``payrun check`` (``payrun.readiness``) makes the same first
-reads, before any run, through ``find_organization``.
+The orchestrators call the phases in order: ``_pipeline`` is the run on one screen,
+``_schedule`` the paying passes (the first pass and the rounds after it), ``_checks`` the
+checks before paying in their order. The phases, in order, each receiving the run's state
+(``_state``): ``_start`` (the ledger, new or resumed); ``_preflight`` (organization,
+accounts, payees, repeats, changed bank details), with its parts ``_organization``,
+``_bankview`` (what the bank said), ``_names``, ``_changed``, ``_payees`` (new payees
+checked and created), ``_approvals`` and ``_confirm`` (a live-mode organization's run asks
+a person first); ``_execute`` (create and submit under the bank's limits); ``_settle`` and
+``_reconcile`` (requests whose answer was lost); ``_track`` (``--wait``). A phase imports
+no later phase and no orchestrator; the neutral helpers import neither: ``_book`` (the rows
+in memory, written through to the ledger), ``_doubt`` (the rows in doubt held back),
+``_submissions`` (what the bank shows of a payment's submissions), ``_matching`` (whether a
+bank payment is a row's), ``_stop`` (how a run is asked to stop), ``_gate`` (when a run may
+create), ``_refusal`` (what a run says when the bank refuses the key's role mid-run),
+``_planned`` (a run of an approved plan keeps to the plan's rows and payees), ``_outcome``
+(what a run tells its caller) and ``_lifecycle`` (the client and ledger a run holds).
+``_state`` names the phases' products it carries in type-only imports only. The test
+tests/test_run_layout.py holds every module to its place. ``payrun check``
+(``payrun.readiness``) makes the same first reads, before any run, through
+``find_organization``.
 
 Names are imported on first use, so ``payrun`` starts fast and a command that never pays
 never loads the bank client.

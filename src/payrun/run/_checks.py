@@ -5,6 +5,10 @@ details, balances and payees; then, for a live-mode organization, a person's con
 A run checks the whole batch at once when an earlier run left rows with the bank
 (``whole_batch_first``: ``check_before_paying``), else account by account as the accounts
 are read (``_schedule.FirstPass``): either way through the same ``guard``.
+
+An orchestrator, as ``_schedule`` and ``_pipeline`` are: it calls the phases in order (the
+parts of preflight, then reconciliation of rows left mid-call, then the confirmation); the
+phases import no orchestrator.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """What a run tells its caller: progress as it goes (``RunObserver``), and how it ended
-(``RunOutcome``, with the exit code ``run_exit_code`` gives its rows)."""
+(``RunOutcome``, with the exit code ``run_exit_code`` gives its rows, and what preflight
+found for each source account: ``AccountPlan``)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,17 @@ from payrun._models import LedgerRow, PayeeCheck, RowStatus
 from payrun.ledger import LedgerLocation
 
 if TYPE_CHECKING:
-    from payrun.run._preflight import AccountPlan
+    from payrun.bank import BankAccount
 
-__all__ = ["NOT_PAID", "UNPAID", "QuietObserver", "RunObserver", "RunOutcome", "run_exit_code"]
+__all__ = [
+    "NOT_PAID",
+    "UNPAID",
+    "AccountPlan",
+    "QuietObserver",
+    "RunObserver",
+    "RunOutcome",
+    "run_exit_code",
+]
 
 UNPAID = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.SUBMITTING)
 """A row still to be paid by this batch (a run ends 3 while one is left)."""
@@ -25,6 +34,20 @@ NOT_PAID = (
     RowStatus.REJECTED,
 )
 """A row that will not be paid (a run ends 1 when one is left)."""
+
+
+@dataclass(slots=True)
+class AccountPlan:
+    """What preflight found for one source account (printed by a dry run)."""
+
+    source: str
+    account: BankAccount | None = None
+    problem: str | None = None
+    payees_existing: int = 0
+    payees_to_create: int = 0
+    rows_by_payee: set[int] = field(default_factory=set)
+    # A dry run's rows paid to changed bank details under --accept-changed-details
+    changed_rows: set[int] = field(default_factory=set)
 
 
 class RunObserver(Protocol):

@@ -14,6 +14,9 @@ scheduled by ``_schedule``): each account paid as soon as its checks are done. R
 with them. Track (``_track``): with ``--wait``, the submissions followed until final. Every
 phase receives the run's state (``RunState``); ``_lifecycle`` holds the client and the
 ledger around them.
+
+The last of the orchestrators (``_checks``, ``_schedule``, ``_pipeline``): the modules that
+call several phases in order. tests/test_run_layout.py places every module of the package.
 """
 
 from __future__ import annotations
@@ -38,12 +41,13 @@ from payrun.run import _start as run_start
 from payrun.run._book import RowBook
 from payrun.run._checks import check_before_paying, new_preflight
 from payrun.run._confirm import refuse_unconfirmable
+from payrun.run._doubt import IN_DOUBT
 from payrun.run._lifecycle import event_loop_options, pay_ledger, with_client
 from payrun.run._organization import find_organization
 from payrun.run._outcome import RunObserver, RunOutcome, run_exit_code
 from payrun.run._planned import hold_unplanned
 from payrun.run._schedule import FirstPass, execute_rounds
-from payrun.run._settle import IN_DOUBT, bank_may_still_finish, doubt_until
+from payrun.run._settle import bank_may_still_finish, doubt_until
 from payrun.run._state import Caller, RunHooks, RunState
 from payrun.run._track import Followed, follow_submissions
 

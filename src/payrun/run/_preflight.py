@@ -46,6 +46,8 @@ from payrun.run._matching import (
     srds_by_account,
 )
 from payrun.run._names import NameIndex
+from payrun.run._organization import LIVE_MODE
+from payrun.run._outcome import AccountPlan
 from payrun.run._payees import NewPayees, PayeeKey
 
 # The bank client is imported only by runs that talk to a bank
@@ -55,7 +57,6 @@ if TYPE_CHECKING:
     from payrun.run._stop import StopSignal
 
 __all__ = [
-    "AccountPlan",
     "PayeeKey",
     "Preflight",
     "find_repeats",
@@ -73,20 +74,6 @@ _REJECTED = RowStatus.REJECTED
 _PAYEES_READ, _PAYMENTS_READ = 2, 3
 # Given an account and rows it may pay before its owner's payee list is read to its end
 _Early = Callable[["BankAccount", list[LedgerRow]], object]
-
-
-@dataclass(slots=True)
-class AccountPlan:
-    """What preflight found for one source account (printed by a dry run)."""
-
-    source: str
-    account: BankAccount | None = None
-    problem: str | None = None
-    payees_existing: int = 0
-    payees_to_create: int = 0
-    rows_by_payee: set[int] = field(default_factory=set)
-    # A dry run's rows paid to changed bank details under --accept-changed-details
-    changed_rows: set[int] = field(default_factory=set)
 
 
 @dataclass(slots=True, eq=False)
@@ -318,11 +305,15 @@ class Preflight:
         every row it had to pay (later holds only lower that), and, under the repeat guard,
         every recent payment that could be a repeat names a payee already in the list or
         known (its details, then, are all the guard goes by) and none matches the row.
-        Never in a dry run, nor once the run was asked to stop.
+        Never in a dry run, a run of an approved plan (``--plan``: its rows and payees are
+        held to the plan once the list is read) or a live-mode organization's run (nothing is
+        created before every account is checked and a person confirmed), nor once the run
+        was asked to stop.
         """
+        if self._never_early():
+            return []
         listing = self.bank.listings.get(account.owner_url)
-        stopped = self._stop is not None and self._stop.is_set()
-        if self.options.dry_run or stopped or listing is None or listing.finished:
+        if listing is None or listing.finished:
             return []
         url = account.url
         pending = self.rows_of(url, RowStatus.PENDING)
@@ -345,6 +336,13 @@ class Preflight:
         for _ in found:
             self._count_existing(url)
         return [self.book.get(number) for number in found]
+
+    def _never_early(self) -> bool:
+        """True when no row of this run may be paid before the payee lists are read."""
+        options = self.options
+        stopped = self._stop is not None and self._stop.is_set()
+        live = self.bank.org.mode == LIVE_MODE
+        return options.dry_run or options.plan is not None or live or stopped
 
     def _not_repeats(
         self, account_url: str, pending: list[LedgerRow], found: dict[int, str]

@@ -4,6 +4,9 @@ check rows in doubt once their settle time comes and send what may be sent again
 
 Which rows a pass may send is one rule (``sendable``), and every pass's engine is built in
 one place (``new_engine``).
+
+An orchestrator, after ``_checks`` and before ``_pipeline``: it sequences the checks,
+execution, settling and reconciliation of each pass; the phases import no orchestrator.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ import anyio
 
 from payrun._models import LedgerRow, RowStatus, utc_now
 from payrun.run._checks import check_before_paying, confirm_run, guard, whole_batch_first
+from payrun.run._doubt import IN_DOUBT
 from payrun.run._execute import EngineLimits, ExecutionResult, PayingEngine, execute_rows
 from payrun.run._gate import WriteGate
 from payrun.run._matching import PaymentCheck
 from payrun.run._organization import LIVE_MODE
 from payrun.run._outcome import NOT_PAID, UNPAID
 from payrun.run._reconcile import reconcile_rows
-from payrun.run._settle import IN_DOUBT, remember_late_answers
+from payrun.run._settle import remember_late_answers
 from payrun.run._state import RunState
 
 # Imported at run time only when a bank is called (keeps `validate` fast)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict
 
+from payrun.run._doubt import InDoubt
 from payrun.run._outcome import QuietObserver, RunObserver
-from payrun.run._settle import InDoubt
 from payrun.run._stop import StopSignal
 
 if TYPE_CHECKING:
