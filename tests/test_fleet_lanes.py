@@ -163,7 +163,7 @@ def test_lanes_beyond_capacity_pay_the_earliest_cutoff_first(
                 "late-nov",
                 slow,
                 "late",
-                make_rows(0, 1500, tag="P"),
+                make_rows(0, 600, tag="P"),
                 cutoff=late_cutoff,
             ),
             "none-nov": _manifest(
