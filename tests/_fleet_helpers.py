@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _run_helpers import AFTER_KILL, BatchRow, bank_problems
+from _run_helpers import AFTER_KILL, BatchRow, bank_problems, make_rows, write_batch
 from payrun.sandbox import RunningSandbox
 
 __all__ = [
@@ -156,6 +156,29 @@ def write_manifest(path: Path, batches: Sequence[dict[str, Any]]) -> Path:
         lines.append("")
     path.write_text("\n".join(lines))
     return path
+
+
+def org_batches(
+    tmp_path: Path, banks: Sequence[RunningSandbox], rows: int, *, tag: str, **extra: Any
+) -> tuple[Path, list[list[BatchRow]]]:
+    """One batch per bank (orgN-2026-11, key orgN, rows tagged ``tag``): its file, and a
+    manifest naming them all (``extra`` added to each entry)."""
+    entries, written = [], []
+    for index, bank in enumerate(banks):
+        batch_rows = make_rows(index, rows, tag=tag)
+        write_batch(tmp_path / f"org{index}.csv", batch_rows)
+        written.append(batch_rows)
+        entries.append(
+            {
+                "name": f"org{index}-2026-11",
+                "file": f"org{index}.csv",
+                "base_url": bank.base_url,
+                "key": f"org{index}",
+                "confirm_payees": False,
+                **extra,
+            }
+        )
+    return write_manifest(tmp_path / "fleet.toml", entries), written
 
 
 @dataclass

@@ -19,16 +19,16 @@ import pytest
 from _fleet_helpers import (
     Worker,
     new_database,
+    org_batches,
     pg_problems,
     pg_rows,
     start_worker,
     submit,
     wait_for,
     write_keys,
-    write_manifest,
 )
 from _postgres import Cluster
-from _run_helpers import BatchRow, make_rows, stats, write_batch
+from _run_helpers import BatchRow, stats
 from payrun.config import DatabaseURL, Secret
 from payrun.fleet import FleetStore
 from payrun.sandbox import ACCOUNT_SUBMITS_CAP, ORG_IN_FLIGHT_CAP, RunningSandbox, serve_in_thread
@@ -72,22 +72,7 @@ def _batches(
     tmp_path: Path, banks: list[RunningSandbox], rows: int = ROWS, **extra: Any
 ) -> tuple[Path, list[list[BatchRow]]]:
     """One batch per bank (org0, org1, ...): its file and a manifest naming them all."""
-    entries, written = [], []
-    for index, bank in enumerate(banks):
-        batch_rows = make_rows(index, rows, tag="F")
-        write_batch(tmp_path / f"org{index}.csv", batch_rows)
-        written.append(batch_rows)
-        entries.append(
-            {
-                "name": f"org{index}-2026-11",
-                "file": f"org{index}.csv",
-                "base_url": bank.base_url,
-                "key": f"org{index}",
-                "confirm_payees": False,
-                **extra,
-            }
-        )
-    return write_manifest(tmp_path / "fleet.toml", entries), written
+    return org_batches(tmp_path, banks, rows, tag="F", **extra)
 
 
 def _store(url: str) -> FleetStore:

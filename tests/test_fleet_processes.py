@@ -17,16 +17,16 @@ import pytest
 
 from _fleet_helpers import (
     new_database,
+    org_batches,
     pg_problems,
     pg_rows,
     start_worker,
     submit,
     wait_for,
     write_keys,
-    write_manifest,
 )
 from _postgres import Cluster
-from _run_helpers import BatchRow, make_rows, write_batch
+from _run_helpers import BatchRow
 from payrun.cli import main
 from payrun.config import DatabaseURL, Secret, environ_with_ledger_url
 from payrun.fleet import FleetStore
@@ -42,21 +42,7 @@ def _manifest(
     tmp_path: Path, banks: list[RunningSandbox], rows: int = ROWS
 ) -> tuple[Path, list[list[BatchRow]]]:
     """One batch per bank (orgN-2026-11) and the manifest naming them."""
-    entries, written = [], []
-    for index, bank in enumerate(banks):
-        batch_rows = make_rows(index, rows, tag="P")
-        write_batch(tmp_path / f"org{index}.csv", batch_rows)
-        written.append(batch_rows)
-        entries.append(
-            {
-                "name": f"org{index}-2026-11",
-                "file": f"org{index}.csv",
-                "base_url": bank.base_url,
-                "key": f"org{index}",
-                "confirm_payees": False,
-            }
-        )
-    return write_manifest(tmp_path / "fleet.toml", entries), written
+    return org_batches(tmp_path, banks, rows, tag="P")
 
 
 @pytest.mark.fleet
