@@ -402,13 +402,12 @@ def test_a_ledger_being_paid_refuses_a_second_run_naming_the_holder(
     batch, ledger = _batch(tmp_path, rows, ledger_for=ledger_for)
     with serve_in_thread(latency_ms=250, deliver_after_ms=50) as bank:
         started = time.monotonic()
-        first = start_run(bank, batch, ledger)
         try:
-            wait_until(
-                lambda: count_status(ledger, "pending") == len(rows), 60, "the first run's ledger"
-            )
-            second = run(bank, batch, ledger, *extra)
-            assert first.poll() is None, "the first run ended before the second one tried"
+            with bank.app.hold_payments():  # the first run cannot end, however slow this is
+                first = start_run(bank, batch, ledger)
+                wait_until(lambda: bank.app.payments_held > 0, 60, "the first run's payments")
+                second = run(bank, batch, ledger, *extra)
+                assert first.poll() is None, "the first run ended before the second one tried"
         finally:
             first_done = finish(first, started)
         assert second.returncode == 2, second.describe()
@@ -416,6 +415,16 @@ def test_a_ledger_being_paid_refuses_a_second_run_naming_the_holder(
         assert "Traceback" not in second.stderr, second.describe()
         assert first_done.returncode == 0, first_done.describe()
         assert_exactly_once(bank, rows, ledger, "the run that held the lock")
+
+
+_PAID_BEFORE_HOLD = 20
+"""The first run's payments the bank lets through before it holds the rest, so that the
+first run is paying (some rows submitted) and cannot end while the second one tries."""
+
+
+def _paying_then_held(bank: RunningSandbox, ledger: LedgerRef) -> bool:
+    """The first run has submitted a payment and the bank holds its next ones."""
+    return count_status(ledger, "submitted") >= 1 and bank.app.payments_held > 0
 
 
 @pytest.mark.parametrize("spelling", ["same", "localhost", "no ~/.cache"])
@@ -436,17 +445,18 @@ def test_the_same_file_through_another_ledger_at_once_is_refused(
     copy_folder.mkdir()
     copy = copy_folder / "payroll (1).csv"
     copy.write_bytes(batch.read_bytes())
+    other = own_slow_bank
+    if spelling == "localhost":
+        other = dataclasses.replace(
+            own_slow_bank, base_url=own_slow_bank.base_url.replace("127.0.0.1", "localhost")
+        )
     started = time.monotonic()
-    first = start_run(own_slow_bank, batch, ledger)
     try:
-        wait_until(lambda: count_status(ledger, "submitted") >= 1, 60, "the first payments")
-        other = own_slow_bank
-        if spelling == "localhost":
-            other = dataclasses.replace(
-                own_slow_bank, base_url=own_slow_bank.base_url.replace("127.0.0.1", "localhost")
-            )
-        second = run(other, copy, copy_folder / "copy.ledger.sqlite")
-        assert first.poll() is None, "the first run ended before the second one tried"
+        with own_slow_bank.app.hold_payments(after=_PAID_BEFORE_HOLD):
+            first = start_run(own_slow_bank, batch, ledger)
+            wait_until(lambda: _paying_then_held(own_slow_bank, ledger), 60, "the first payments")
+            second = run(other, copy, copy_folder / "copy.ledger.sqlite")
+            assert first.poll() is None, "the first run ended before the second one tried"
     finally:
         first_done = finish(first, started)
     assert second.returncode == 2, second.describe()
@@ -498,11 +508,12 @@ def test_a_second_run_of_the_same_rows_at_once_is_refused_however_the_file_reads
         )
     no_home = {"HOME": "/nonexistent"} if "HOME" in second else None
     started = time.monotonic()
-    first = start_run(own_slow_bank, batch, ledger)
     try:
-        wait_until(lambda: count_status(ledger, "submitted") >= 1, 60, "the first payments")
-        again = run(own_slow_bank, copy, copy_folder / "copy.ledger.sqlite", env=no_home)
-        overlapped = first.poll() is None
+        with own_slow_bank.app.hold_payments(after=_PAID_BEFORE_HOLD):
+            first = start_run(own_slow_bank, batch, ledger)
+            wait_until(lambda: _paying_then_held(own_slow_bank, ledger), 60, "the first payments")
+            again = run(own_slow_bank, copy, copy_folder / "copy.ledger.sqlite", env=no_home)
+            overlapped = first.poll() is None
     finally:
         first_done = finish(first, started)
     assert_exactly_once(own_slow_bank, rows, ledger, f"a second run ({second}) at once")
@@ -529,11 +540,12 @@ def test_a_dry_run_of_a_copy_while_the_original_pays_says_a_run_is_paying_it(
     copy = tmp_path / "copy.csv"
     copy.write_bytes(batch.read_bytes().replace(b"\r\n", b"\n"))
     started = time.monotonic()
-    first = start_run(own_slow_bank, batch, ledger)
     try:
-        wait_until(lambda: count_status(ledger, "submitted") >= 1, 60, "the first payments")
-        dry = run(own_slow_bank, copy, tmp_path / "copy.ledger.sqlite", "--dry-run")
-        overlapped = first.poll() is None
+        with own_slow_bank.app.hold_payments(after=_PAID_BEFORE_HOLD):
+            first = start_run(own_slow_bank, batch, ledger)
+            wait_until(lambda: _paying_then_held(own_slow_bank, ledger), 60, "the first payments")
+            dry = run(own_slow_bank, copy, tmp_path / "copy.ledger.sqlite", "--dry-run")
+            overlapped = first.poll() is None
     finally:
         first_done = finish(first, started)
     assert dry.returncode == 2, dry.describe()

@@ -1,6 +1,8 @@
 """The sandbox bank as a raw ASGI application: limits, auth, latency, faults, dispatch.
 
-A request to ``/v0/...`` goes through, in order:
+A request to ``/v0/...`` goes through, in order (while a test holds payments with
+``SandboxApp.hold_payments``, a create-payment first waits, as if the network held it on
+its way: it is not yet counted in flight, and nothing else waits behind it):
 
 1. the organization limit: with ``ORG_IN_FLIGHT_CAP`` requests already in flight it is
    answered 429 at once (and, with ``extra_429_rate``, a random share is refused the same
@@ -31,10 +33,13 @@ Every answer carries a ``Date`` header, on the bank's clock as its timestamps ar
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from datetime import timedelta
 from email.utils import format_datetime
@@ -170,6 +175,12 @@ class SandboxApp:
         _admin.register(self.admin)
         # The second the Date header was last made for, and its value.
         self._date = (-1, b"")
+        # Set while create-payment requests may go on (see ``hold_payments``).
+        self._payments_open = threading.Event()
+        self._payments_open.set()
+        self._let_through = 0
+        self._hold_longest_s = 0.0
+        self.payments_held = 0
 
     @property
     def sandbox(self) -> SandboxState:
@@ -187,6 +198,43 @@ class SandboxApp:
         the work. This is the bound payrun's settle wait may use with this bank.
         """
         return self.latency_s + self.jitter_s + SETTLE_MARGIN_S
+
+    @contextlib.contextmanager
+    def hold_payments(self, *, after: int = 0, longest_s: float = 20.0) -> Iterator[None]:
+        """While the block runs, let ``after`` more create-payment requests through, then
+        hold each later one on its way in (at most ``longest_s`` seconds; not yet in flight)
+        until the block ends; ``payments_held`` counts those waiting.
+
+        A test control: a run's paying stops at a known point, however slow the machine,
+        while the test does something else (another run of the same file).
+        """
+        self._let_through = after
+        self._hold_longest_s = longest_s
+        self._payments_open.clear()
+        try:
+            yield
+        finally:
+            self._payments_open.set()
+
+    def _creates_payment(self, scope: Scope) -> bool:
+        try:
+            route, _args = self.router.match(scope["method"], scope["path"])
+        except ApiError:
+            return False
+        return route.kind == "create-payment"
+
+    async def _wait_while_held(self) -> None:
+        if self._let_through > 0:
+            self._let_through -= 1
+            return
+        deadline = time.monotonic() + self._hold_longest_s
+        self.payments_held += 1
+        try:
+            # The gate opens from the test's thread: an anyio.Event cannot be set from there
+            while not self._payments_open.is_set() and time.monotonic() < deadline:  # noqa: ASYNC110
+                await anyio.sleep(0.005)
+        finally:
+            self.payments_held -= 1
 
     @property
     def api_key(self) -> str:
@@ -220,6 +268,8 @@ class SandboxApp:
         return _encode(Reply(429, error_body(429, "too-many-requests", detail), []))
 
     async def _serve_api(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self._payments_open.is_set() and self._creates_payment(scope):
+            await self._wait_while_held()
         stats = self.state.sandbox.stats
         stats.requests += 1
         depth = stats.arrive()
