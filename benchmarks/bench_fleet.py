@@ -59,15 +59,18 @@ from _postgres import Cluster, throwaway_cluster  # noqa: E402
 from _run_helpers import make_rows, write_batch  # noqa: E402
 from payrun.config import DatabaseURL, Secret  # noqa: E402
 from payrun.fleet import FleetStore  # noqa: E402
+from payrun.fleet._store import FINAL_STATES  # noqa: E402
 
 LATENCY_MS = 50
 WARM_UP_ROWS = 20
 TICKS = os.sysconf("SC_CLK_TCK")
+_TIMELINE = ("first_request", "first_payment", "last_answer")
 
 
 @contextlib.contextmanager
-def sandboxes(count: int) -> Iterator[list[tuple[str, str]]]:
-    """``count`` `payrun sandbox` processes at 50 ms; their (base URL, key)."""
+def sandboxes(count: int, pids: list[int] | None = None) -> Iterator[list[tuple[str, str]]]:
+    """``count`` `payrun sandbox` processes at 50 ms; their (base URL, key); their process
+    ids appended to ``pids``."""
     processes, banks = [], []
     try:
         for _ in range(count):
@@ -80,6 +83,8 @@ def sandboxes(count: int) -> Iterator[list[tuple[str, str]]]:
                 start_new_session=True,
             )
             processes.append(process)
+            if pids is not None:
+                pids.append(process.pid)
             assert process.stdout is not None
             url = process.stdout.readline().strip().partition("=")[2]
             key = process.stdout.readline().strip().partition("=")[2]
@@ -184,17 +189,48 @@ def limits(banks: list[tuple[str, str]]) -> tuple[int, int]:
     return in_flight, submits
 
 
-def _follow(store: FleetStore, names: list[str], started: float) -> dict[str, float]:
+def reset_stats(banks: list[tuple[str, str]]) -> None:
+    """Forget what the banks saw so far (the warm-up round's requests and timeline)."""
+    for base_url, _ in banks:
+        httpx.post(f"{base_url}/__sandbox/stats/reset", timeout=30).raise_for_status()
+
+
+def timelines(banks: list[tuple[str, str]], started: float) -> list[tuple[float, float, float]]:
+    """Per bank, seconds from ``started`` (``time.time()``) to its first request, its first
+    create-payment and its last answer."""
+    found = []
+    for base_url, _ in banks:
+        seen = httpx.get(f"{base_url}/__sandbox/stats", timeout=30).json()["timeline"]
+        first, paying, last = (seen[key] - started for key in _TIMELINE)
+        found.append((first, paying, last))
+    return found
+
+
+def busy_cores() -> tuple[float, float]:
+    """The machine's CPU seconds so far: (busy, all), summed over its cores."""
+    fields = [int(word) for word in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields) - idle) / TICKS, sum(fields) / TICKS
+
+
+def _follow(url: str, names: list[str], started: float) -> dict[str, float]:
     """Poll the fleet's table until every batch is done; seconds from ``started`` to each
-    batch's end."""
+    batch's end. One connection and a read of the states only: the poll is the benchmark's
+    own, not a payment's cost (``FleetStore.batches`` connects and counts rows each time)."""
+    import psycopg
+
     ended: dict[str, float] = {}
     deadline = time.monotonic() + 1800
-    while len(ended) < len(names) and time.monotonic() < deadline:
-        for batch in store.batches(names):
-            if batch.name not in ended and batch.final:
-                assert batch.state == "done", f"{batch.name}: {batch.state} {batch.message}"
-                ended[batch.name] = time.monotonic() - started
-        time.sleep(0.1)
+    with psycopg.connect(url, autocommit=True) as db:
+        while len(ended) < len(names) and time.monotonic() < deadline:
+            found = db.execute(
+                "SELECT name, state, message FROM payrun_fleet WHERE name = ANY(%s)", (names,)
+            ).fetchall()
+            for name, state, message in found:
+                if name not in ended and state in FINAL_STATES:
+                    assert state == "done", f"{name}: {state} {message}"
+                    ended[name] = time.monotonic() - started
+            time.sleep(0.05)
     assert len(ended) == len(names), f"not done in time: {sorted(set(names) - set(ended))}"
     return ended
 
@@ -212,9 +248,9 @@ def one_round(
 ) -> dict[str, Any]:
     """Submit ``orgs`` batches of ``rows`` to ``commands`` worker commands; what it cost."""
     url = new_database(cluster.url)
-    store = FleetStore(DatabaseURL(Secret(url)))
     queue = f"bench-{commands}-{time.monotonic_ns()}"
-    with sandboxes(orgs) as banks, tempfile.TemporaryDirectory() as tmp:
+    bank_pids: list[int] = []
+    with sandboxes(orgs, bank_pids) as banks, tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         manifest = prepare(folder, banks, rows)
         running = [
@@ -238,18 +274,26 @@ def one_round(
                 warm = prepare(folder, banks, WARM_UP_ROWS, prefix="warm")
                 assert submit(temporal, url, warm, queue, "--wait", timeout=600).returncode == 0
             time.sleep(1)
+            reset_stats(banks)
+            banks_before = sum(tree_cpu(pid) for pid in bank_pids)
+            machine_before = busy_cores()
             cpu_before = sum(tree_cpu(w.process.pid) for w in running)
             threads_before = thread_cpu(running[0].process.pid)
             pg_before = tree_cpu(postmaster(cluster))
             submit_before = _reaped_cpu()
             commits_before = commits(url)
             spy = _py_spy(running[0].process.pid, profile) if profile else None
-            started = time.monotonic()
+            started, epoch = time.monotonic(), time.time()
             done = submit(temporal, url, manifest, queue, timeout=600)
             assert done.returncode == 0, done.stdout + done.stderr
+            submitted = time.monotonic() - started
             submit_cpu = _reaped_cpu() - submit_before
-            ended = _follow(store, [f"org{n}" for n in range(orgs)], started)
+            ended = _follow(url, [f"org{n}" for n in range(orgs)], started)
             cpu = sum(tree_cpu(w.process.pid) for w in running) - cpu_before
+            banks_cpu = sum(tree_cpu(pid) for pid in bank_pids) - banks_before
+            machine = [
+                after - before for after, before in zip(busy_cores(), machine_before, strict=True)
+            ]
             threads = {
                 name: used - threads_before.get(name, 0.0)
                 for name, used in thread_cpu(running[0].process.pid).items()
@@ -266,6 +310,7 @@ def one_round(
                 worker.kill(signal.SIGKILL)
                 worker.process.wait(30)
         in_flight, submits = limits(banks)
+        seen = timelines(banks, epoch)
     payments = orgs * rows
     return {
         "ended": ended,
@@ -275,6 +320,10 @@ def one_round(
         "pg_ms": 1000 * pg_cpu / payments,
         "submit_ms": 1000 * submit_cpu / payments,
         "commits": committed / payments,
+        "banks_ms": 1000 * banks_cpu / payments,
+        "busy": machine[0] / machine[1],
+        "submitted": submitted,
+        "timelines": seen,
         "in_flight": in_flight,
         "submits": submits,
     }
@@ -284,7 +333,7 @@ def _py_spy(pid: int, output: Path) -> subprocess.Popen[bytes]:
     """py-spy (on PATH; not a dependency) sampling the worker command and its processes."""
     return subprocess.Popen(
         ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--gil"]
-        + ["--format", "raw", "--rate", "1000", "--output", str(output)],
+        + ["--format", "raw", "--rate", "200", "--output", str(output)],
         stdout=subprocess.DEVNULL,
     )
 
@@ -368,6 +417,12 @@ def main() -> None:
         "--py-spy", type=Path, metavar="FILE", help="sample the workers with py-spy into FILE"
     )
     args = parser.parse_args()
+    # An installed payrun runs from compiled bytecode (pip compiles it); a shell that
+    # forbids writing it (PYTHONDONTWRITEBYTECODE) would have every process started here
+    # compile payrun and its dependencies again, the submit included: they keep it in a
+    # folder of their own instead (the source tree is left alone)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "payrun-bench-pycache")
     per_account = (args.rows + 1) // 2
     bound = max(2 * args.rows * LATENCY_MS / 50, per_account * LATENCY_MS / 3) / 1000
     print(f"uptime before: {_uptime()}")
@@ -402,6 +457,19 @@ def main() -> None:
             f" {found['pg_ms']:.2f}, submit {found['submit_ms']:.2f};"
             f" commits per payment {found['commits']:.2f};"
             f" peak in-flight/submits {found['in_flight']}/{found['submits']}"
+        )
+        print(
+            f"  the six banks' CPU ms per payment {found['banks_ms']:.2f}; the machine"
+            f" {100 * found['busy']:.0f}% busy (all processes, all cores) from the submit to"
+            f" the end; the submit command returned after {found['submitted']:.2f} s"
+        )
+        print(
+            "  per bank, s from the submit to its first request / first payment / last"
+            " answer, and the bound / the paying span (first payment to last answer): "
+            + "  ".join(
+                f"org{n} {first:.2f}/{paying:.2f}/{last:.2f} {bound / (last - paying):.2f}"
+                for n, (first, paying, last) in enumerate(found["timelines"])
+            )
         )
         shown = sorted(found["threads"].items(), key=lambda item: -item[1])
         print(
