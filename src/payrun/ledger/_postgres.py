@@ -500,16 +500,23 @@ def _no_batch(connection: psycopg.Connection[Any], where: DatabaseLedger) -> NoR
 
 def _create_schema(connection: psycopg.Connection[Any], where: DatabaseLedger) -> None:
     """Create payrun's tables if missing (one run at a time: an advisory lock), and refuse a
-    database whose tables a newer payrun made."""
-    with _translated(where), connection.transaction():
-        connection.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_SPACE,))
-        made = connection.execute("SELECT to_regclass('payrun_running') IS NOT NULL").fetchone()
-        if not (made and made[0]):
-            connection.execute(_SCHEMA)
-        audit = connection.execute("SELECT to_regclass('payrun_audit') IS NOT NULL").fetchone()
-        if not (audit and audit[0]):
-            connection.execute(_APPROVAL_SCHEMA)
-        _add_batch_columns(connection)
+    database whose tables a newer payrun made. A database that has them all (every run but
+    its first) is only read: no lock, no transaction."""
+    with _translated(where):
+        if not _schema_complete(connection):
+            with connection.transaction():
+                connection.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_SPACE,))
+                made = connection.execute(
+                    "SELECT to_regclass('payrun_running') IS NOT NULL"
+                ).fetchone()
+                if not (made and made[0]):
+                    connection.execute(_SCHEMA)
+                audit = connection.execute(
+                    "SELECT to_regclass('payrun_audit') IS NOT NULL"
+                ).fetchone()
+                if not (audit and audit[0]):
+                    connection.execute(_APPROVAL_SCHEMA)
+                _add_batch_columns(connection)
         found = connection.execute("SELECT value FROM payrun_meta WHERE key = 'schema'").fetchone()
     if found is None or found[0] != _SCHEMA_VERSION:
         msg = (
@@ -520,14 +527,32 @@ def _create_schema(connection: psycopg.Connection[Any], where: DatabaseLedger) -
         raise LedgerError(msg)
 
 
+_BATCH_COLUMNS = (
+    "SELECT attname::text FROM pg_attribute WHERE attrelid = to_regclass('payrun_batches')"
+    " AND attnum > 0 AND NOT attisdropped"
+)
+"""The columns of ``payrun_batches`` (from the catalog: ``information_schema.columns`` costs
+the server more than the rest of opening a batch)."""
+
+
+def _schema_complete(connection: psycopg.Connection[Any]) -> bool:
+    """True when payrun's tables are all there, with every later batch column (one read)."""
+    found = connection.execute(
+        "SELECT to_regclass('payrun_running') IS NOT NULL"
+        " AND to_regclass('payrun_audit') IS NOT NULL"
+        " AND to_regclass('payrun_meta') IS NOT NULL,"
+        f" ARRAY({_BATCH_COLUMNS})"
+    ).fetchone()
+    if not (found and found[0]):
+        return False
+    columns = set(found[1])
+    return all(column.name in columns for column in LATER_BATCH_COLUMNS)
+
+
 def _add_batch_columns(connection: psycopg.Connection[Any]) -> None:
     """The batch columns added since the first ledgers (a new database's, and an older
     payrun's, empty)."""
-    found = connection.execute(
-        "SELECT column_name FROM information_schema.columns"
-        " WHERE table_schema = current_schema() AND table_name = 'payrun_batches'"
-    ).fetchall()
-    columns = {name for (name,) in found}
+    columns = {name for (name,) in connection.execute(_BATCH_COLUMNS).fetchall()}
     for column in LATER_BATCH_COLUMNS:
         if column.name not in columns:
             connection.execute(
