@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +207,26 @@ def timelines(banks: list[tuple[str, str]], started: float) -> list[tuple[float,
     return found
 
 
+def milestones(url: str, names: list[str], started: float) -> dict[str, tuple[float, ...]]:
+    """Per batch, seconds from ``started`` (``time.time()``) to what the ledger database
+    recorded: its record made (the submit storing its rows), registered in the fleet's
+    table (stored), the run started on a worker (``started_at``), its first intent."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as db:
+        found = db.execute(
+            "SELECT b.name, b.created_at, f.submitted_at, b.started_at,"
+            " (SELECT min(r.intent_at) FROM payrun_rows r WHERE r.batch_id = b.id)"
+            " FROM payrun_batches b JOIN payrun_fleet f ON f.name = b.name"
+            " WHERE b.name = ANY(%s)",
+            (names,),
+        ).fetchall()
+    return {
+        name: tuple(datetime.fromisoformat(at).timestamp() - started for at in times)
+        for name, *times in found
+    }
+
+
 def busy_cores() -> tuple[float, float]:
     """The machine's CPU seconds so far: (busy, all), summed over its cores."""
     fields = [int(word) for word in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
@@ -300,6 +321,7 @@ def one_round(
             }
             pg_cpu = tree_cpu(postmaster(cluster)) - pg_before
             committed = commits(url) - commits_before
+            recorded = milestones(url, [f"org{n}" for n in range(orgs)], epoch)
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(60)
@@ -324,6 +346,7 @@ def one_round(
         "busy": machine[0] / machine[1],
         "submitted": submitted,
         "timelines": seen,
+        "milestones": recorded,
         "in_flight": in_flight,
         "submits": submits,
     }
@@ -469,6 +492,14 @@ def main() -> None:
             + "  ".join(
                 f"org{n} {first:.2f}/{paying:.2f}/{last:.2f} {bound / (last - paying):.2f}"
                 for n, (first, paying, last) in enumerate(found["timelines"])
+            )
+        )
+        print(
+            "  per batch, s from the submit to its record made / registered / its run started"
+            " on a worker / its first intent: "
+            + "  ".join(
+                f"{name} " + "/".join(f"{at:.2f}" for at in times)
+                for name, times in sorted(found["milestones"].items())
             )
         )
         shown = sorted(found["threads"].items(), key=lambda item: -item[1])

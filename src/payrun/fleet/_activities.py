@@ -89,11 +89,13 @@ class FleetActivities:
     say: Callable[[str], None] = field(default=lambda _line: None)
     draining: bool = False
     running: dict[str, StopSignal] = field(default_factory=dict)
+    # The fleet's table in the ledger database, on one connection kept for the worker's
+    # life (a batch reads and sets it several times: a new connection each costs more
+    # than the call); the worker closes it when it ends
+    store: FleetStore = field(init=False)
 
-    @property
-    def store(self) -> FleetStore:
-        """The fleet's table in the ledger database."""
-        return FleetStore(self.ledger_url)
+    def __post_init__(self) -> None:
+        self.store = FleetStore(self.ledger_url, keep=True)
 
     def drain(self) -> None:
         """Stop every batch this worker pays (again: cut off in-flight requests)."""

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,6 +37,9 @@ __all__ = ["FINAL_STATES", "FleetBatch", "FleetStore", "worker_identity"]
 FINAL_STATES = frozenset({"done", "incomplete", "refused"})
 """States a batch ends in (the contract's ``status``); before that: queued, paying."""
 
+_KEPT_FRESH_SECONDS = 5.0
+"""A kept connection used this recently is used again as it is; one idle longer is asked
+an empty query first (the server may have restarted meanwhile)."""
 _LOCK_SPACE = 0x70617972
 # Another second key than the ledger's schema lock (0) and its batches' ids (1 and up)
 _SCHEMA_LOCK = -1
@@ -105,21 +110,66 @@ class FleetBatch:
 
 
 class FleetStore:
-    """The ``payrun_fleet`` table of one ledger database, one short connection per call."""
+    """The ``payrun_fleet`` table of one ledger database, one short connection per call;
+    with ``keep`` (a worker's: several calls per batch), one connection kept for every
+    call, from any thread, one call at a time (``close`` it when done)."""
 
-    def __init__(self, url: DatabaseURL) -> None:
+    def __init__(self, url: DatabaseURL, *, keep: bool = False) -> None:
         self.url = url
+        self._keep = keep
+        self._kept: psycopg.Connection[Any] | None = None
+        self._used_at = 0.0
+        self._lock = threading.RLock()
 
     @contextmanager
     def _connection(self, *, readonly: bool = False) -> Iterator[psycopg.Connection[Any]]:
         from payrun.ledger import connect_database, database_errors
 
+        if self._keep:
+            with self._lock, database_errors(self.url):
+                yield self._kept_connection()
+            return
         connection = connect_database(self.url, readonly=readonly)
         try:
             with database_errors(self.url):
                 yield connection
         finally:
             connection.close()
+
+    def _kept_connection(self) -> psycopg.Connection[Any]:
+        """The kept connection (under the lock), made again when there is none, it failed,
+        or it was idle a while and the server no longer answers it (a restart): a call
+        fails only when a new connection would have failed too."""
+        from payrun.ledger import connect_database
+
+        kept = self._kept
+        if kept is not None and (kept.closed or kept.broken or not self._answers(kept)):
+            self.close()
+            kept = None
+        if kept is None:
+            kept = self._kept = connect_database(self.url, readonly=False)
+        self._used_at = time.monotonic()
+        return kept
+
+    def _answers(self, kept: psycopg.Connection[Any]) -> bool:
+        """True when the kept connection was used just now, or answers an empty query."""
+        import psycopg
+
+        if time.monotonic() - self._used_at < _KEPT_FRESH_SECONDS:
+            return True
+        try:
+            kept.execute("")
+        except psycopg.Error:
+            return False
+        return True
+
+    def close(self) -> None:
+        """Close the kept connection, if any, once no call uses it (the next call makes a
+        new one)."""
+        with self._lock:
+            kept, self._kept = self._kept, None
+            if kept is not None:
+                kept.close()
 
     def ensure_schema(self) -> None:
         """Create the fleet's table when missing (one process at a time)."""

@@ -134,6 +134,7 @@ async def run_worker(
     finally:
         watch.cancel()
         executor.shutdown(wait=False)
+        activities.store.close()
 
 
 def _warm_up() -> None:
