@@ -196,14 +196,17 @@ def reset_stats(banks: list[tuple[str, str]]) -> None:
         httpx.post(f"{base_url}/__sandbox/stats/reset", timeout=30).raise_for_status()
 
 
-def timelines(banks: list[tuple[str, str]], started: float) -> list[tuple[float, float, float]]:
+def timelines(
+    banks: list[tuple[str, str]], started: float
+) -> list[tuple[float, float, float, int]]:
     """Per bank, seconds from ``started`` (``time.time()``) to its first request, its first
-    create-payment and its last answer."""
+    create-payment and its last answer; and the round trips (each request sent after the
+    previous one's answer) before that first create-payment."""
     found = []
     for base_url, _ in banks:
-        seen = httpx.get(f"{base_url}/__sandbox/stats", timeout=30).json()["timeline"]
-        first, paying, last = (seen[key] - started for key in _TIMELINE)
-        found.append((first, paying, last))
+        stats = httpx.get(f"{base_url}/__sandbox/stats", timeout=30).json()
+        first, paying, last = (stats["timeline"][key] - started for key in _TIMELINE)
+        found.append((first, paying, last, int(stats["round_trips"]["before_first_payment"])))
     return found
 
 
@@ -482,16 +485,17 @@ def main() -> None:
             f" peak in-flight/submits {found['in_flight']}/{found['submits']}"
         )
         print(
-            f"  the six banks' CPU ms per payment {found['banks_ms']:.2f}; the machine"
+            f"  the banks' CPU ms per payment {found['banks_ms']:.2f}; the machine"
             f" {100 * found['busy']:.0f}% busy (all processes, all cores) from the submit to"
             f" the end; the submit command returned after {found['submitted']:.2f} s"
         )
         print(
             "  per bank, s from the submit to its first request / first payment / last"
-            " answer, and the bound / the paying span (first payment to last answer): "
+            " answer, the bound / the paying span (first payment to last answer), and the"
+            " round trips before the first payment: "
             + "  ".join(
-                f"org{n} {first:.2f}/{paying:.2f}/{last:.2f} {bound / (last - paying):.2f}"
-                for n, (first, paying, last) in enumerate(found["timelines"])
+                f"org{n} {first:.2f}/{paying:.2f}/{last:.2f} {bound / (last - paying):.2f} {trips}"
+                for n, (first, paying, last, trips) in enumerate(found["timelines"])
             )
         )
         print(
