@@ -113,6 +113,10 @@ async def submit(manifest: Path, options: SubmitOptions) -> list[str]:
     client = await connect_temporal(options.temporal, options.namespace)
     for entry in entries:
         await asyncio.to_thread(_check_plan, entry, options.ledger_url)
+    # Each batch is handed to its lane as soon as it is stored: the first organizations
+    # start paying while the next batches' rows are stored (every batch passed its checks
+    # above; one that a failure here leaves stored and not queued is queued again by the
+    # workers' look for lost batches, or by submitting again)
     for entry in entries:
         if recorded.get(entry.name) is None:
             await asyncio.to_thread(_store_rows, entry, options.ledger_url)
@@ -122,7 +126,6 @@ async def submit(manifest: Path, options: SubmitOptions) -> list[str]:
                 _copy_plan, entry, entry.plan, options.ledger_url
             )
         await asyncio.to_thread(store.register, entry, chosen, task_queue=options.task_queue)
-    for entry in entries:
         cutoff = None if entry.cutoff is None else entry.cutoff.astimezone(UTC).isoformat()
         await queue_batch(
             client,
