@@ -13,7 +13,15 @@ its default ``--processes`` (the cores). The batches are submitted; then
 - first a warm-up round of small batches (``--cold``: none), as a long-lived worker has
   already loaded its code and made its workflow sandbox before payday's batches;
 - commits/payment: the ledger database's ``xact_commit`` (``pg_stat_database``);
-- limits: the highest in-flight count and concurrent submits per account any bank saw.
+- limits: the highest in-flight count and concurrent submits per account any bank saw;
+- where the time went: per bank, its first request, first payment and last answer (the
+  paying span against the bound) and the round trips before its first payment; per batch,
+  when the ledger database recorded it stored, registered, its run started and its first
+  intent; the banks' CPU and how busy the whole machine was.
+
+Its processes keep compiled bytecode in a folder of their own (as an installed payrun
+has it), and its poll of the batches' states is one connection's cheap read, so neither
+counts as payrun's cost.
 
 With ``--handover``, one batch on 2 workers: the paying worker is killed with kill -9 and
 the time until the other worker holds the batch (and until its next payment) is measured,
