@@ -204,7 +204,7 @@ class PostgresLedger(SQLLedger):
         self._writer = writer
         self._pending: list[str] | None = None
         """The open transaction's statements not sent yet (None: no transaction)."""
-        self._literals: psycopg.ClientCursor[Any] | None = None
+        self._literals_cursor: psycopg.ClientCursor[Any] | None = None
 
     @classmethod
     def open(cls, where: DatabaseLedger, *, readonly: bool = False) -> PostgresLedger:
@@ -352,7 +352,7 @@ class PostgresLedger(SQLLedger):
     def _executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
         """``_execute`` for each set of ``params``."""
         if self._pending is not None:
-            self._pending.extend(self._literal(sql, values) for values in params)
+            self._pending.extend(self._literals(sql, params))
             return
         if not params:
             return
@@ -375,7 +375,9 @@ class PostgresLedger(SQLLedger):
         # Each row's tuple quoted with one short template (psycopg parses it once)
         template = "(" + ", ".join(["%s"] * (len(columns) + 1)) + ")"
         width = len(columns)
-        rows = ", ".join(self._literal(template, [*values[:width], values[-1]]) for values in group)
+        rows = ", ".join(
+            self._literals(template, [[*values[:width], values[-1]] for values in group])
+        )
         self._pending.append(
             f"UPDATE payrun_rows AS r SET {assignments}"
             f" FROM (VALUES {rows}) AS v({', '.join(columns)}, n)"
@@ -385,12 +387,18 @@ class PostgresLedger(SQLLedger):
     def _literal(self, sql: str, params: Sequence[Any]) -> str:
         """The statement with its values written in (quoted by psycopg, as the server reads
         them), to go with others in one simple query."""
-        if self._literals is None:
+        return self._literals(sql, [params])[0]
+
+    def _literals(self, sql: str, params: Sequence[Sequence[Any]]) -> list[str]:
+        """``_literal`` for each set of ``params`` (a group commit's rows: one translation
+        of psycopg's errors for them all, not one per row)."""
+        if self._literals_cursor is None:
             import psycopg
 
-            self._literals = psycopg.ClientCursor(self._db)
+            self._literals_cursor = psycopg.ClientCursor(self._db)
+        mogrify = self._literals_cursor.mogrify
         with _translated(self.where):
-            return self._literals.mogrify(sql, params)
+            return [mogrify(sql, values) for values in params]
 
     def _send_pending(self) -> None:
         """Send the transaction's waiting statements, in order, in one round trip."""
@@ -704,11 +712,11 @@ def _translated(where: DatabaseLedger | DatabaseURL, *, opening: bool = False) -
     for a row), in one line, without the password."""
     import psycopg
 
-    location = str(where)
     url = where.url if isinstance(where, DatabaseLedger) else where
     try:
         yield
     except psycopg.errors.UniqueViolation as exc:
+        location = str(where)
         msg = (
             f"the ledger {location} refused to record one bank payment or submission for two"
             f" rows ({_one_line(exc, url)}), so nothing more is sent; payrun checks with the bank"
@@ -716,6 +724,8 @@ def _translated(where: DatabaseLedger | DatabaseURL, *, opening: bool = False) -
         )
         raise LedgerWriteError(msg) from None
     except psycopg.Error as exc:
+        # Named only when it failed (masking the URL's password costs each statement more)
+        location = str(where)
         if opening:
             msg = (
                 f"cannot reach the ledger database {location}: {_one_line(exc, url)}; check the"
