@@ -1317,6 +1317,8 @@ def _many_once(directory: Path, seed: Path, batch: Path, *, who: str, pin: bool)
         "preflight": seen["first_payment"] - seen["first_request"],
         "paying": seen["last_answer"] - seen["first_payment"],
         "outside": wall - (seen["last_answer"] - seen["first_request"]),
+        # From the bank's last answer to the process's exit (ledger closed, summary, exit)
+        "after_last": launched + wall - seen["last_answer"],
         "chain": stats["round_trips"]["before_first_payment"],
         "ok": once and limits,
     }
@@ -1347,7 +1349,8 @@ def run_many_payees(repeat: int, *, pin: bool) -> int:
                 print(
                     f"  {who:<7} wall {r['wall']:.2f} s (first request {r['first_request']:.2f},"
                     f" preflight {r['preflight']:.2f} in a chain of {r['chain']}, paying"
-                    f" {r['paying']:.2f}, outside {r['outside']:.2f}); paid once within the"
+                    f" {r['paying']:.2f}, after the last answer {r['after_last']:.2f}; outside"
+                    f" {r['outside']:.2f}); paid once within the"
                     f" limits: {'yes' if r['ok'] else 'NO'}",
                     flush=True,
                 )
@@ -1357,7 +1360,7 @@ def run_many_payees(repeat: int, *, pin: bool) -> int:
     speedup = statistics.median(plain) / statistics.median(mine)
     print(f"bound (50 in flight, 3 submits/account): {bound:.2f} s; load {os.getloadavg()[0]:.2f}")
     print(f"median [min-max] over {repeat} runs, seconds:")
-    for key in ("wall", "first_request", "preflight", "paying", "outside"):
+    for key in ("wall", "first_request", "preflight", "paying", "after_last", "outside"):
         print(
             f"  {key:<14} payrun {_spread([r[key] for r in runs['payrun']]):<20}"
             f" plain {_spread([r[key] for r in runs['plain']])}"

@@ -689,21 +689,36 @@ class BankClient:
 def _canonical_links(value: T, origin: BankOrigin) -> T | tuple[str, str]:
     """``value`` with its link fields (``url``, ``*_url``) as paths on the bank's origin,
     or the first link field off that origin, as ``(name, link)``."""
-    if not dataclasses.is_dataclass(value) or isinstance(value, type):
-        return value
+    kind = type(value)
+    names = _LINK_FIELDS.get(kind)
+    if names is None:
+        if not dataclasses.is_dataclass(value) or isinstance(value, type):
+            return value
+        names = _LINK_FIELDS[kind] = _link_fields(value)
     changed: dict[str, str] = {}
-    for field in dataclasses.fields(value):
-        name = field.name
-        if name == "url" or name.endswith("_url"):
-            link = getattr(value, name)
-            if not isinstance(link, str) or not link:
-                continue
-            path = origin.canonical(link)
-            if path is None:
-                return name.replace("_", "-"), link
-            if path != link:
-                changed[name] = path
-    return dataclasses.replace(value, **changed) if changed else value
+    for name in names:
+        link = getattr(value, name)
+        if not isinstance(link, str) or not link:
+            continue
+        path = origin.canonical(link)
+        if path is None:
+            return name.replace("_", "-"), link
+        if path != link:
+            changed[name] = path
+    return dataclasses.replace(value, **changed) if changed else value  # type: ignore[type-var]
+
+
+def _link_fields(value: Any) -> tuple[str, ...]:
+    """The names of a dataclass's link fields, in field order."""
+    return tuple(
+        field.name
+        for field in dataclasses.fields(value)
+        if field.name == "url" or field.name.endswith("_url")
+    )
+
+
+_LINK_FIELDS: dict[type, tuple[str, ...]] = {}
+"""Each answer type's link fields (``_canonical_links`` reads them on every answer)."""
 
 
 class _Paging:

@@ -16,6 +16,7 @@ Raises ``LedgerError`` (and subclasses); ``sqlite3`` errors are translated here 
 from __future__ import annotations
 
 import sqlite3
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, closing, nullcontext
 from pathlib import Path
@@ -25,6 +26,7 @@ from payrun._models import (
     LedgerRow,
 )
 from payrun.errors import ConfigError, LedgerError, LedgerWriteError
+from payrun.ledger._checkpoint import BACKSTOP_PAGES, KEPT_LOG_BYTES, Checkpointer
 from payrun.ledger._lock import create_private, release_lock, take_lock
 from payrun.ledger._records import LATER_BATCH_COLUMNS
 from payrun.ledger._running import take_batch_lock
@@ -110,6 +112,10 @@ class SQLiteLedger(SQLLedger):
         self._identity = identity
         """(device, inode) of the file a writer opened: ``check_in_place`` compares it."""
         self._in_memory = str(path) == MEMORY
+        # A writer's log is checkpointed off the committing thread (``_checkpoint``)
+        self._checkpoints = None if lock_fd is None else Checkpointer(path)
+        if self._checkpoints is not None:
+            weakref.finalize(self, self._checkpoints.close)
 
     @classmethod
     def open(cls, path: Path, *, readonly: bool = False) -> SQLiteLedger:
@@ -172,6 +178,7 @@ class SQLiteLedger(SQLLedger):
 
     def close(self) -> None:
         """Close the database and release the lock."""
+        self._end_checkpoints()
         self._db.close()
         release_lock(self._lock_fd)
         self._lock_fd = None
@@ -179,11 +186,18 @@ class SQLiteLedger(SQLLedger):
     def discard(self) -> None:
         """Close and delete this ledger (file, WAL, index, lock file) while still holding
         its lock, so that no other run can open it half removed; then release the lock."""
+        self._end_checkpoints()
         self._db.close()
         for suffix in () if self._in_memory else ("", "-wal", "-shm", ".lock"):
             self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
         release_lock(self._lock_fd)
         self._lock_fd = None
+
+    def _end_checkpoints(self) -> None:
+        """End the background checkpoints, before the connection's close checkpoints what
+        is left (as the file's last connection)."""
+        if self._checkpoints is not None:
+            self._checkpoints.close()
 
     def _begin(self) -> None:
         self._execute("BEGIN IMMEDIATE")
@@ -355,6 +369,10 @@ def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
             connection.execute("PRAGMA journal_mode=WAL")
             # Durable across a process crash
             connection.execute("PRAGMA synchronous=NORMAL")
+            # Checkpoints run on a thread of their own (``_checkpoint``): this connection
+            # checkpoints itself only should that thread fall behind
+            connection.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
+            connection.execute(f"PRAGMA journal_size_limit={KEPT_LOG_BYTES}")
             connection.executescript(_SCHEMA)
             _add_batch_columns(connection)
             try:

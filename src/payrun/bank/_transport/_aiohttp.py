@@ -7,20 +7,54 @@ answer past ``MAX_ANSWER_BYTES``. Its failures leave it only as ``NotSent`` (the
 failed or timed out, including the wait for a pooled connection: safe to resend) or
 ``MaybeSent`` (anything after: the bank may have acted; ``late`` when the wait for the
 answer ran out).
+
+An https bank is verified with a TLS context of the transport's own (the system's CA
+certificates, or where ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` point), made on the first https
+request; an http one (the sandbox) never loads the certificates. aiohttp itself makes two
+default contexts when imported, each loading every CA certificate of the system (about
+25 ms of CPU apiece, before a run's first request): they are made without certificates
+(``_no_certificates_loaded``), so that aiohttp's own defaults, never used by this
+transport, verify nothing rather than cost start-up.
 """
 
 from __future__ import annotations
 
 import re
 import ssl
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from itertools import chain
 
-import aiohttp
 from yarl import URL
 
 from payrun.bank._transport._errors import MaybeSent, NotSent, NotSentReason
 from payrun.bank._transport._exchange import Answer, PreparedRequest
 from payrun.bank._transport._size import check_length, read_capped
 from payrun.errors import BankError, ConfigError
+
+
+@contextmanager
+def _no_certificates_loaded() -> Iterator[None]:
+    """While aiohttp is first imported: a TLS context loads no CA certificates (its default
+    contexts, which this transport never uses, then trust nothing)."""
+    load = ssl.SSLContext.set_default_verify_paths
+    ssl.SSLContext.set_default_verify_paths = _load_nothing  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        ssl.SSLContext.set_default_verify_paths = load  # type: ignore[method-assign]
+
+
+def _load_nothing(context: ssl.SSLContext) -> None:
+    """``SSLContext.set_default_verify_paths`` while aiohttp is first imported."""
+
+
+if "aiohttp" in sys.modules:
+    import aiohttp
+else:
+    with _no_certificates_loaded():
+        import aiohttp
 
 __all__ = ["AiohttpTransport"]
 
@@ -42,7 +76,7 @@ class AiohttpTransport:
     sent, with a ``ConfigError`` that says so.
     """
 
-    __slots__ = ("_keepalive", "_max_connections", "_session", "_timeout")
+    __slots__ = ("_keepalive", "_max_connections", "_session", "_timeout", "_tls")
 
     def __init__(self, *, timeout: float, max_connections: int, keepalive_seconds: float) -> None:
         _check_ca_certificates()
@@ -50,6 +84,7 @@ class AiohttpTransport:
         self._max_connections = max_connections
         self._keepalive = keepalive_seconds
         self._session: aiohttp.ClientSession | None = None
+        self._tls: ssl.SSLContext | None = None
 
     def __repr__(self) -> str:
         return f"AiohttpTransport(max_connections={self._max_connections})"
@@ -70,6 +105,8 @@ class AiohttpTransport:
         """Send ``request`` as built and read the whole answer (at most the size cap)."""
         url = _checked_url(request)
         session = self._session or self._open()
+        # An http bank needs no TLS context (aiohttp ignores it)
+        tls = (self._tls or self._verifying()) if url.scheme == "https" else True
         try:
             async with session.request(
                 request.method,
@@ -77,6 +114,7 @@ class AiohttpTransport:
                 headers=request.headers,
                 data=request.body or None,
                 allow_redirects=False,
+                ssl=tls,
             ) as response:
                 check_length(response.content_length)
                 body = await read_capped(response.content.iter_any())
@@ -87,6 +125,14 @@ class AiohttpTransport:
             # TimeoutError is an OSError: the wait for the answer ran out
             late = isinstance(exc, TimeoutError)
             raise MaybeSent(str(exc), kind=type(exc).__name__, late=late) from exc
+
+    def _verifying(self) -> ssl.SSLContext:
+        """The TLS context an https bank is verified with: the system's CA certificates (or
+        ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), made once, on the first https request."""
+        context = ssl.create_default_context()
+        context.set_alpn_protocols(("http/1.1",))
+        self._tls = context
+        return context
 
     async def aclose(self) -> None:
         """Close the session and its connections."""
@@ -119,9 +165,11 @@ def _checked_url(request: PreparedRequest) -> URL:
         url.port  # noqa: B018
     except ValueError as exc:
         problem = str(exc)
-    for name, value in request.headers.items():
-        if _HEADER_BREAK.search(name) or _HEADER_BREAK.search(value):
-            problem = f"its {name} header has a line break or a NUL character"
+    # One search over every header (per request); the loop only to name the one at fault
+    if _HEADER_BREAK.search("".join(chain.from_iterable(request.headers.items()))):
+        for name, value in request.headers.items():
+            if _HEADER_BREAK.search(name) or _HEADER_BREAK.search(value):
+                problem = f"its {name} header has a line break or a NUL character"
     if problem is not None:
         msg = f"cannot send {request.method} {request.url}: {problem}"
         raise BankError(msg)
