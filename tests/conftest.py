@@ -5,9 +5,10 @@ README's plain ``pytest`` starts three worker processes per core (``pytest_xdist
 most tests wait on subprocesses and banks, not on the CPU). ``pytest -n 0 tests/test_x.py``
 runs serially, in this process. What that asks of a test:
 
-- Session fixtures are per worker: ``sandbox_server`` (a sandbox bank), ``postgres`` (a
-  throwaway PostgreSQL server, tests/_postgres.py), ``temporal`` (a Temporal dev server,
-  started only in a worker that runs a fleet test). Share them by name, never by state:
+- Session fixtures are per worker: ``sandbox_server`` (a sandbox bank), ``temporal`` (a
+  Temporal dev server, started only in a worker that runs a fleet test); ``postgres`` (a
+  throwaway PostgreSQL server, tests/_postgres.py) is one for all the workers of the
+  session (``shared_servers``). Share them by name, never by state:
   rows unique to the test (``make_rows`` with a ``tag``/``trial`` of its own), a database
   of its own (``new_database``) or batches named by ``tmp_path`` (``ledger_for``), a task
   queue of its own. A test that changes a server's behaviour starts its own
@@ -39,18 +40,23 @@ runs serially, in this process. What that asks of a test:
 from __future__ import annotations
 
 import compileall
+import dataclasses
 import importlib.util
+import json
 import os
 import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
+import filelock
 import httpx
 import pytest
 
-from _postgres import Cluster, find_binaries, throwaway_cluster
+from _postgres import Cluster, find_binaries, start_cluster, stop_cluster, throwaway_cluster
 from _run_helpers import LedgerFor, reap_runs
 
 REQUIRE_POSTGRES = os.environ.get("PAYRUN_REQUIRE_POSTGRES") == "1"
@@ -81,6 +87,30 @@ def pytest_configure(config: pytest.Config) -> None:
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     _keep_bytecode(first=not hasattr(config, "workerinput"))
+    if not hasattr(config, "workerinput"):
+        config.stash[_SHARED] = Path(tempfile.mkdtemp(prefix="payrun-tests-"))
+
+
+_SHARED = pytest.StashKey[Path]()
+"""The controller's folder of the servers its workers share (``shared_servers``)."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """(xdist, in the controller) Tell each worker the folder of the shared servers."""
+    node.workerinput["payrun_shared"] = str(node.config.stash[_SHARED])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """In the controller, after every worker has ended (Ctrl-C included): stop the shared
+    PostgreSQL server, whichever worker started it, and remove the folder."""
+    shared = config.stash.get(_SHARED, None)
+    if shared is None:
+        return
+    started = shared / "postgres.folder"
+    if started.exists():
+        stop_cluster(Path(started.read_text()))
+    shutil.rmtree(shared, ignore_errors=True)
 
 
 def _keep_bytecode(*, first: bool) -> None:
@@ -181,14 +211,29 @@ async def client(app: SandboxApp) -> AsyncIterator[httpx.AsyncClient]:
 
 
 # ---- PostgreSQL (issue 21) ---------------------------------------------------------------
-# One throwaway server for the session (initdb + pg_ctl, ~2 s); every test's batches share
-# its database under their own names, as many batches share one ledger database.
+# One throwaway server for the session (initdb + pg_ctl, ~1 s of CPU), shared by every
+# worker: every test's batches share its database under their own names (the batch file's
+# absolute path, under the worker's own tmp_path), as many batches share one ledger
+# database, or it makes a database of its own (``new_database``). A test that stops or
+# breaks a server starts its own (``throwaway_cluster``).
+
+SHARED_CONNECTIONS = 600
+"""The shared server's session limit: six workers' runs, fleets and pools at once."""
 
 
 @pytest.fixture(scope="session")
-def postgres() -> Iterator[Cluster]:
+def shared_servers(request: pytest.FixtureRequest) -> Path | None:
+    """The folder where the workers of an xdist session share their servers (the
+    controller's, which stops them at the end); None without workers (``-n 0``)."""
+    workerinput: dict[str, Any] | None = getattr(request.config, "workerinput", None)
+    return None if workerinput is None else Path(workerinput["payrun_shared"])
+
+
+@pytest.fixture(scope="session")
+def postgres(shared_servers: Path | None) -> Iterator[Cluster]:
     """A running throwaway PostgreSQL server; skipped (failed under PAYRUN_REQUIRE_POSTGRES=1)
-    when this machine has no PostgreSQL server programs or no psycopg."""
+    when this machine has no PostgreSQL server programs or no psycopg. The first worker
+    that asks starts it (under a file lock); the controller stops it after the session."""
     binaries, why = find_binaries()
     try:
         import psycopg  # noqa: F401
@@ -199,8 +244,25 @@ def postgres() -> Iterator[Cluster]:
         if REQUIRE_POSTGRES:
             pytest.fail(f"PAYRUN_REQUIRE_POSTGRES=1 but {why}", pytrace=False)
         pytest.skip(why)
-    with throwaway_cluster() as cluster:
-        yield cluster
+    if shared_servers is None:
+        with throwaway_cluster() as cluster:
+            yield cluster
+        return
+    record = shared_servers / "postgres.json"
+    with filelock.FileLock(shared_servers / "postgres.lock"):
+        if not record.exists():
+            folder = Path(tempfile.mkdtemp(prefix="payrun-pg-"))
+            # Written first: the controller stops even a start a Ctrl-C interrupted
+            (shared_servers / "postgres.folder").write_text(str(folder))
+            try:
+                cluster = start_cluster(folder, connections=SHARED_CONNECTIONS)
+            except BaseException:
+                stop_cluster(folder)
+                (shared_servers / "postgres.folder").unlink()
+                raise
+            record.write_text(json.dumps({**dataclasses.asdict(cluster), "folder": str(folder)}))
+        found = json.loads(record.read_text())
+    yield Cluster(**{**found, "folder": Path(found["folder"])})
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
