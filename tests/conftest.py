@@ -8,7 +8,8 @@ runs serially, in this process. What that asks of a test:
 - Session fixtures are per worker: ``sandbox_server`` (a sandbox bank), ``temporal`` (a
   Temporal dev server, started only in a worker that runs a fleet test); ``postgres`` (a
   throwaway PostgreSQL server, tests/_postgres.py) is one for all the workers of the
-  session (``shared_servers``). Share them by name, never by state:
+  session (``shared_servers``; ``own_cluster``: a server of the test's own, to stop or to
+  count connections on). Share them by name, never by state:
   rows unique to the test (``make_rows`` with a ``tag``/``trial`` of its own), a database
   of its own (``new_database``) or batches named by ``tmp_path`` (``ledger_for``), a task
   queue of its own. A test that changes a server's behaviour starts its own
@@ -221,6 +222,21 @@ SHARED_CONNECTIONS = 600
 """The shared server's session limit: six workers' runs, fleets and pools at once."""
 
 
+def _postgres_or_skip() -> None:
+    """Skip the test (fail it under PAYRUN_REQUIRE_POSTGRES=1) without a PostgreSQL server's
+    programs or psycopg."""
+    binaries, why = find_binaries()
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        why = "psycopg is not installed: pip install -e '.[test]'"
+        binaries = None
+    if binaries is None:
+        if REQUIRE_POSTGRES:
+            pytest.fail(f"PAYRUN_REQUIRE_POSTGRES=1 but {why}", pytrace=False)
+        pytest.skip(why)
+
+
 @pytest.fixture(scope="session")
 def shared_servers(request: pytest.FixtureRequest) -> Path | None:
     """The folder where the workers of an xdist session share their servers (the
@@ -234,16 +250,7 @@ def postgres(shared_servers: Path | None) -> Iterator[Cluster]:
     """A running throwaway PostgreSQL server; skipped (failed under PAYRUN_REQUIRE_POSTGRES=1)
     when this machine has no PostgreSQL server programs or no psycopg. The first worker
     that asks starts it (under a file lock); the controller stops it after the session."""
-    binaries, why = find_binaries()
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        why = "psycopg is not installed: pip install -e '.[test]'"
-        binaries = None
-    if binaries is None:
-        if REQUIRE_POSTGRES:
-            pytest.fail(f"PAYRUN_REQUIRE_POSTGRES=1 but {why}", pytrace=False)
-        pytest.skip(why)
+    _postgres_or_skip()
     if shared_servers is None:
         with throwaway_cluster() as cluster:
             yield cluster
@@ -263,6 +270,16 @@ def postgres(shared_servers: Path | None) -> Iterator[Cluster]:
             record.write_text(json.dumps({**dataclasses.asdict(cluster), "folder": str(folder)}))
         found = json.loads(record.read_text())
     yield Cluster(**{**found, "folder": Path(found["folder"])})
+
+
+@pytest.fixture
+def own_cluster() -> Iterator[Cluster]:
+    """A PostgreSQL server of the test's own (~1 s of CPU to make): for a test that stops
+    and starts it, or that counts the connections in use (the shared one's are every
+    worker's)."""
+    _postgres_or_skip()
+    with throwaway_cluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
