@@ -5,11 +5,11 @@ README's plain ``pytest`` starts three worker processes per core (``pytest_xdist
 most tests wait on subprocesses and banks, not on the CPU). ``pytest -n 0 tests/test_x.py``
 runs serially, in this process. What that asks of a test:
 
-- Session fixtures are per worker: ``sandbox_server`` (a sandbox bank), ``temporal`` (a
-  Temporal dev server, started only in a worker that runs a fleet test); ``postgres`` (a
-  throwaway PostgreSQL server, tests/_postgres.py) is one for all the workers of the
-  session (``shared_servers``; ``own_cluster``: a server of the test's own, to stop or to
-  count connections on). Share them by name, never by state:
+- Session fixtures: ``sandbox_server`` (a sandbox bank) is per worker; ``postgres`` (a
+  throwaway PostgreSQL server, tests/_postgres.py) and ``temporal`` (a Temporal dev
+  server) are one for all the workers of the session, started by the first test that asks
+  and stopped by the controller (``shared_servers``; ``own_cluster``: a PostgreSQL server
+  of the test's own, to stop or to count connections on). Share them by name, never by state:
   rows unique to the test (``make_rows`` with a ``tag``/``trial`` of its own), a database
   of its own (``new_database``) or batches named by ``tmp_path`` (``ledger_for``), a task
   queue of its own. A test that changes a server's behaviour starts its own
@@ -47,6 +47,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -104,13 +105,18 @@ def pytest_configure_node(node: Any) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """In the controller, after every worker has ended (Ctrl-C included): stop the shared
-    PostgreSQL server, whichever worker started it, and remove the folder."""
+    PostgreSQL and Temporal servers, whichever worker started them; remove the folder."""
     shared = config.stash.get(_SHARED, None)
     if shared is None:
         return
     started = shared / "postgres.folder"
     if started.exists():
         stop_cluster(Path(started.read_text()))
+    temporal = shared / "temporal.json"
+    if temporal.exists():
+        from _fleet_helpers import stop_temporal
+
+        stop_temporal(json.loads(temporal.read_text())["pid"])
     shutil.rmtree(shared, ignore_errors=True)
 
 
@@ -293,14 +299,31 @@ def ledger_for(request: pytest.FixtureRequest) -> LedgerFor:
 
 
 # ---- Temporal (the fleet) ---------------------------------------------------------------------
-# One dev server (in memory) per worker, started by the first test that asks for it; each test
-# keeps to its own task queue and database.
+# One dev server (in memory) for the session, started by the first test that asks for it;
+# each test keeps to its own task queue (the fleet's workflow ids include it) and database.
+# A test that restarts Temporal starts its own (``temporal_dev_server``).
 
 
 @pytest.fixture(scope="session")
-def temporal() -> Iterator[str]:
-    """A Temporal dev server for the session (in memory); its HOST:PORT."""
-    from _fleet_helpers import temporal_dev_server
+def temporal(shared_servers: Path | None) -> Iterator[str]:
+    """A Temporal dev server for the session (in memory); its HOST:PORT. As ``postgres``:
+    the first worker that asks starts it, the controller kills it after the session."""
+    from _fleet_helpers import start_temporal, temporal_dev_server
 
-    with temporal_dev_server() as address:
-        yield address
+    if shared_servers is None:
+        with temporal_dev_server() as address:
+            yield address
+        return
+    record = shared_servers / "temporal.json"
+    with filelock.FileLock(shared_servers / "temporal.lock"):
+        if not record.exists():
+            process, address = start_temporal(log=shared_servers / "temporal.log")
+            _STARTED_HERE.append(process)
+            record.write_text(json.dumps({"pid": process.pid, "address": address}))
+        found = json.loads(record.read_text())
+    yield found["address"]
+
+
+_STARTED_HERE: list[subprocess.Popen[bytes]] = []
+"""The shared dev server, if this worker started it: kept, not waited (the controller kills
+it once every worker is done; init reaps it)."""
