@@ -32,7 +32,9 @@ __all__ = [
     "new_database",
     "pg_rows",
     "pg_problems",
+    "start_temporal",
     "start_worker",
+    "stop_temporal",
     "submit",
     "temporal_dev_server",
     "write_manifest",
@@ -68,48 +70,73 @@ def _temporal_binary() -> str:
 def temporal_dev_server(port: int | None = None) -> Iterator[str]:
     """Start ``temporal server start-dev`` in memory on ``port`` (default: a free loopback
     port), with ``PRIORITY_CONFIG``; its address."""
+    process, address = start_temporal(port)
+    try:
+        yield address
+    finally:
+        stop_temporal(process.pid)
+        process.wait(30)
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+def start_temporal(
+    port: int | None = None, *, log: Path | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start a Temporal dev server (``temporal_dev_server``) in a process group of its own
+    and wait until it listens; the process and its address. Its errors go to ``log`` (a
+    server that outlives the process starting it), else to a pipe of the process."""
     port = port or _free_port()
     settings = [arg for value in PRIORITY_CONFIG for arg in ("--dynamic-config-value", value)]
-    process = subprocess.Popen(
-        [
-            _temporal_binary(),
-            "server",
-            "start-dev",
-            "--headless",
-            "--ip",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--http-port",
-            str(_free_port()),
-            "--metrics-port",
-            str(_free_port()),
-            "--log-level",
-            "error",
-            *settings,
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    with contextlib.ExitStack() as files:
+        errors = files.enter_context(log.open("ab")) if log is not None else subprocess.PIPE
+        process = subprocess.Popen(
+            [
+                _temporal_binary(),
+                "server",
+                "start-dev",
+                "--headless",
+                "--ip",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--http-port",
+                str(_free_port()),
+                "--metrics-port",
+                str(_free_port()),
+                "--log-level",
+                "error",
+                *settings,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 60
         while True:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
+                return process, f"127.0.0.1:{port}"
             if process.poll() is not None or time.monotonic() > deadline:
                 err = process.stderr.read().decode() if process.stderr else ""
+                if log is not None:
+                    err = log.read_text(errors="replace")
                 msg = f"the Temporal dev server did not start: {err[-2000:]}"
                 raise RuntimeError(msg)
             time.sleep(0.1)
-        yield f"127.0.0.1:{port}"
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+    except BaseException:
+        stop_temporal(process.pid)
         process.wait(30)
         if process.stderr is not None:
             process.stderr.close()
+        raise
+
+
+def stop_temporal(pid: int) -> None:
+    """Kill the dev server ``start_temporal`` started as ``pid`` (its process group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 def new_database(cluster_url: str) -> str:

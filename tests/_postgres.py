@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Cluster", "find_binaries", "throwaway_cluster"]
+__all__ = ["Cluster", "find_binaries", "start_cluster", "stop_cluster", "throwaway_cluster"]
 
 _DEBIAN = Path("/usr/lib/postgresql")
 _USER = "payrun"
@@ -113,50 +113,66 @@ def throwaway_cluster(*, durable: bool = False) -> Iterator[Cluster]:
     ``durable`` keeps PostgreSQL's own fsync (the benchmark); the tests turn it off, since
     they kill payrun, never the server.
     """
+    folder = Path(tempfile.mkdtemp(prefix="payrun-pg-"))
+    try:
+        yield start_cluster(folder, durable=durable)
+    finally:
+        stop_cluster(folder)
+
+
+def start_cluster(folder: Path, *, durable: bool = False, connections: int = 200) -> Cluster:
+    """Make and start a new server in the empty ``folder`` (``stop_cluster`` ends it);
+    ``connections``: the most sessions it takes at once."""
     binaries, why = find_binaries()
     if binaries is None:
         raise RuntimeError(why)
     account = _account()
-    folder = Path(tempfile.mkdtemp(prefix="payrun-pg-"))
     password = secrets.token_urlsafe(12)
     data = folder / "data"
-    try:
-        account.own(folder)
-        (folder / "pw").write_text(password)
-        account.own(folder / "pw")
-        account.run(
-            [
-                str(binaries / "initdb"),
-                f"--pgdata={data}",
-                f"--username={_USER}",
-                f"--pwfile={folder / 'pw'}",
-                "--auth-local=trust",
-                "--auth-host=scram-sha-256",
-                "--encoding=UTF8",
-                "--locale=C",
-                "--no-sync",
-            ]
-        )
-        port = _free_port()
-        settings = [
-            "-c listen_addresses=127.0.0.1",
-            f"-c port={port}",
-            f"-c unix_socket_directories={folder}",
-            "-c max_connections=200",
+    account.own(folder)
+    (folder / "pw").write_text(password)
+    account.own(folder / "pw")
+    account.run(
+        [
+            str(binaries / "initdb"),
+            f"--pgdata={data}",
+            f"--username={_USER}",
+            f"--pwfile={folder / 'pw'}",
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "--encoding=UTF8",
+            "--locale=C",
+            "--no-sync",
         ]
-        if not durable:
-            settings += ["-c fsync=off", "-c full_page_writes=off"]
-        pg_ctl = str(binaries / "pg_ctl")
-        account.run(
-            [pg_ctl, f"--pgdata={data}", f"--log={folder / 'server.log'}", "--wait"]
-            + ["--timeout=60", f"--options={' '.join(settings)}", "start"]
-        )
-        try:
-            url = f"postgresql://{_USER}:{password}@127.0.0.1:{port}/postgres"
-            yield Cluster(url=url, password=password, port=port, folder=folder)
-        finally:
+    )
+    port = _free_port()
+    settings = [
+        "-c listen_addresses=127.0.0.1",
+        f"-c port={port}",
+        f"-c unix_socket_directories={folder}",
+        f"-c max_connections={connections}",
+    ]
+    if not durable:
+        settings += ["-c fsync=off", "-c full_page_writes=off"]
+    account.run(
+        [str(binaries / "pg_ctl"), f"--pgdata={data}", f"--log={folder / 'server.log'}"]
+        + ["--wait", "--timeout=60", f"--options={' '.join(settings)}", "start"]
+    )
+    url = f"postgresql://{_USER}:{password}@127.0.0.1:{port}/postgres"
+    return Cluster(url=url, password=password, port=port, folder=folder)
+
+
+def stop_cluster(folder: Path) -> None:
+    """Stop the server made in ``folder`` (if it runs: a start may have been interrupted)
+    and remove the folder."""
+    binaries, _ = find_binaries()
+    try:
+        if binaries is not None and (folder / "data" / "postmaster.pid").exists():
             with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
-                account.run([pg_ctl, f"--pgdata={data}", "--mode=immediate", "--wait", "stop"])
+                _account().run(
+                    [str(binaries / "pg_ctl"), f"--pgdata={folder / 'data'}"]
+                    + ["--mode=immediate", "--wait", "stop"]
+                )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

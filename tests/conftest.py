@@ -5,9 +5,11 @@ README's plain ``pytest`` starts three worker processes per core (``pytest_xdist
 most tests wait on subprocesses and banks, not on the CPU). ``pytest -n 0 tests/test_x.py``
 runs serially, in this process. What that asks of a test:
 
-- Session fixtures are per worker: ``sandbox_server`` (a sandbox bank), ``postgres`` (a
-  throwaway PostgreSQL server, tests/_postgres.py), ``temporal`` (a Temporal dev server,
-  started only in a worker that runs a fleet test). Share them by name, never by state:
+- Session fixtures: ``sandbox_server`` (a sandbox bank) is per worker; ``postgres`` (a
+  throwaway PostgreSQL server, tests/_postgres.py) and ``temporal`` (a Temporal dev
+  server) are one for all the workers of the session, started by the first test that asks
+  and stopped by the controller (``shared_servers``; ``own_cluster``: a PostgreSQL server
+  of the test's own, to stop or to count connections on). Share them by name, never by state:
   rows unique to the test (``make_rows`` with a ``tag``/``trial`` of its own), a database
   of its own (``new_database``) or batches named by ``tmp_path`` (``ledger_for``), a task
   queue of its own. A test that changes a server's behaviour starts its own
@@ -38,16 +40,25 @@ runs serially, in this process. What that asks of a test:
 
 from __future__ import annotations
 
+import compileall
+import dataclasses
+import importlib.util
+import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
+import filelock
 import httpx
 import pytest
 
-from _postgres import Cluster, find_binaries, throwaway_cluster
+from _postgres import Cluster, find_binaries, start_cluster, stop_cluster, throwaway_cluster
 from _run_helpers import LedgerFor, reap_runs
 
 REQUIRE_POSTGRES = os.environ.get("PAYRUN_REQUIRE_POSTGRES") == "1"
@@ -77,6 +88,53 @@ def pytest_configure(config: pytest.Config) -> None:
     signal with a handler is reset to the default in a child."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    _keep_bytecode(first=not hasattr(config, "workerinput"))
+    if not hasattr(config, "workerinput"):
+        config.stash[_SHARED] = Path(tempfile.mkdtemp(prefix="payrun-tests-"))
+
+
+_SHARED = pytest.StashKey[Path]()
+"""The controller's folder of the servers its workers share (``shared_servers``)."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """(xdist, in the controller) Tell each worker the folder of the shared servers."""
+    node.workerinput["payrun_shared"] = str(node.config.stash[_SHARED])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """In the controller, after every worker has ended (Ctrl-C included): stop the shared
+    PostgreSQL and Temporal servers, whichever worker started them; remove the folder."""
+    shared = config.stash.get(_SHARED, None)
+    if shared is None:
+        return
+    started = shared / "postgres.folder"
+    if started.exists():
+        stop_cluster(Path(started.read_text()))
+    temporal = shared / "temporal.json"
+    if temporal.exists():
+        from _fleet_helpers import stop_temporal
+
+        stop_temporal(json.loads(temporal.read_text())["pid"])
+    shutil.rmtree(shared, ignore_errors=True)
+
+
+def _keep_bytecode(*, first: bool) -> None:
+    """Compile once what every process of the session would otherwise compile again.
+
+    With PYTHONDONTWRITEBYTECODE set (an editable install in a container often has it),
+    each xdist worker rewrote and compiled every test module from source (measured on 2
+    cores: 8.7 s of CPU to collect the suite, 3.4 s with the cache), and each payrun
+    subprocess compiled the payrun modules it imports (~0.1 s of its ~0.6 s). So the pytest
+    processes write their bytecode caches (``__pycache__``, git-ignored) whatever the
+    variable says, and the first process (the xdist controller, or a ``-n 0`` run)
+    compiles the payrun package the subprocesses import, as pip does at install time.
+    The subprocesses keep the variable: they read the caches and write nothing."""
+    sys.dont_write_bytecode = False
+    spec = importlib.util.find_spec("payrun")
+    if first and spec is not None and spec.origin is not None:
+        compileall.compile_dir(Path(spec.origin).parent, quiet=2)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -160,14 +218,19 @@ async def client(app: SandboxApp) -> AsyncIterator[httpx.AsyncClient]:
 
 
 # ---- PostgreSQL (issue 21) ---------------------------------------------------------------
-# One throwaway server for the session (initdb + pg_ctl, ~2 s); every test's batches share
-# its database under their own names, as many batches share one ledger database.
+# One throwaway server for the session (initdb + pg_ctl, ~1 s of CPU), shared by every
+# worker: every test's batches share its database under their own names (the batch file's
+# absolute path, under the worker's own tmp_path), as many batches share one ledger
+# database, or it makes a database of its own (``new_database``). A test that stops or
+# breaks a server starts its own (``throwaway_cluster``).
+
+SHARED_CONNECTIONS = 600
+"""The shared server's session limit: six workers' runs, fleets and pools at once."""
 
 
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[Cluster]:
-    """A running throwaway PostgreSQL server; skipped (failed under PAYRUN_REQUIRE_POSTGRES=1)
-    when this machine has no PostgreSQL server programs or no psycopg."""
+def _postgres_or_skip() -> None:
+    """Skip the test (fail it under PAYRUN_REQUIRE_POSTGRES=1) without a PostgreSQL server's
+    programs or psycopg."""
     binaries, why = find_binaries()
     try:
         import psycopg  # noqa: F401
@@ -178,6 +241,49 @@ def postgres() -> Iterator[Cluster]:
         if REQUIRE_POSTGRES:
             pytest.fail(f"PAYRUN_REQUIRE_POSTGRES=1 but {why}", pytrace=False)
         pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def shared_servers(request: pytest.FixtureRequest) -> Path | None:
+    """The folder where the workers of an xdist session share their servers (the
+    controller's, which stops them at the end); None without workers (``-n 0``)."""
+    workerinput: dict[str, Any] | None = getattr(request.config, "workerinput", None)
+    return None if workerinput is None else Path(workerinput["payrun_shared"])
+
+
+@pytest.fixture(scope="session")
+def postgres(shared_servers: Path | None) -> Iterator[Cluster]:
+    """A running throwaway PostgreSQL server; skipped (failed under PAYRUN_REQUIRE_POSTGRES=1)
+    when this machine has no PostgreSQL server programs or no psycopg. The first worker
+    that asks starts it (under a file lock); the controller stops it after the session."""
+    _postgres_or_skip()
+    if shared_servers is None:
+        with throwaway_cluster() as cluster:
+            yield cluster
+        return
+    record = shared_servers / "postgres.json"
+    with filelock.FileLock(shared_servers / "postgres.lock"):
+        if not record.exists():
+            folder = Path(tempfile.mkdtemp(prefix="payrun-pg-"))
+            # Written first: the controller stops even a start a Ctrl-C interrupted
+            (shared_servers / "postgres.folder").write_text(str(folder))
+            try:
+                cluster = start_cluster(folder, connections=SHARED_CONNECTIONS)
+            except BaseException:
+                stop_cluster(folder)
+                (shared_servers / "postgres.folder").unlink()
+                raise
+            record.write_text(json.dumps({**dataclasses.asdict(cluster), "folder": str(folder)}))
+        found = json.loads(record.read_text())
+    yield Cluster(**{**found, "folder": Path(found["folder"])})
+
+
+@pytest.fixture
+def own_cluster() -> Iterator[Cluster]:
+    """A PostgreSQL server of the test's own (~1 s of CPU to make): for a test that stops
+    and starts it, or that counts the connections in use (the shared one's are every
+    worker's)."""
+    _postgres_or_skip()
     with throwaway_cluster() as cluster:
         yield cluster
 
@@ -193,14 +299,31 @@ def ledger_for(request: pytest.FixtureRequest) -> LedgerFor:
 
 
 # ---- Temporal (the fleet) ---------------------------------------------------------------------
-# One dev server (in memory) per worker, started by the first test that asks for it; each test
-# keeps to its own task queue and database.
+# One dev server (in memory) for the session, started by the first test that asks for it;
+# each test keeps to its own task queue (the fleet's workflow ids include it) and database.
+# A test that restarts Temporal starts its own (``temporal_dev_server``).
 
 
 @pytest.fixture(scope="session")
-def temporal() -> Iterator[str]:
-    """A Temporal dev server for the session (in memory); its HOST:PORT."""
-    from _fleet_helpers import temporal_dev_server
+def temporal(shared_servers: Path | None) -> Iterator[str]:
+    """A Temporal dev server for the session (in memory); its HOST:PORT. As ``postgres``:
+    the first worker that asks starts it, the controller kills it after the session."""
+    from _fleet_helpers import start_temporal, temporal_dev_server
 
-    with temporal_dev_server() as address:
-        yield address
+    if shared_servers is None:
+        with temporal_dev_server() as address:
+            yield address
+        return
+    record = shared_servers / "temporal.json"
+    with filelock.FileLock(shared_servers / "temporal.lock"):
+        if not record.exists():
+            process, address = start_temporal(log=shared_servers / "temporal.log")
+            _STARTED_HERE.append(process)
+            record.write_text(json.dumps({"pid": process.pid, "address": address}))
+        found = json.loads(record.read_text())
+    yield found["address"]
+
+
+_STARTED_HERE: list[subprocess.Popen[bytes]] = []
+"""The shared dev server, if this worker started it: kept, not waited (the controller kills
+it once every worker is done; init reaps it)."""

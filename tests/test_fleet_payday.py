@@ -13,7 +13,6 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,7 +32,7 @@ from _fleet_helpers import (
     write_keys,
     write_manifest,
 )
-from _postgres import Cluster, server_down, throwaway_cluster
+from _postgres import Cluster, server_down
 from _run_helpers import make_rows, write_batch
 from payrun.cli import main
 from payrun.config import DatabaseURL, Secret
@@ -137,13 +136,6 @@ def test_status_refuses_an_unknown_state(
         main(["fleet", "status", "--ledger-url", postgres.url, "--state", "finished"])
     assert info.value.code == 2
     assert "'finished' is not a batch state: queued, paying, done" in capsys.readouterr().err
-
-
-@pytest.fixture
-def own_cluster() -> Iterator[Cluster]:
-    """A PostgreSQL server of the test's own, which it may stop and start."""
-    with throwaway_cluster() as cluster:
-        yield cluster
 
 
 def test_wait_rides_out_a_database_blip(own_cluster: Cluster) -> None:
@@ -399,11 +391,12 @@ def test_a_restarted_in_memory_temporal_loses_no_queued_batch(
 
 
 def test_a_worker_that_could_exhaust_the_database_connections_is_refused(
-    postgres: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    own_cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """--max-batches beyond what the ledger database's connections allow: exit 2, one
-    line naming the budget, before the worker takes any batch."""
-    url = new_database(postgres.url)
+    line naming the budget, before the worker takes any batch (a server of its own: 200
+    connections, 3 kept for superusers)."""
+    url = new_database(own_cluster.url)
     (tmp_path / "keys").mkdir()
     argv = ["fleet", "worker", "--temporal", "127.0.0.1:9", "--ledger-url", url]
     code = main(

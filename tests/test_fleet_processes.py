@@ -132,12 +132,12 @@ def test_sigterm_to_the_parent_hands_the_batch_back_and_another_finishes_it(
 
 
 def test_the_connection_budget_counts_every_process(
-    postgres: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    own_cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """--processes 5 --max-batches 195: the 195 batches shared by 5 processes and 3 of
     each process's own (210) are more than the server's 197 allow: exit 2 before any
-    process starts, one line with the numbers."""
-    url = new_database(postgres.url)
+    process starts, one line with the numbers (a server of its own: none in use)."""
+    url = new_database(own_cluster.url)
     (tmp_path / "keys").mkdir()
     argv = ["fleet", "worker", "--temporal", "127.0.0.1:9", "--ledger-url", url]
     code = main(
