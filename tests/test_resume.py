@@ -260,6 +260,16 @@ def slow_bank() -> Iterator[RunningSandbox]:
         yield bank
 
 
+_LET_THROUGH = 20
+"""Payments the bank makes before it holds a run's next ones (``_mid_run``)."""
+
+
+def _mid_run(bank: RunningSandbox, ledger: LedgerRef) -> bool:
+    """The run has submitted 5 rows and the bank holds its next payments: it is mid-run
+    however slow the machine (under ``hold_payments(after=_LET_THROUGH)``)."""
+    return count_status(ledger, "submitted") >= 5 and bank.app.payments_held > 0
+
+
 @pytest.fixture
 def own_slow_bank() -> Iterator[RunningSandbox]:
     """A bank like ``slow_bank`` for one test whose big batches would drain the shared one."""
@@ -278,14 +288,16 @@ def test_signal_mid_run_exits_3_then_rerun_pays_each_row_once(
     rows = make_rows(int(sig), 120, tag="S" + ledger_for.tag)
     batch, ledger = _batch(tmp_path, rows, ledger_for=ledger_for)
     started = time.monotonic()
-    process = start_run(slow_bank, batch, ledger)
-    try:
-        wait_until(lambda: count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
-    except AssertionError:
-        kill_group(process)
-        raise AssertionError(finish(process, started).describe()) from None
-    kill_group(process, sig)
-    signalled = time.monotonic()
+    # The run cannot end before the signal; the payments held are in flight, and finish
+    with slow_bank.app.hold_payments(after=_LET_THROUGH):
+        process = start_run(slow_bank, batch, ledger)
+        try:
+            wait_until(lambda: _mid_run(slow_bank, ledger), 60, "5 submitted rows")
+        except AssertionError:
+            kill_group(process)
+            raise AssertionError(finish(process, started).describe()) from None
+        kill_group(process, sig)
+        signalled = time.monotonic()
     stopped = finish(process, started, timeout=45)
     took = time.monotonic() - signalled
     assert stopped.returncode == 3, stopped.describe()
@@ -313,13 +325,15 @@ def test_signal_repeated_every_20_ms_still_exits_3(
     rows = make_rows(int(sig), 120, tag="H")
     batch, ledger = _batch(tmp_path, rows)
     started = time.monotonic()
-    process = start_run(slow_bank, batch, ledger)
     try:
-        wait_until(lambda: count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
-        deadline = time.monotonic() + 40
-        while process.poll() is None and time.monotonic() < deadline:
-            kill_group(process, sig)
-            time.sleep(0.02)
+        # The run cannot end before the signals (the second cuts the held payments off)
+        with slow_bank.app.hold_payments(after=_LET_THROUGH):
+            process = start_run(slow_bank, batch, ledger)
+            wait_until(lambda: _mid_run(slow_bank, ledger), 60, "5 submitted rows")
+            deadline = time.monotonic() + 40
+            while process.poll() is None and time.monotonic() < deadline:
+                kill_group(process, sig)
+                time.sleep(0.02)
     finally:
         kill_group(process)
         stopped = finish(process, started)
@@ -613,12 +627,14 @@ def test_changed_file_after_interruption_is_refused_until_restored(
     batch, ledger = _batch(tmp_path, rows, ledger_for=ledger_for)
     original = batch.read_bytes()
     started = time.monotonic()
-    process = start_run(slow_bank, batch, ledger)
-    try:
-        wait_until(lambda: count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
-    finally:
-        kill_group(process, signal.SIGKILL)
-        finish(process, started)
+    # Killed mid-run however slow the machine: the payments held are never made
+    with slow_bank.app.hold_payments(after=_LET_THROUGH):
+        process = start_run(slow_bank, batch, ledger)
+        try:
+            wait_until(lambda: _mid_run(slow_bank, ledger), 60, "5 submitted rows")
+        finally:
+            kill_group(process, signal.SIGKILL)
+            finish(process, started)
     paid_before = _bank_totals(slow_bank)
     batch.write_bytes(original.replace(rows[-1].amount.encode(), b"1.23", 1))
     refused = run(slow_bank, batch, ledger)
@@ -640,12 +656,14 @@ def test_rerun_with_a_fresh_ledger_after_interruption_pays_no_row_twice(
     rows = make_rows(5, 100, tag="N" + ledger_for.tag)
     batch, ledger = _batch(tmp_path, rows, ledger_for=ledger_for)
     started = time.monotonic()
-    process = start_run(slow_bank, batch, ledger)
-    try:
-        wait_until(lambda: count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
-    finally:
-        kill_group(process, signal.SIGKILL)
-        finish(process, started)
+    # Killed mid-run however slow the machine: the payments held are never made
+    with slow_bank.app.hold_payments(after=_LET_THROUGH):
+        process = start_run(slow_bank, batch, ledger)
+        try:
+            wait_until(lambda: _mid_run(slow_bank, ledger), 60, "5 submitted rows")
+        finally:
+            kill_group(process, signal.SIGKILL)
+            finish(process, started)
     fresh = run(slow_bank, batch, tmp_path / "fresh.ledger.sqlite")
     records = ledger_rows(tmp_path / "fresh.ledger.sqlite")
     held = [r for r in records if r["status"] == "held"]
