@@ -168,15 +168,22 @@ def test_kill_9_of_the_paying_worker_hands_its_batch_to_the_other(
         keys = write_keys(tmp_path / "keys", [bank])
         manifest, rows = _batches(tmp_path, [bank])
         name = "org0-2026-11"
-        first = start_worker(temporal, url, keys, queue, tmp_path / "first.log")
-        workers.append(first)
-        handed = submit(temporal, url, manifest, queue)
-        assert handed.returncode == 0, handed.stderr
-        wait_for(lambda: _paying_on(url, name, first, 20), 60, "the first worker paying")
-        second = start_worker(temporal, url, keys, queue, tmp_path / "second.log")
-        workers.append(second)
-        first.kill(signal.SIGKILL)
-        assert _paid(url, name) < ROWS, "the batch finished before the kill: make it slower"
+        # Killed mid-batch however slow the machine: the bank holds the first worker's
+        # payments after 40 (never made: it is gone when they go on)
+        with bank.app.hold_payments(after=40, longest_s=120):
+            first = start_worker(temporal, url, keys, queue, tmp_path / "first.log")
+            workers.append(first)
+            handed = submit(temporal, url, manifest, queue)
+            assert handed.returncode == 0, handed.stderr
+            wait_for(
+                lambda: _paying_on(url, name, first, 20) and bank.app.payments_held > 0,
+                60,
+                "the first worker paying, its next payments held",
+            )
+            second = start_worker(temporal, url, keys, queue, tmp_path / "second.log")
+            workers.append(second)
+            first.kill(signal.SIGKILL)
+        assert _paid(url, name) < ROWS, "the batch finished before the kill"
         holders: set[str | None] = set()
 
         def ended() -> bool:
