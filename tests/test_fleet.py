@@ -208,9 +208,16 @@ def test_sigterm_drains_the_worker_and_hands_the_batch_back(
         name = "org0-2026-11"
         first = start_worker(temporal, url, keys, queue, tmp_path / "first.log")
         workers.append(first)
-        assert submit(temporal, url, manifest, queue).returncode == 0
-        wait_for(lambda: _paying_on(url, name, first, 20), 60, "the first worker paying")
-        first.kill(signal.SIGTERM)
+        # The batch cannot finish before the signal, however slow the machine: the bank
+        # holds its payments after 40 until then (in flight: the drain lets them end)
+        with bank.app.hold_payments(after=40, longest_s=120):
+            assert submit(temporal, url, manifest, queue).returncode == 0
+            wait_for(
+                lambda: _paying_on(url, name, first, 20) and bank.app.payments_held > 0,
+                60,
+                "the first worker paying, its next payments held",
+            )
+            first.kill(signal.SIGTERM)
         assert first.process.wait(60) == 0, first.output()
         assert "worker stopped" in first.output()
         assert "Traceback" not in first.output(), first.output()
