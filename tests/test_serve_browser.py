@@ -228,7 +228,7 @@ def test_kill_9_of_the_server_mid_run_then_restart_pays_exactly_once(
         servers.append(process)
         try:
             approver.goto(plan_url.replace(plan_url.split("/plans/")[0], url))
-            expect(approver.get_by_text("State: interrupted")).to_be_visible()
+            expect(approver.get_by_text("State: interrupted")).to_be_visible(timeout=RUN_TIMEOUT_MS)
             approver.get_by_role("button", name="Pay").click()
             report = approver.get_by_role("link", name="Download report (.xlsx)")
             expect(report).to_be_visible(timeout=RUN_TIMEOUT_MS)
