@@ -17,6 +17,7 @@ import importlib.abc
 import importlib.machinery
 import os
 import sys
+import time
 from collections.abc import Sequence
 from types import ModuleType
 
@@ -25,6 +26,17 @@ SHORTER = {
     # Fleet workers look for batches a restarted Temporal lost every 2 s, not 30
     "payrun.fleet._worker": {"REQUEUE_SECONDS": 2.0},
 }
+PAUSE_AT = os.environ.get("AFTER_KILL_PAUSE_AT", "")
+PAUSE_LONGEST_S = 60.0
+
+
+def _pause() -> None:
+    """Say the process is at ``PAUSE_AT``, then wait for the test's go-ahead."""
+    os.close(os.open(os.environ["AFTER_KILL_PAUSED"], os.O_CREAT | os.O_WRONLY, 0o644))
+    deadline = time.monotonic() + PAUSE_LONGEST_S
+    # A signal that came meanwhile is handled on the way out of a sleep, before the next look
+    while not os.path.exists(os.environ["AFTER_KILL_GO"]) and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 class _Shorten(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -36,7 +48,7 @@ class _Shorten(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in SHORTER:
+        if fullname not in SHORTER and fullname != PAUSE_AT:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
@@ -46,8 +58,10 @@ class _Shorten(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return spec
 
     def exec_module(self, module: ModuleType) -> None:
+        if module.__name__ == PAUSE_AT:
+            _pause()
         self._loaders[module.__name__].exec_module(module)
-        for name, value in SHORTER[module.__name__].items():
+        for name, value in SHORTER.get(module.__name__, {}).items():
             setattr(module, name, value)
 
 

@@ -380,10 +380,21 @@ def test_a_run_of_a_plan_killed_with_kill_9_resumes_and_pays_each_row_once(
         plan = make_plan(batch, ledger, capsys)["plan"]
         assert approve(batch, ledger, plan, "alice", tmp_path / "alice.pem") == 0
         started = time.monotonic()
-        process = start_run(sandbox, batch, ledger, "--plan", plan)
-        wait_until(lambda: count_status(ledger, "submitted") >= 10, 60, "10 rows submitted")
-        kill_group(process, signal.SIGKILL)
-        killed = finish(process, started)
+        # Killed mid-run however slow the machine: the bank holds the payments after 20
+        # (never made: the client is gone when they go on)
+        with sandbox.app.hold_payments(after=20):
+            process = start_run(sandbox, batch, ledger, "--plan", plan)
+            try:
+                wait_until(
+                    lambda: (
+                        count_status(ledger, "submitted") >= 10 and sandbox.app.payments_held > 0
+                    ),
+                    60,
+                    "10 rows submitted and the next payments held",
+                )
+            finally:
+                kill_group(process, signal.SIGKILL)
+                killed = finish(process, started)
         assert killed.returncode == -signal.SIGKILL, killed.describe()
         assert count_status(ledger, "submitted") < len(rows), "the run ended before the kill"
         done = run(sandbox, batch, ledger, "--plan", plan)

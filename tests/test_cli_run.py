@@ -384,11 +384,14 @@ def test_a_report_failing_after_payment_keeps_the_summary_and_exit_code(
     batch = write_batch(tmp_path / "pay.csv", EMPLOYEES)
     ledger, folder = tmp_path / "pay.sqlite", tmp_path / "out"
     folder.mkdir()
-    process = start_run(bank, batch, ledger, "--report", str(folder / "r.csv"))
-    started = time.monotonic()
-    while not ledger.exists() and process.poll() is None:  # the report was checked by now
-        time.sleep(0.01)
-    folder.rmdir()
+    # The run cannot pay (and reach its report) before the folder is gone, however slow
+    # the machine: the bank holds its payments until then
+    with bank.app.hold_payments(longest_s=60):
+        process = start_run(bank, batch, ledger, "--report", str(folder / "r.csv"))
+        started = time.monotonic()
+        while not ledger.exists() and process.poll() is None:  # the report was checked by now
+            time.sleep(0.01)
+        folder.rmdir()
     done = finish(process, started)
     assert done.returncode == 0, done.describe()
     assert "rows by status" in done.stdout and "report:" not in done.stdout

@@ -168,15 +168,22 @@ def test_kill_9_of_the_paying_worker_hands_its_batch_to_the_other(
         keys = write_keys(tmp_path / "keys", [bank])
         manifest, rows = _batches(tmp_path, [bank])
         name = "org0-2026-11"
-        first = start_worker(temporal, url, keys, queue, tmp_path / "first.log")
-        workers.append(first)
-        handed = submit(temporal, url, manifest, queue)
-        assert handed.returncode == 0, handed.stderr
-        wait_for(lambda: _paying_on(url, name, first, 20), 60, "the first worker paying")
-        second = start_worker(temporal, url, keys, queue, tmp_path / "second.log")
-        workers.append(second)
-        first.kill(signal.SIGKILL)
-        assert _paid(url, name) < ROWS, "the batch finished before the kill: make it slower"
+        # Killed mid-batch however slow the machine: the bank holds the first worker's
+        # payments after 40 (never made: it is gone when they go on)
+        with bank.app.hold_payments(after=40, longest_s=120):
+            first = start_worker(temporal, url, keys, queue, tmp_path / "first.log")
+            workers.append(first)
+            handed = submit(temporal, url, manifest, queue)
+            assert handed.returncode == 0, handed.stderr
+            wait_for(
+                lambda: _paying_on(url, name, first, 20) and bank.app.payments_held > 0,
+                60,
+                "the first worker paying, its next payments held",
+            )
+            second = start_worker(temporal, url, keys, queue, tmp_path / "second.log")
+            workers.append(second)
+            first.kill(signal.SIGKILL)
+        assert _paid(url, name) < ROWS, "the batch finished before the kill"
         holders: set[str | None] = set()
 
         def ended() -> bool:
@@ -201,9 +208,16 @@ def test_sigterm_drains_the_worker_and_hands_the_batch_back(
         name = "org0-2026-11"
         first = start_worker(temporal, url, keys, queue, tmp_path / "first.log")
         workers.append(first)
-        assert submit(temporal, url, manifest, queue).returncode == 0
-        wait_for(lambda: _paying_on(url, name, first, 20), 60, "the first worker paying")
-        first.kill(signal.SIGTERM)
+        # The batch cannot finish before the signal, however slow the machine: the bank
+        # holds its payments after 40 until then (in flight: the drain lets them end)
+        with bank.app.hold_payments(after=40, longest_s=120):
+            assert submit(temporal, url, manifest, queue).returncode == 0
+            wait_for(
+                lambda: _paying_on(url, name, first, 20) and bank.app.payments_held > 0,
+                60,
+                "the first worker paying, its next payments held",
+            )
+            first.kill(signal.SIGTERM)
         assert first.process.wait(60) == 0, first.output()
         assert "worker stopped" in first.output()
         assert "Traceback" not in first.output(), first.output()

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import re
 import secrets
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -88,16 +87,29 @@ def _manifest(
     return write_manifest(path, [entry])
 
 
-def _soon(condition: Callable[[], bool], seconds: float) -> None:
-    """Wait up to ``seconds`` for ``condition`` (no failure: what follows checks)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and not condition():
-        time.sleep(0.2)
+def _waiting_to_pay(temporal: str, url: str, name: str) -> bool:
+    """The batch's lane holds its ``pay_batch`` activity (scheduled, waiting for a worker's
+    place or paying)."""
+    import asyncio
 
+    from temporalio.client import Client
+    from temporalio.service import RPCError
 
-def _routed(url: str, name: str) -> bool:
     batch = _store(url).batch(name)
-    return batch is not None and batch.lane_id is not None
+    if batch is None or batch.lane_id is None:
+        return False
+    lane = batch.lane_id
+
+    async def look() -> bool:
+        client = await Client.connect(temporal)
+        try:
+            described = await client.get_workflow_handle(lane).describe()
+        except RPCError:
+            return False
+        pending = described.raw_description.pending_activities
+        return any(activity.activity_type.name == "pay_batch" for activity in pending)
+
+    return asyncio.run(look())
 
 
 def _state(url: str, name: str) -> str:
@@ -180,17 +192,22 @@ def test_lanes_beyond_capacity_pay_the_earliest_cutoff_first(
         }
         worker = start_worker(temporal, url, keys, queue, tmp_path / "w.log", max_batches=1)
         workers.append(worker)
-        for name, manifest in batches.items():
-            handed = submit(temporal, url, manifest, queue)
-            assert handed.returncode == 0, f"{handed.stderr}\n{worker.output()}"
-            if name == "late-nov":
-                wait_for(lambda: _state(url, "late-nov") == "paying", 60, "the late batch paying")
-            else:
-                # Routed to its lane while the late batch holds the only place
-                _soon(lambda name=name: _routed(url, name), 8)  # type: ignore[misc]
-                time.sleep(1)
-        # Both others were waiting for the one place while it paid
-        waited = _state(url, "late-nov") == "paying"
+        # The late batch cannot end while the others are handed over, however slow this is
+        with slow.app.hold_payments(after=20, longest_s=180):
+            for name, manifest in batches.items():
+                handed = submit(temporal, url, manifest, queue)
+                assert handed.returncode == 0, f"{handed.stderr}\n{worker.output()}"
+                if name == "late-nov":
+                    wait_for(lambda: slow.app.payments_held > 0, 60, "the late batch paying")
+                else:
+                    # In its lane, waiting for the one place the late batch holds
+                    wait_for(
+                        lambda name=name: _waiting_to_pay(temporal, url, name),
+                        60,
+                        f"{name} waiting to pay\n{worker.output()}",
+                    )
+            # Both others were waiting for the one place while it paid
+            waited = _state(url, "late-nov") == "paying"
 
         def all_done() -> bool:
             return all(b.state == "done" for b in _store(url).batches())

@@ -90,6 +90,8 @@ def test_the_five_minute_recipe_runs_as_written(tmp_path: Path, postgres: Cluste
             "organizations: 1 done, 0 paying, 0 queued; rows paid 40 of 40"
         ), output
         assert "demo: done" in output, output
+        # The first worker was killed while it paid the batch, not before it had it
+        assert re.search(r"^demo: paying on ", output, re.MULTILINE), output
         resumed = (tmp_path / "worker2.log").read_text()
         assert "batch demo" in resumed, f"the second worker never paid the batch:\n{resumed}"
         assert "Traceback" not in resumed + (tmp_path / "worker1.log").read_text()

@@ -63,14 +63,23 @@ def _payments(bank: RunningSandbox, rows: list[BatchRow]) -> int:
 def _stop_after_some_submitted(
     bank: RunningSandbox, batch: Path, ledger: Path, *extra: str
 ) -> None:
-    """Start a run, SIGTERM it once 5 rows are submitted, and check it stopped with exit 3."""
+    """Start a run, SIGTERM it once 5 rows are submitted, and check it stopped with exit 3.
+
+    The bank holds the run's payments after 20 until the signal: the run cannot end first,
+    however slow the machine (the held ones are in flight: the stopping run lets them end).
+    """
     started = time.monotonic()
-    process = start_run(bank, batch, ledger, *extra)
-    try:
-        wait_until(lambda: count_status(ledger, "submitted") >= 5, 60, "5 submitted rows")
-    finally:
-        kill_group(process, signal.SIGTERM)
-        stopped = finish(process, started)
+    with bank.app.hold_payments(after=20, longest_s=60):
+        process = start_run(bank, batch, ledger, *extra)
+        try:
+            wait_until(
+                lambda: count_status(ledger, "submitted") >= 5 and bank.app.payments_held > 0,
+                60,
+                "5 submitted rows, the next payments held",
+            )
+        finally:
+            kill_group(process, signal.SIGTERM)
+    stopped = finish(process, started)
     assert stopped.returncode == 3, stopped.describe()
 
 

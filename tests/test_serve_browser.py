@@ -208,23 +208,27 @@ def test_kill_9_of_the_server_mid_run_then_restart_pays_exactly_once(
         batch = write_batch(tmp_path / "k.csv", rows)
         _, plan_url = _request_plan(browser, url, batch, shoot=False)
         approver = _approve(browser, plan_url, url, shoot=False)
-        approver.get_by_role("button", name="Pay").click()
-        paid_some = re.compile(r"[1-9]\d* of 120")
-        expect(approver.get_by_role("status")).to_contain_text(paid_some, timeout=RUN_TIMEOUT_MS)
-        run_pid = int(next(desk.glob("batches/*/runs/*.pid")).read_text(encoding="ascii"))
-        # The approver leaves the page: its refresh (every few seconds while paying) would
-        # otherwise race the page opened again after the restart
-        approver.goto("about:blank")
-        os.killpg(process.pid, signal.SIGKILL)
-        os.killpg(run_pid, signal.SIGKILL)
-        process.wait(timeout=30)
+        # The run cannot end before the kill, however slow the machine: the bank holds its
+        # payments after the first 20 (never made: the run is gone when they go on)
+        with sandbox.app.hold_payments(after=20, longest_s=RUN_TIMEOUT_MS / 1000):
+            approver.get_by_role("button", name="Pay").click()
+            paid_some = re.compile(r"[1-9]\d* of 120")
+            status = approver.get_by_role("status")
+            expect(status).to_contain_text(paid_some, timeout=RUN_TIMEOUT_MS)
+            run_pid = int(next(desk.glob("batches/*/runs/*.pid")).read_text(encoding="ascii"))
+            # The approver leaves the page: its refresh (every few seconds while paying)
+            # would otherwise race the page opened again after the restart
+            approver.goto("about:blank")
+            os.killpg(process.pid, signal.SIGKILL)
+            os.killpg(run_pid, signal.SIGKILL)
+            process.wait(timeout=30)
         if process.stdout is not None:
             process.stdout.close()
         process, url = start_server(desk, sandbox)
         servers.append(process)
         try:
             approver.goto(plan_url.replace(plan_url.split("/plans/")[0], url))
-            expect(approver.get_by_text("State: interrupted")).to_be_visible()
+            expect(approver.get_by_text("State: interrupted")).to_be_visible(timeout=RUN_TIMEOUT_MS)
             approver.get_by_role("button", name="Pay").click()
             report = approver.get_by_role("link", name="Download report (.xlsx)")
             expect(report).to_be_visible(timeout=RUN_TIMEOUT_MS)

@@ -175,14 +175,16 @@ class FleetActivities:
         for warning in settings.warnings:
             # The worker's log: an API key file other users can read
             self.say(f"batch {name}: warning: {warning}")
-        if self.draining:
-            msg = f"worker {self.identity} is stopping: the batch goes to another"
-            raise _failure(msg, kind=HANDED_BACK)
-        await asyncio.to_thread(store.set_state, name, "paying", worker=self.identity)
-        self.say(f"batch {name} ({batch.lane}): paying")
         stop = StopSignal()
+        # Known to ``drain`` before the next await: a drain while the state is written
+        # stops this batch too (it was lost, and the batch paid on by a stopping worker)
         self.running[name] = stop
         try:
+            if self.draining:
+                msg = f"worker {self.identity} is stopping: the batch goes to another"
+                raise _failure(msg, kind=HANDED_BACK)
+            await asyncio.to_thread(store.set_state, name, "paying", worker=self.identity)
+            self.say(f"batch {name} ({batch.lane}): paying")
             outcome = await self._pay(batch, settings, stop)
         finally:
             del self.running[name]
