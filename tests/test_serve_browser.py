@@ -193,6 +193,15 @@ def test_a_file_changed_after_approval_voids_it(
     expect(approver.get_by_role("alert")).to_contain_text("no longer reads as plan")
 
 
+def _run_files(desk: Path) -> str:
+    """What the desk's runs wrote (stdout, stderr, pid, exit code), for a failure message."""
+    return "\n".join(
+        f"--- {path.name}:\n{path.read_text(encoding='utf-8', errors='replace')[-2000:]}"
+        for path in sorted(desk.glob("batches/*/runs/*"))
+        if path.suffix in {".out", ".err", ".pid", ".exit"}
+    )
+
+
 @pytest.mark.slow
 def test_kill_9_of_the_server_mid_run_then_restart_pays_exactly_once(
     browser: Browser, tmp_path: Path, servers: list[subprocess.Popen[str]]
@@ -214,7 +223,11 @@ def test_kill_9_of_the_server_mid_run_then_restart_pays_exactly_once(
             approver.get_by_role("button", name="Pay").click()
             paid_some = re.compile(r"[1-9]\d* of 120")
             status = approver.get_by_role("status")
-            expect(status).to_contain_text(paid_some, timeout=RUN_TIMEOUT_MS)
+            try:
+                expect(status).to_contain_text(paid_some, timeout=RUN_TIMEOUT_MS)
+            except AssertionError as error:
+                message = f"{error}\n{_run_files(desk)}"
+                raise AssertionError(message) from None
             run_pid = int(next(desk.glob("batches/*/runs/*.pid")).read_text(encoding="ascii"))
             # The approver leaves the page: its refresh (every few seconds while paying)
             # would otherwise race the page opened again after the restart
