@@ -224,8 +224,9 @@ async def client(app: SandboxApp) -> AsyncIterator[httpx.AsyncClient]:
 # database, or it makes a database of its own (``new_database``). A test that stops or
 # breaks a server starts its own (``throwaway_cluster``).
 
-SHARED_CONNECTIONS = 600
-"""The shared server's session limit: six workers' runs, fleets and pools at once."""
+SHARED_CONNECTIONS = max(600, 100 * (os.cpu_count() or 1) * 3)
+"""The shared server's session limit: every worker's runs, fleets and pools at once (three
+workers per core, each up to about 100)."""
 
 
 def _postgres_or_skip() -> None:

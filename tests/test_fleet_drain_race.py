@@ -65,6 +65,7 @@ def test_a_drain_while_the_batch_is_marked_paying_hands_it_back_unpaid(
             asyncio.run(ActivityEnvironment().run(activities.pay_batch, entry.name))
     finally:
         executor.shutdown()
+        activities.store.close()
     assert ended.value.type == HANDED_BACK, ended.value
     assert stats(bank)["payments"] == [], "a stopping worker paid the batch"
     batch = store.batch(entry.name)

@@ -68,9 +68,11 @@ def _end_process(code: int) -> None:
         return
     if not _flushed():
         return
+    # CPython's own exit runs these; os._exit does not
     atexit._run_exitfuncs()
-    _flushed()  # what the atexit functions wrote (logging's last lines)
-    os._exit(code)
+    # What the atexit functions wrote; a stream that cannot take it now ends the process
+    # with 120, as the interpreter's own exit would
+    os._exit(code if _flushed() else 120)
 
 
 def _flushed() -> bool:

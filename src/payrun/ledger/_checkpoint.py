@@ -59,17 +59,24 @@ class Checkpointer:
         self._thread = threading.Thread(
             target=self._run, name="payrun-ledger-checkpoint", daemon=True
         )
-        self._thread.start()
+        try:
+            self._thread.start()
+        except RuntimeError:
+            # No thread to be had ("can't start new thread"): the committing connection's
+            # backstop checkpoints instead
+            self._stop.set()
 
     def close(self) -> None:
         """End the thread (after a checkpoint under way) and close its connection."""
         self._stop.set()
-        if self._thread is not threading.current_thread():
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join()
 
     def _run(self) -> None:
         try:
-            connection = sqlite3.connect(self._path, isolation_level=None)
+            # mode=rw: a ledger file gone meanwhile is not made again, empty
+            uri = f"{self._path.resolve().as_uri()}?mode=rw"
+            connection = sqlite3.connect(uri, uri=True, isolation_level=None)
         except sqlite3.Error:
             return
         try:
