@@ -178,6 +178,19 @@ def reaped_runs() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def stop_signals_as_they_were() -> Iterator[None]:
+    """After each test, Ctrl-C and SIGTERM are handled as before it: a command run in this
+    process that was stopped leaves them ignored (``payrun.cli.main``: no late Ctrl-C
+    traceback while it exits), and an ignored signal stays ignored in every child the
+    next tests start, so their Ctrl-C before payrun caught it would be lost."""
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for number, handler in before.items():
+        if signal.getsignal(number) != handler:
+            signal.signal(number, handler)
+
+
+@pytest.fixture(autouse=True)
 def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Strip PAYRUN_* variables so the machine's environment cannot leak into a test."""
     for name in list(os.environ):
