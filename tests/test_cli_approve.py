@@ -5,78 +5,23 @@ before the plan was shown never approve it."""
 from __future__ import annotations
 
 import contextlib
-import os
-import select
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from _run_helpers import kill_group, run_env
+from _run_helpers import run_env
+from _terminal import Terminal, on_terminal
 from payrun.cli import main
 from payrun.ledger import open_ledger
 from payrun.sandbox import RunningSandbox, serve_in_thread
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX")
 
-PAYRUN = Path(sys.executable).with_name("payrun")
-# Opens the terminal it was given as stdin, so it becomes the controlling terminal of the
-# new session, and becomes the command.
-_ON_TERMINAL = (
-    "import os, sys; os.close(os.open(os.ttyname(0), os.O_RDWR)); os.execv(sys.argv[1],"
-    " sys.argv[1:])"
-)
 QUESTION = b"to approve it: "
-TIMEOUT_S = 60.0
-
-
-@dataclass
-class _Terminal:
-    """``payrun`` on a pseudo-terminal: what it wrote, and a keyboard."""
-
-    process: subprocess.Popen[bytes]
-    master: int
-    output: bytearray = field(default_factory=bytearray)
-
-    def _pump(self, wait: float) -> bool:
-        ready, _, _ = select.select([self.master], [], [], wait)
-        if not ready:
-            return True
-        try:
-            chunk = os.read(self.master, 65536)
-        except OSError:
-            return False
-        self.output += chunk
-        return bool(chunk)
-
-    def wait_for(self, text: bytes) -> None:
-        """Read until ``text`` was written (fail after a minute)."""
-        deadline = time.monotonic() + TIMEOUT_S
-        while text not in self.output:
-            assert time.monotonic() < deadline, f"no {text!r} in:\n{self.text}"
-            if not self._pump(0.1) and text not in self.output:
-                pytest.fail(f"payrun ended without writing {text!r}:\n{self.text}")
-
-    def type(self, keys: bytes) -> None:
-        """Type ``keys``."""
-        os.write(self.master, keys)
-
-    def finish(self) -> int:
-        """Read to the end; payrun's exit code."""
-        deadline = time.monotonic() + TIMEOUT_S
-        while self._pump(0.1) and time.monotonic() < deadline:
-            if self.process.poll() is not None and not select.select([self.master], [], [], 0.2)[0]:
-                break
-        return self.process.wait(timeout=TIMEOUT_S)
-
-    @property
-    def text(self) -> str:
-        """Everything written."""
-        return self.output.decode(errors="replace").replace("\r\n", "\n")
 
 
 @dataclass(frozen=True)
@@ -118,29 +63,12 @@ def _events(ledger: Path) -> list[str]:
 
 
 @contextlib.contextmanager
-def _on_terminal(planned: _Planned) -> Iterator[_Terminal]:
+def _on_terminal(planned: _Planned) -> Iterator[Terminal]:
     """Start ``payrun approve`` as alice with a pseudo-terminal as stdin, stdout, stderr."""
-    master, slave = os.openpty()
-    env = {**run_env(planned.bank), "TERM": "dumb", "COLUMNS": "200"}
-    argv = [str(PAYRUN), "approve", str(planned.batch), "--plan", planned.plan[:12]]
-    argv += ["--as", "alice", "--key", str(planned.key)]
-    process = subprocess.Popen(
-        [sys.executable, "-c", _ON_TERMINAL, *argv],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=env,
-        cwd=planned.batch.parent,
-        start_new_session=True,
-    )
-    os.close(slave)
-    try:
-        yield _Terminal(process, master)
-    finally:
-        if process.poll() is None:
-            kill_group(process)  # type: ignore[arg-type]
-            process.wait(timeout=TIMEOUT_S)
-        os.close(master)
+    args = ["approve", str(planned.batch), "--plan", planned.plan[:12]]
+    args += ["--as", "alice", "--key", str(planned.key)]
+    with on_terminal(args, run_env(planned.bank), planned.batch.parent) as terminal:
+        yield terminal
 
 
 def test_typing_the_plans_first_8_hex_digits_approves_it(planned: _Planned) -> None:

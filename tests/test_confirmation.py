@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import select
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -29,27 +25,18 @@ from _run_helpers import (
     BatchRow,
     Finished,
     assert_exactly_once,
-    kill_group,
     ledger_rows,
     run_env,
     write_batch,
 )
 from _run_helpers import run as _run
+from _terminal import Terminal, on_terminal
 from payrun.sandbox import RunningSandbox, SeedError, build_state, default_seed, serve_in_thread
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX")
 
-PAYRUN = Path(sys.executable).with_name("payrun")
-"""The installed console script: the real command a person types."""
 
-# Opens the terminal it was given as stdin, so it becomes the controlling terminal of the
-# new session (Ctrl-C typed there then reaches payrun), and becomes the command.
-_ON_TERMINAL = (
-    "import os, sys; os.close(os.open(os.ttyname(0), os.O_RDWR)); os.execv(sys.argv[1],"
-    " sys.argv[1:])"
-)
 QUESTION = b"to go on, anything else to stop: "
-TIMEOUT_S = 60.0
 
 
 KEY_ID = "payrun-confirm-1"
@@ -113,75 +100,12 @@ def _created(bank: RunningSandbox) -> tuple[int, int, int]:
     return len(state.payees), len(state.cop_requests), len(state.payments)
 
 
-@dataclass
-class _Terminal:
-    """``payrun`` running on a pseudo-terminal: what it wrote, and a keyboard."""
-
-    process: subprocess.Popen[bytes]
-    master: int
-    output: bytearray = field(default_factory=bytearray)
-
-    def _pump(self, wait: float) -> bool:
-        """Read what is there within ``wait`` s; False once the terminal is closed."""
-        ready, _, _ = select.select([self.master], [], [], wait)
-        if not ready:
-            return True
-        try:
-            chunk = os.read(self.master, 65536)
-        except OSError:
-            return False
-        self.output += chunk
-        return bool(chunk)
-
-    def wait_for(self, text: bytes) -> None:
-        """Read until ``text`` was written; fail with the output so far after a minute."""
-        deadline = time.monotonic() + TIMEOUT_S
-        while text not in self.output:
-            assert time.monotonic() < deadline, f"no {text!r} in:\n{self.text}"
-            if not self._pump(0.1) and text not in self.output:
-                pytest.fail(f"payrun ended without writing {text!r}:\n{self.text}")
-
-    def type(self, keys: bytes) -> None:
-        """Type ``keys`` as a person would."""
-        os.write(self.master, keys)
-
-    def finish(self) -> int:
-        """Read to the end and return payrun's exit code."""
-        deadline = time.monotonic() + TIMEOUT_S
-        while self._pump(0.1) and time.monotonic() < deadline:
-            if self.process.poll() is not None and not select.select([self.master], [], [], 0.2)[0]:
-                break
-        return self.process.wait(timeout=TIMEOUT_S)
-
-    @property
-    def text(self) -> str:
-        """Everything written, as text with the terminal's line ends."""
-        return self.output.decode(errors="replace").replace("\r\n", "\n")
-
-
 @contextlib.contextmanager
-def _on_terminal(bank: RunningSandbox, batch: Path, *extra: str) -> Iterator[_Terminal]:
+def _on_terminal(bank: RunningSandbox, batch: Path, *extra: str) -> Iterator[Terminal]:
     """Start ``payrun run BATCH`` with a pseudo-terminal as its stdin, stdout and stderr."""
-    master, slave = os.openpty()
-    env = {**run_env(bank), **_SIGNING, "TERM": "dumb", "COLUMNS": "200"}
-    argv = [str(PAYRUN), "run", str(batch), "--no-confirm-payees", *extra]
-    process = subprocess.Popen(
-        [sys.executable, "-c", _ON_TERMINAL, *argv],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=env,
-        cwd=batch.parent,
-        start_new_session=True,
-    )
-    os.close(slave)
-    try:
-        yield _Terminal(process, master)
-    finally:
-        if process.poll() is None:
-            kill_group(process)  # type: ignore[arg-type]
-            process.wait(timeout=TIMEOUT_S)
-        os.close(master)
+    args = ["run", str(batch), "--no-confirm-payees", *extra]
+    with on_terminal(args, {**run_env(bank), **_SIGNING}, batch.parent) as terminal:
+        yield terminal
 
 
 def _ledger(batch: Path) -> Path:
