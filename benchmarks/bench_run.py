@@ -126,6 +126,18 @@ def _payee_account(a: int, p: int) -> str:
     return f"{a * 1000 + p:08d}"
 
 
+BATCH_COLUMNS = (
+    "row_id",
+    "payee_name",
+    "sort_code",
+    "account_number",
+    "amount",
+    "reference",
+    "source_account",
+)
+"""The batch files' header, in the contract's column names."""
+
+
 def write_seed(directory: Path, accounts: int) -> Path:
     """Accounts with big balances, each owned by its own legal person with 200 payees."""
     people = [{"key": f"owner{a}", "display-name": f"Owner {a} Ltd"} for a in range(accounts)]
@@ -162,17 +174,7 @@ def write_batch(
     path = directory / name
     with path.open("w", newline="", encoding="utf-8") as handle:
         out = csv.writer(handle)
-        out.writerow(
-            [
-                "row_id",
-                "payee_name",
-                "sort_code",
-                "account_number",
-                "amount",
-                "reference",
-                "source_account",
-            ]
-        )
+        out.writerow(BATCH_COLUMNS)
         for i in range(rows):
             a = i % accounts
             p = (i // accounts) % PAYEES_PER_ACCOUNT
@@ -1128,17 +1130,7 @@ def write_many_payees_batch(directory: Path, rows: int, accounts: int, payees: i
     path = directory / "many.csv"
     with path.open("w", newline="", encoding="utf-8") as handle:
         out = csv.writer(handle)
-        out.writerow(
-            [
-                "row_id",
-                "payee_name",
-                "sort_code",
-                "account_number",
-                "amount",
-                "reference",
-                "source_account",
-            ]
-        )
+        out.writerow(BATCH_COLUMNS)
         for i in range(rows):
             name, number = _many_payee(i % payees)
             source = f"040004 {_account_number(i % accounts)}"
