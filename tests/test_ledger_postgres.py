@@ -35,7 +35,7 @@ from _run_helpers import (
     wait_until,
     write_batch,
 )
-from payrun._models import BatchInfo, PlainRow, RowStatus
+from payrun._models import BatchInfo, PlainRow, RowStatus, RowUpdate
 from payrun.config import DatabaseURL, Secret, database_url, mask_database_url, redact_url
 from payrun.errors import LedgerError, LedgerLockedError, LedgerWriteError
 from payrun.ledger import DatabaseLedger, open_ledger
@@ -132,6 +132,37 @@ def test_a_group_commit_of_rows_changing_the_same_fields_is_one_update(database:
     assert (rows[4].status, rows[4].intent_at, rows[4].attempts) == (RowStatus.CREATING, None, 3)
     assert rows[5].error == "the bank's answer; DROP TABLE payrun_rows; --"
     assert (rows[5].status, rows[6].status) == (RowStatus.PENDING, RowStatus.PENDING)
+
+
+def test_a_group_commit_reads_only_its_own_rows_of_a_batch_newer_than_the_statistics(
+    database: str,
+) -> None:
+    """update_each in a batch the table's statistics have not seen (every batch a fleet
+    worker pays): the server fetches the changed rows by their key, not the whole batch."""
+    with open_ledger(_where(database, "old")) as old:
+        old.start(_info("old"), _rows(2000, "O"))
+    with psycopg.connect(database, autocommit=True) as admin:
+        admin.execute("ANALYZE payrun_rows")
+    at = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
+    with open_ledger(_where(database, "new")) as new:
+        new.start(_info("new"), _rows(2000, "N"))
+        changes: list[tuple[int, RowUpdate]] = [
+            (2, {"status": RowStatus.CREATING, "intent_at": at, "attempts": 1}),
+            (3, {"status": RowStatus.CREATING, "intent_at": at, "attempts": 1}),
+            (9, {"status": RowStatus.CREATED, "payment_url": "/v0/payments/9"}),
+        ]
+        changes += [(n, {"payee_url": f"/v0/payees/{n}"}) for n in (30, 31, 32)]
+        with new.atomic():
+            new.update_each(changes)
+            # This transaction's reads of the table so far (the same connection)
+            fetched = new._fetchall(  # type: ignore[attr-defined]  # noqa: SLF001
+                "SELECT idx_tup_fetch + seq_tup_read FROM pg_stat_xact_user_tables"
+                " WHERE relname = 'payrun_rows'"
+            )
+        rows = {row.row: row for row in new.rows()}
+    assert fetched[0][0] <= 6, fetched
+    assert rows[3].status is RowStatus.CREATING and rows[9].payment_url == "/v0/payments/9"
+    assert rows[32].payee_url == "/v0/payees/32" and rows[33].payee_url is None
 
 
 def test_a_second_writer_of_a_batch_is_refused_naming_the_holder_and_a_reader_is_not(
