@@ -94,9 +94,10 @@ def test_many_batches_share_one_database_each_under_its_own_name(database: str) 
     assert batch_names(found) == ["acme", "beta"]
 
 
-def test_a_group_commit_of_rows_changing_the_same_fields_is_one_update(database: str) -> None:
-    """update_each: rows changing the same fields go to the server as one UPDATE (not one
-    per row), and each row ends as its own changes say (NULLs, numbers, quotes kept)."""
+def test_a_group_commit_is_one_update_statement_with_its_values_bound(database: str) -> None:
+    """update_each: every row's changes go to the server as one UPDATE, its own transaction
+    (no BEGIN or COMMIT sent), with the values bound, not written into the text; each row
+    ends as its own changes say (NULLs, numbers, quotes kept, other fields untouched)."""
     from datetime import UTC, datetime
 
     at = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
@@ -121,13 +122,22 @@ def test_a_group_commit_of_rows_changing_the_same_fields_is_one_update(database:
             ]
         )
         text = "\n".join(sent)
-        assert text.count("UPDATE payrun_rows") == 3, text
+        assert len(sent) == 1 and text.count("UPDATE payrun_rows") == 1, text
+        assert "DROP TABLE" not in text
         rows = {row.row: row for row in acme.rows()}
-    assert (rows[2].status, rows[2].payment_url, rows[2].attempts) == (
+        acme.update_many([4, 5], error=None, payee_url="/v0/payees/p.1")
+        many = {row.row: row for row in acme.rows()}
+    assert (rows[2].status, rows[2].payment_url, rows[2].attempts, rows[2].intent_at) == (
         RowStatus.CREATED,
         "/v0/payments/pm.2",
         1,
+        at,
     )
+    assert (rows[3].payment_url, rows[5].attempts, rows[5].intent_at) == (None, 0, None)
+    assert [(many[n].error, many[n].payee_url, many[n].status) for n in (4, 5)] == [
+        (None, "/v0/payees/p.1", RowStatus.CREATING),
+        (None, "/v0/payees/p.1", RowStatus.PENDING),
+    ]
     assert (rows[3].status, rows[3].intent_at, rows[3].attempts) == (RowStatus.CREATING, at, 2)
     assert (rows[4].status, rows[4].intent_at, rows[4].attempts) == (RowStatus.CREATING, None, 3)
     assert rows[5].error == "the bank's answer; DROP TABLE payrun_rows; --"

@@ -315,15 +315,20 @@ class SQLLedger:
     def update_each(self, changes: Iterable[tuple[int, RowUpdate]]) -> None:
         """Commit several rows' own changes in one transaction (a group commit), in order.
 
-        A row's changes become one UPDATE (applied in turn: a field's last value wins), and
-        rows changing the same fields go to the database as one ``executemany``: a commit of
-        a dozen rows' intents and outcomes costs 2-3 statements (in PostgreSQL one round
-        trip), not one per run of fields.
+        A row's changes become one update (applied in turn: a field's last value wins);
+        how the rows go to the database is the backend's (``_update_merged``).
         """
         merged: dict[int, RowUpdate] = {}
         for row, values in changes:
             earlier = merged.get(row)
             merged[row] = values if earlier is None else {**earlier, **values}
+        if merged:
+            self._update_merged(merged)
+
+    def _update_merged(self, merged: dict[int, RowUpdate]) -> None:
+        """Commit each row's changes in one transaction: rows changing the same fields go
+        to the database as one ``executemany`` (a commit of a dozen rows' intents and
+        outcomes costs 2-3 statements, not one per row)."""
         by_names: dict[tuple[str, ...], list[list[Any]]] = {}
         now = iso(utc_now())
         for row, values in merged.items():
@@ -331,12 +336,7 @@ class SQLLedger:
             by_names.setdefault(tuple(values), []).append(params)
         with self.atomic():
             for names, group in by_names.items():
-                self._update_rows(names, group)
-
-    def _update_rows(self, names: tuple[str, ...], group: list[list[Any]]) -> None:
-        """In a transaction: set ``names`` (and updated_at) of each row of ``group`` (each
-        row's values, updated_at, the scope, the row number)."""
-        self._executemany(self._update_sql(names), group)
+                self._executemany(self._update_sql(names), group)
 
     def update_many(self, rows: Iterable[int], **values: Unpack[RowUpdate]) -> None:
         """Commit the same new values for several rows in one transaction."""
