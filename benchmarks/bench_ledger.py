@@ -155,8 +155,9 @@ def seed(url: str, batches: int, rows: int) -> None:
                 file_path="seed", file_sha256="seed", valid_count=rows, valid_total=Decimal(0)
             )
             ledger.start(info, [RowVerdict(i.row, i, {}) for i in instructions])
-    with psycopg.connect(url, autocommit=True) as db:
-        db.execute("ANALYZE payrun_rows")
+    if batches:
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute("ANALYZE payrun_rows")
 
 
 def _uptime() -> str:
