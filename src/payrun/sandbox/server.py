@@ -1,5 +1,8 @@
 """Serving the sandbox over real HTTP with uvicorn (httptools + uvloop when available).
 
+With httptools, uvicorn's protocol is ``_protocol.OneWriteProtocol``: each response goes
+to the socket in one write (status line, headers and body in one TCP segment).
+
 - ``serve_in_thread(**create_app_kwargs)``: a context manager that starts uvicorn on
   ``127.0.0.1`` port 0 in a background thread, yields a ``RunningSandbox`` (``base_url``,
   ``api_key``, ``state``, ``app``) once it accepts connections, and stops it on exit.
@@ -9,6 +12,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import logging
 import threading
@@ -83,15 +87,23 @@ def _config(app: SandboxApp, host: str, port: int) -> uvicorn.Config:
         importlib.util.find_spec("uvloop") is not None
         and importlib.util.find_spec("httptools") is not None
     )
+    http: type[asyncio.Protocol] | str = "h11"
+    if fast:
+        # httptools is there: uvicorn's protocol for it, one write per response
+        from payrun.sandbox._protocol import OneWriteProtocol
+
+        http = OneWriteProtocol
     return uvicorn.Config(
         app,
         host=host,
         port=port,
         loop="uvloop" if fast else "asyncio",
-        http="httptools" if fast else "h11",
+        http=http,
         lifespan="off",
         ws="none",
         access_log=False,
+        # The app reads no client address or scheme: no X-Forwarded-* to apply per request
+        proxy_headers=False,
         log_level="warning",
         server_header=False,
         date_header=False,
