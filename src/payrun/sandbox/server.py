@@ -13,6 +13,7 @@ to the socket in one write (status line, headers and body in one TCP segment).
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib.util
 import logging
 import threading
@@ -29,6 +30,7 @@ from payrun.sandbox.state import SandboxState
 __all__ = ["RunningSandbox", "serve", "serve_in_thread"]
 
 _START_TIMEOUT_S = 10.0
+_GC_YOUNG_THRESHOLD = 7_000
 
 
 class _HideInjectedDrops(logging.Filter):
@@ -119,7 +121,15 @@ def serve(
     port: int = 8080,
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve ``app`` in this thread until SIGINT or SIGTERM."""
+    """Serve ``app`` in this thread until SIGINT or SIGTERM.
+
+    The process is the bank's alone, so its garbage collector is set for it: what exists
+    now (the code, the seeded bank) is frozen out of the collector's passes, and the young
+    generation is collected after 7,000 allocations instead of 700 (an answer allocates a
+    few hundred objects, and the records a payment adds outlive it anyway).
+    """
+    gc.freeze()
+    gc.set_threshold(_GC_YOUNG_THRESHOLD)
     _Server(_config(app, host, port), on_ready).run()
 
 
