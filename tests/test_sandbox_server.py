@@ -63,8 +63,7 @@ def _read_answer(sock: socket.socket, pending: bytearray) -> tuple[int, bytes]:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="counts TCP segments with Linux's TCP_INFO")
 def test_each_answer_reaches_the_client_in_one_segment() -> None:
-    """Status line, headers and body of every answer arrive as one TCP segment (one write),
-    not two: the client wakes once per answer."""
+    """Each answer's status line, headers and body arrive in one TCP segment, not two."""
     with serve_in_thread() as server, _connection(server) as sock:
         key = server.api_key
         pending = bytearray()
@@ -87,8 +86,7 @@ def test_each_answer_reaches_the_client_in_one_segment() -> None:
 
 
 def test_expect_100_continue_is_answered_before_the_body() -> None:
-    """A client that waits for ``100 Continue`` gets it before sending its body, then the
-    answer, on the same connection."""
+    """A client waiting for ``100 Continue`` gets it before it sends its body, then the answer."""
     with serve_in_thread(latency_ms=20) as server, _connection(server) as sock:
         key = server.api_key
         organization = json.loads(_fetch(sock, _request("GET", "/v0/index", key)))
@@ -109,3 +107,17 @@ def _fetch(sock: socket.socket, request: bytes) -> bytes:
     status, body = _read_answer(sock, bytearray())
     assert status == 200
     return body
+
+
+def test_an_answer_closing_the_connection_arrives_whole() -> None:
+    """Asked with ``Connection: close``, the whole answer arrives before the connection ends."""
+    with serve_in_thread() as server, _connection(server) as sock:
+        request = _request("GET", "/v0/index", server.api_key)
+        sock.sendall(request.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
+        received = bytearray()
+        while chunk := sock.recv(65536):
+            received += chunk
+        status, body = _read_answer(sock, received)
+        assert status == 200
+        assert "organization-url" in json.loads(body)
+        assert not received
