@@ -33,6 +33,7 @@ Every answer carries a ``Date`` header, on the bank's clock as its timestamps ar
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -41,12 +42,10 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
-
-import anyio
 
 from payrun.sandbox import _admin, _routes_accounts, _routes_core, _routes_payments
 from payrun.sandbox._http import MAX_BODY, ApiError, Reply, Request, error_body
@@ -230,9 +229,9 @@ class SandboxApp:
         deadline = time.monotonic() + self._hold_longest_s
         self.payments_held += 1
         try:
-            # The gate opens from the test's thread: an anyio.Event cannot be set from there
+            # The gate opens from the test's thread: an asyncio.Event cannot be set from there
             while not self._payments_open.is_set() and time.monotonic() < deadline:  # noqa: ASYNC110
-                await anyio.sleep(0.005)
+                await asyncio.sleep(0.005)
         finally:
             self.payments_held -= 1
 
@@ -255,10 +254,9 @@ class SandboxApp:
 
     def _date_header(self) -> tuple[bytes, bytes]:
         """The ``Date`` header on the bank's clock (made once a second)."""
-        now = self.sandbox.now()
-        second = int(now.timestamp())
+        second = int(time.time() + self.sandbox.clock_offset.total_seconds())
         if second != self._date[0]:
-            text = format_datetime(now.replace(microsecond=0), usegmt=True)
+            text = format_datetime(datetime.fromtimestamp(second, UTC), usegmt=True)
             self._date = (second, text.encode())
         return (b"date", self._date[1])
 
@@ -355,7 +353,8 @@ class SandboxApp:
                 return refused
             if self.latency_s or self.jitter_s:
                 jitter = self.rng.uniform(-self.jitter_s, self.jitter_s) if self.jitter_s else 0.0
-                await anyio.sleep(max(0.0, self.latency_s + jitter))
+                # asyncio's own: anyio's would first ask which event loop runs (sniffio)
+                await asyncio.sleep(max(0.0, self.latency_s + jitter))
             body = await _read_body(scope, receive)
             if not route.public:
                 self._check_signature(scope, body)

@@ -1,5 +1,8 @@
 """Serving the sandbox over real HTTP with uvicorn (httptools + uvloop when available).
 
+With httptools, uvicorn's protocol is ``_protocol.OneWriteProtocol``: each response goes
+to the socket in one write (status line, headers and body in one TCP segment).
+
 - ``serve_in_thread(**create_app_kwargs)``: a context manager that starts uvicorn on
   ``127.0.0.1`` port 0 in a background thread, yields a ``RunningSandbox`` (``base_url``,
   ``api_key``, ``state``, ``app``) once it accepts connections, and stops it on exit.
@@ -9,6 +12,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import importlib.util
 import logging
 import threading
@@ -25,6 +30,7 @@ from payrun.sandbox.state import SandboxState
 __all__ = ["RunningSandbox", "serve", "serve_in_thread"]
 
 _START_TIMEOUT_S = 10.0
+_GC_YOUNG_THRESHOLD = 7_000
 
 
 class _HideInjectedDrops(logging.Filter):
@@ -83,15 +89,23 @@ def _config(app: SandboxApp, host: str, port: int) -> uvicorn.Config:
         importlib.util.find_spec("uvloop") is not None
         and importlib.util.find_spec("httptools") is not None
     )
+    http: type[asyncio.Protocol] | str = "h11"
+    if fast:
+        # httptools is there: uvicorn's protocol for it, one write per response
+        from payrun.sandbox._protocol import OneWriteProtocol
+
+        http = OneWriteProtocol
     return uvicorn.Config(
         app,
         host=host,
         port=port,
         loop="uvloop" if fast else "asyncio",
-        http="httptools" if fast else "h11",
+        http=http,
         lifespan="off",
         ws="none",
         access_log=False,
+        # The app reads no client address or scheme: no X-Forwarded-* to apply per request
+        proxy_headers=False,
         log_level="warning",
         server_header=False,
         date_header=False,
@@ -107,7 +121,15 @@ def serve(
     port: int = 8080,
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve ``app`` in this thread until SIGINT or SIGTERM."""
+    """Serve ``app`` in this thread until SIGINT or SIGTERM.
+
+    The process is the bank's alone, so its garbage collector is set for it: what exists
+    now (the code, the seeded bank) is frozen out of the collector's passes, and the young
+    generation is collected after 7,000 allocations instead of 700 (an answer allocates a
+    few hundred objects, and the records a payment adds outlive it anyway).
+    """
+    gc.freeze()
+    gc.set_threshold(_GC_YOUNG_THRESHOLD)
     _Server(_config(app, host, port), on_ready).run()
 
 
