@@ -62,7 +62,7 @@ from payrun.run import RunOutcome, StopSignal
 
 if TYPE_CHECKING:
     from payrun.approval import Policy
-    from payrun.bank import Organization
+    from payrun.run import KnownOrganization
 
 __all__ = ["HEARTBEAT_SECONDS", "FleetActivities"]
 
@@ -125,7 +125,8 @@ class FleetActivities:
             return batch.lane_id or ""
         try:
             settings = _settings(batch, self.keys)
-            organization = await _organization(settings)
+            known = await _organization(settings)
+            organization = known.organization
         except ConfigError as exc:
             await asyncio.to_thread(store.set_state, name, "refused", message=str(exc))
             raise _failure(str(exc), kind=REFUSED, non_retryable=True) from None
@@ -142,7 +143,7 @@ class FleetActivities:
         task_queue = route.task_queue or activity.info().task_queue
         lane = lane_workflow_id(task_queue, batch.base_url, organization.url)
         label = f"{organization.display_name}@{normalized_base_url(batch.base_url)}"
-        await asyncio.to_thread(store.set_lane, name, lane, label)
+        await asyncio.to_thread(store.set_lane, name, lane, label, _stored(known))
         await activity.client().start_workflow(
             "payrun-lane",
             LaneInput(heartbeat_seconds=route.heartbeat_seconds, task_queue=task_queue),
@@ -260,7 +261,11 @@ def _pay_in_thread(
         options = _planned_options(owner, batch, options)
         return anyio.run(
             lambda: run_stored_batch(
-                DatabaseLedger(owner.ledger_url, batch.name), settings, options=options, stop=stop
+                DatabaseLedger(owner.ledger_url, batch.name),
+                settings,
+                options=options,
+                known=_known(batch),
+                stop=stop,
             ),
             backend_options=event_loop_options(),
         )
@@ -323,12 +328,36 @@ async def _heartbeat(batch: FleetBatch, stop: StopSignal) -> None:
         await asyncio.sleep(HEARTBEAT_SECONDS)
 
 
-async def _organization(settings: Settings) -> Organization:
-    """The organization the bank says the key belongs to (its errors as payrun's)."""
+async def _organization(settings: Settings) -> KnownOrganization:
+    """The organization the bank says the key belongs to, and the URL its index named
+    (its errors as payrun's)."""
     from payrun.bank import BankClient, make_transport
+    from payrun.run import KnownOrganization
 
     async with BankClient(make_transport(), settings) as client:
-        return await client.organization()
+        at = await client.organization_url()
+        return KnownOrganization(at, await client.read_organization(at))
+
+
+def _stored(known: KnownOrganization) -> dict[str, str]:
+    """What the fleet's table keeps of ``known`` (``FleetBatch.organization``)."""
+    return {"at": known.at, **dataclasses.asdict(known.organization)}
+
+
+def _known(batch: FleetBatch) -> KnownOrganization | None:
+    """What the batch's route found of its organization (None: nothing, or not readable:
+    the run then asks as ``payrun run`` does)."""
+    from payrun.bank import Organization
+    from payrun.run import KnownOrganization
+
+    fields = dict(batch.organization or {})
+    at = fields.pop("at", None)
+    if not isinstance(at, str):
+        return None
+    try:
+        return KnownOrganization(at, Organization(**fields))
+    except TypeError:
+        return None
 
 
 def _failure(message: str, *, kind: str, non_retryable: bool = False) -> ApplicationError:
