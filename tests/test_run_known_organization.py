@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
-from _run_helpers import bank_problems, make_rows, write_batch
+from _run_helpers import bank_problems, make_rows, watch_requests, write_batch
 from payrun.bank import BankClient, make_transport
 from payrun.config import RunOptions, Secret, Settings, ValidationOptions
 from payrun.ledger import open_ledger
@@ -61,34 +60,6 @@ def _bound_to(ledger: Path) -> str | None:
     return info.organization_url
 
 
-def _first_reads(bank: RunningSandbox, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    """Filled, as the bank serves them, with each API request's kind (``index``,
-    ``organization``, ``search``, ``other``) and how many answers the bank had sent when
-    it came."""
-    serve_api = bank.app._serve_api  # noqa: SLF001 - the server's own request handler
-    seen: list[tuple[str, int]] = []
-    answered = 0
-
-    async def counted(scope: Any, receive: Any, send: Any) -> None:
-        nonlocal answered
-        path = str(scope["path"])
-        kind = "other"
-        if path == "/v0/index":
-            kind = "index"
-        elif path.endswith("/bank/accounts/search"):
-            kind = "search"
-        elif path.startswith("/v0/organizations/") and path.count("/") == 3:  # noqa: PLR2004
-            kind = "organization"
-        seen.append((kind, answered))
-        try:
-            await serve_api(scope, receive, send)
-        finally:
-            answered += 1
-
-    monkeypatch.setattr(bank.app, "_serve_api", counted)
-    return seen
-
-
 def test_a_known_organization_is_read_at_once_with_the_index_and_the_accounts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -100,7 +71,7 @@ def test_a_known_organization_is_read_at_once_with_the_index_and_the_accounts(
         with serve_in_thread(latency_ms=5) as bank:
             ledger, rows = _stored(tmp_path, f"b{trial}", trial)
             given = _found(bank) if known else None
-            seen = _first_reads(bank, monkeypatch)
+            seen = watch_requests(bank, monkeypatch)
             outcome = _pay(bank, ledger, given)
             assert outcome.exit_code == 0
             assert bank_problems(bank, rows) == []  # type: ignore[arg-type]

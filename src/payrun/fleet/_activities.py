@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,7 +125,8 @@ class FleetActivities:
             return batch.lane_id or ""
         try:
             settings = _settings(batch, self.keys)
-            known = await _organization(settings)
+            before = await asyncio.to_thread(store.organization_of, batch.base_url, batch.key)
+            known = await _organization(settings, _known(before))
             organization = known.organization
         except ConfigError as exc:
             await asyncio.to_thread(store.set_state, name, "refused", message=str(exc))
@@ -264,7 +265,7 @@ def _pay_in_thread(
                 DatabaseLedger(owner.ledger_url, batch.name),
                 settings,
                 options=options,
-                known=_known(batch),
+                known=_known(batch.organization),
                 stop=stop,
             ),
             backend_options=event_loop_options(),
@@ -328,15 +329,15 @@ async def _heartbeat(batch: FleetBatch, stop: StopSignal) -> None:
         await asyncio.sleep(HEARTBEAT_SECONDS)
 
 
-async def _organization(settings: Settings) -> KnownOrganization:
+async def _organization(settings: Settings, known: KnownOrganization | None) -> KnownOrganization:
     """The organization the bank says the key belongs to, and the URL its index named
-    (its errors as payrun's)."""
+    (its errors as payrun's); with what an earlier route of the key found (``known``),
+    read at once with the index (``ask_organization``)."""
     from payrun.bank import BankClient, make_transport
-    from payrun.run import KnownOrganization
+    from payrun.run import ask_organization
 
     async with BankClient(make_transport(), settings) as client:
-        at = await client.organization_url()
-        return KnownOrganization(at, await client.read_organization(at))
+        return await ask_organization(client, known)
 
 
 def _stored(known: KnownOrganization) -> dict[str, str]:
@@ -344,13 +345,13 @@ def _stored(known: KnownOrganization) -> dict[str, str]:
     return {"at": known.at, **dataclasses.asdict(known.organization)}
 
 
-def _known(batch: FleetBatch) -> KnownOrganization | None:
-    """What the batch's route found of its organization (None: nothing, or not readable:
-    the run then asks as ``payrun run`` does)."""
+def _known(stored: Mapping[str, str] | None) -> KnownOrganization | None:
+    """What a route found of a key's organization, as the fleet's table keeps it (None:
+    nothing, or not readable: the bank is asked as ``payrun run`` asks it)."""
     from payrun.bank import Organization
     from payrun.run import KnownOrganization
 
-    fields = dict(batch.organization or {})
+    fields = dict(stored or {})
     at = fields.pop("at", None)
     if not isinstance(at, str):
         return None

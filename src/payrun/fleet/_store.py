@@ -258,6 +258,17 @@ class FleetStore:
                 (lane_id, label, found, name),
             )
 
+    def organization_of(self, base_url: str, key: str) -> dict[str, str] | None:
+        """What the last route of a batch with this key at this bank found of its
+        organization (``FleetBatch.organization``), or None."""
+        with self._connection(readonly=True) as db:
+            found = db.execute(
+                "SELECT organization FROM payrun_fleet WHERE base_url = %s AND key_name = %s"
+                " AND organization IS NOT NULL ORDER BY submitted_at DESC LIMIT 1",
+                (base_url, key),
+            ).fetchone()
+        return None if found is None else dict(json.loads(found[0]))
+
     def open_batches(self, task_queue: str) -> list[FleetBatch]:
         """The batches of ``task_queue`` that have not ended (rows not counted)."""
         return [

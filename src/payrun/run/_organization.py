@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from payrun.bank import BankClient, Organization
     from payrun.config import Settings
 
-__all__ = ["LIVE_MODE", "KnownOrganization", "find_organization"]
+__all__ = ["LIVE_MODE", "KnownOrganization", "ask_organization", "find_organization"]
 
 _HTTP_NOT_FOUND = 404
 
@@ -86,7 +86,7 @@ async def _read_organization(
     try:
         if known is None:
             return await client.organization()
-        return await _read_known(client, known.at)
+        return (await ask_organization(client, known)).organization
     except BankError as exc:
         not_found = isinstance(exc, BankRejectedError) and exc.status == _HTTP_NOT_FOUND
         if type(exc) is BankError or not_found:
@@ -112,10 +112,18 @@ async def _read_organization(
         raise
 
 
-async def _read_known(client: BankClient, at: str) -> Organization:
-    """The key's organization, its index and the organization at ``at`` read at once: that
-    answer is the organization when the index names ``at``, else the one it names is read
-    (each error as the reads one after the other would have met it)."""
+async def ask_organization(
+    client: BankClient, known: KnownOrganization | None = None
+) -> KnownOrganization:
+    """The key's organization as the bank says it now, and the URL its index named (the
+    bank client's errors as they are). With ``known``, the index and the organization at
+    ``known.at`` are read at once: that answer is the organization when the index names
+    ``known.at``, else the one it names is read (each error as the reads one after the
+    other would have met it)."""
+    if known is None:
+        at = await client.organization_url()
+        return KnownOrganization(at, await client.read_organization(at))
+    at = known.at
     answers: dict[str, str | Organization | PayrunError] = {}
 
     async def read(what: str, call: Callable[[], Awaitable[str | Organization]]) -> None:
@@ -132,9 +140,9 @@ async def _read_known(client: BankClient, at: str) -> Organization:
         raise url
     assert isinstance(url, str)
     if url != at:
-        return await client.read_organization(url)
+        return KnownOrganization(url, await client.read_organization(url))
     found = answers["organization"]
     if isinstance(found, PayrunError):
         raise found
     assert not isinstance(found, str)
-    return found
+    return KnownOrganization(at, found)
