@@ -9,6 +9,11 @@ the worker draining (SIGTERM) asks the engine to stop: nothing new starts, in-fl
 requests finish and are recorded. A drained batch is handed back (a retryable error: the
 next attempt, on any worker, resumes from the ledger); a refusal no retry can mend (no
 key, the key refused, a ledger of another bank) ends the batch ``refused``.
+
+``route_batch`` asks the bank whose key the batch's is (the index and the organization,
+read at once when an earlier route of the key found it: ``ask_organization``) and keeps
+what it found beside the batch: the run reads it again at once with its accounts
+(``run_stored_batch``'s ``known``), the index deciding each time.
 """
 
 from __future__ import annotations
@@ -351,7 +356,9 @@ def _known(stored: Mapping[str, str] | None) -> KnownOrganization | None:
     from payrun.bank import Organization
     from payrun.run import KnownOrganization
 
-    fields = dict(stored or {})
+    if not isinstance(stored, Mapping):
+        return None
+    fields = dict(stored)
     at = fields.pop("at", None)
     if not isinstance(at, str):
         return None

@@ -267,7 +267,8 @@ class FleetStore:
                 " AND organization IS NOT NULL ORDER BY submitted_at DESC LIMIT 1",
                 (base_url, key),
             ).fetchone()
-        return None if found is None else dict(json.loads(found[0]))
+        kept = None if found is None else json.loads(found[0])
+        return kept if isinstance(kept, dict) else None
 
     def open_batches(self, task_queue: str) -> list[FleetBatch]:
         """The batches of ``task_queue`` that have not ended (rows not counted)."""
