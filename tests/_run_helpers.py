@@ -301,6 +301,34 @@ def stats(sandbox: RunningSandbox) -> dict[str, Any]:
     return body
 
 
+def watch_requests(bank: RunningSandbox, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Filled, as the bank serves them, with each API request's kind (``index``,
+    ``organization``, ``search``, ``other``) and how many answers the bank had sent when
+    it came."""
+    serve_api = bank.app._serve_api  # noqa: SLF001 - the server's own request handler
+    seen: list[tuple[str, int]] = []
+    answered = 0
+
+    async def counted(scope: Any, receive: Any, send: Any) -> None:
+        nonlocal answered
+        path = str(scope["path"])
+        kind = "other"
+        if path == "/v0/index":
+            kind = "index"
+        elif path.endswith("/bank/accounts/search"):
+            kind = "search"
+        elif path.startswith("/v0/organizations/") and path.count("/") == 3:  # noqa: PLR2004
+            kind = "organization"
+        seen.append((kind, answered))
+        try:
+            await serve_api(scope, receive, send)
+        finally:
+            answered += 1
+
+    monkeypatch.setattr(bank.app, "_serve_api", counted)
+    return seen
+
+
 def reset_stats(sandbox: RunningSandbox) -> None:
     """Forget the sandbox's peaks and counts (payments are kept)."""
     httpx.post(f"{sandbox.base_url}/__sandbox/stats/reset", timeout=30).raise_for_status()

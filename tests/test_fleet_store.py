@@ -4,14 +4,17 @@ PostgreSQL server: one connection for all its calls, made again after the server
 from __future__ import annotations
 
 import secrets
+import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from _postgres import Cluster
 from payrun.config import DatabaseURL, Secret
-from payrun.fleet import FleetStore
+from payrun.fleet import BatchEntry, FleetStore
 from payrun.fleet import _store as store_module
 
 
@@ -68,3 +71,52 @@ def test_a_kept_store_connects_again_after_the_server_cut_its_connection(
         assert again != cut
     finally:
         store.close()
+
+
+def test_a_complete_table_is_only_read_while_a_worker_reads_it(database: str) -> None:
+    """A submit or worker start finding the fleet's table complete takes no lock on it: it
+    does not wait for a worker's transaction reading the table (an ``ALTER TABLE`` would,
+    and would hold up every other reader meanwhile)."""
+    url = DatabaseURL(Secret(database))
+    FleetStore(url).ensure_schema()
+    with psycopg.connect(database) as reader:
+        reader.execute("SELECT count(*) FROM payrun_fleet").fetchone()
+        done = threading.Event()
+
+        def check() -> None:
+            FleetStore(url).ensure_schema()
+            done.set()
+
+        checking = threading.Thread(target=check, daemon=True)
+        checking.start()
+        finished = done.wait(5)
+        reader.rollback()
+    checking.join(30)
+    assert finished, "ensure_schema waited for a reading transaction"
+
+
+def test_the_route_s_organization_is_kept_with_the_lane(database: str) -> None:
+    """What the route found of the key's organization is kept beside the lane, read back as
+    it was written, and forgotten when the batch is submitted again."""
+    store = FleetStore(DatabaseURL(Secret(database)))
+    store.ensure_schema()
+    entry = BatchEntry(
+        name="b1",
+        file=Path("b1.csv").resolve(),
+        base_url="http://127.0.0.1:9",
+        key="org0",
+        source_account=None,
+        expect_count=None,
+        expect_total=None,
+        cutoff=datetime(2030, 1, 1, tzinfo=UTC),
+    )
+    store.register(entry, {})
+    found = {"at": "/v0/organizations/og-1", "url": "/v0/organizations/og-1", "mode": "test"}
+    store.set_lane("b1", "lane-1", "Org@http://127.0.0.1:9", found)
+    batch = store.batch("b1")
+    assert batch is not None
+    assert (batch.lane_id, batch.organization) == ("lane-1", found)
+    store.register(entry, {})
+    again = store.batch("b1")
+    assert again is not None
+    assert (again.lane_id, again.organization) == (None, None)

@@ -226,6 +226,11 @@ class BankClient:
 
         A redirect from the index means the base URL is not the bank's API: a ``ConfigError``.
         """
+        return await self.read_organization(await self.organization_url())
+
+    async def organization_url(self) -> str:
+        """The URL of the key's organization: the index's ``organization-url``, else the
+        API key's (a redirect from the index: ``ConfigError``, as ``organization``)."""
         try:
             index = await self._send("GET", _INDEX)
         except BankRejectedError as exc:
@@ -241,7 +246,11 @@ class BankClient:
         if not isinstance(org_url, str):
             key = await self._send("GET", self._decode(lambda d: d["api-key-url"], index, "index"))
             org_url = self._decode(lambda d: d["organization-url"], key, "API key")
-        return self._decode(parse_organization, await self._send("GET", org_url), "organization")
+        return str(org_url)
+
+    async def read_organization(self, url: str) -> Organization:
+        """The organization at ``url`` (``organization_url``'s answer)."""
+        return self._decode(parse_organization, await self._send("GET", url), "organization")
 
     async def signature_verified(self) -> bool:
         """Whether the bank's signature check verifies this client's requests: True on

@@ -9,13 +9,18 @@ the worker draining (SIGTERM) asks the engine to stop: nothing new starts, in-fl
 requests finish and are recorded. A drained batch is handed back (a retryable error: the
 next attempt, on any worker, resumes from the ledger); a refusal no retry can mend (no
 key, the key refused, a ledger of another bank) ends the batch ``refused``.
+
+``route_batch`` asks the bank whose key the batch's is (the index and the organization,
+read at once when an earlier route of the key found it: ``ask_organization``) and keeps
+what it found beside the batch: the run reads it again at once with its accounts
+(``run_stored_batch``'s ``known``), the index deciding each time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +67,7 @@ from payrun.run import RunOutcome, StopSignal
 
 if TYPE_CHECKING:
     from payrun.approval import Policy
-    from payrun.bank import Organization
+    from payrun.run import KnownOrganization
 
 __all__ = ["HEARTBEAT_SECONDS", "FleetActivities"]
 
@@ -125,7 +130,9 @@ class FleetActivities:
             return batch.lane_id or ""
         try:
             settings = _settings(batch, self.keys)
-            organization = await _organization(settings)
+            before = await asyncio.to_thread(store.organization_of, batch.base_url, batch.key)
+            known = await _organization(settings, _known(before))
+            organization = known.organization
         except ConfigError as exc:
             await asyncio.to_thread(store.set_state, name, "refused", message=str(exc))
             raise _failure(str(exc), kind=REFUSED, non_retryable=True) from None
@@ -142,7 +149,7 @@ class FleetActivities:
         task_queue = route.task_queue or activity.info().task_queue
         lane = lane_workflow_id(task_queue, batch.base_url, organization.url)
         label = f"{organization.display_name}@{normalized_base_url(batch.base_url)}"
-        await asyncio.to_thread(store.set_lane, name, lane, label)
+        await asyncio.to_thread(store.set_lane, name, lane, label, _stored(known))
         await activity.client().start_workflow(
             "payrun-lane",
             LaneInput(heartbeat_seconds=route.heartbeat_seconds, task_queue=task_queue),
@@ -260,7 +267,11 @@ def _pay_in_thread(
         options = _planned_options(owner, batch, options)
         return anyio.run(
             lambda: run_stored_batch(
-                DatabaseLedger(owner.ledger_url, batch.name), settings, options=options, stop=stop
+                DatabaseLedger(owner.ledger_url, batch.name),
+                settings,
+                options=options,
+                known=_known(batch.organization),
+                stop=stop,
             ),
             backend_options=event_loop_options(),
         )
@@ -323,12 +334,38 @@ async def _heartbeat(batch: FleetBatch, stop: StopSignal) -> None:
         await asyncio.sleep(HEARTBEAT_SECONDS)
 
 
-async def _organization(settings: Settings) -> Organization:
-    """The organization the bank says the key belongs to (its errors as payrun's)."""
+async def _organization(settings: Settings, known: KnownOrganization | None) -> KnownOrganization:
+    """The organization the bank says the key belongs to, and the URL its index named
+    (its errors as payrun's); with what an earlier route of the key found (``known``),
+    read at once with the index (``ask_organization``)."""
     from payrun.bank import BankClient, make_transport
+    from payrun.run import ask_organization
 
     async with BankClient(make_transport(), settings) as client:
-        return await client.organization()
+        return await ask_organization(client, known)
+
+
+def _stored(known: KnownOrganization) -> dict[str, str]:
+    """What the fleet's table keeps of ``known`` (``FleetBatch.organization``)."""
+    return {"at": known.at, **dataclasses.asdict(known.organization)}
+
+
+def _known(stored: Mapping[str, str] | None) -> KnownOrganization | None:
+    """What a route found of a key's organization, as the fleet's table keeps it (None:
+    nothing, or not readable: the bank is asked as ``payrun run`` asks it)."""
+    from payrun.bank import Organization
+    from payrun.run import KnownOrganization
+
+    if not isinstance(stored, Mapping):
+        return None
+    fields = dict(stored)
+    at = fields.pop("at", None)
+    if not isinstance(at, str):
+        return None
+    try:
+        return KnownOrganization(at, Organization(**fields))
+    except TypeError:
+        return None
 
 
 def _failure(message: str, *, kind: str, non_retryable: bool = False) -> ApplicationError:

@@ -57,11 +57,14 @@ CREATE TABLE IF NOT EXISTS payrun_fleet (
     submitted_at text NOT NULL,
     ended_at text
 );
-ALTER TABLE payrun_fleet ADD COLUMN IF NOT EXISTS task_queue text;
-ALTER TABLE payrun_fleet ADD COLUMN IF NOT EXISTS lane_id text;
-ALTER TABLE payrun_fleet ADD COLUMN IF NOT EXISTS lane_label text;
-ALTER TABLE payrun_fleet ADD COLUMN IF NOT EXISTS key_group text;
 """
+_LATER_COLUMNS = ("task_queue", "lane_id", "lane_label", "key_group", "organization")
+"""Columns added to the table since its first version (all text)."""
+_COLUMNS = (
+    "SELECT to_regclass('payrun_fleet') IS NOT NULL, ARRAY(SELECT attname::text FROM"
+    " pg_attribute WHERE attrelid = to_regclass('payrun_fleet') AND attnum > 0"
+    " AND NOT attisdropped)"
+)
 _COUNTS = """
 SELECT b.name, r.status, count(*) FROM payrun_rows r JOIN payrun_batches b ON b.id = r.batch_id
 WHERE b.name = ANY(%s) GROUP BY b.name, r.status
@@ -95,6 +98,9 @@ class FleetBatch:
     lane_label: str | None = None
     # The key group whose workers pay it (None: the deployment's task queue's)
     key_group: str | None = None
+    # What the bank said of the key's organization when the batch was routed (its fields
+    # by name; None before): the run reads it again, at once with its accounts
+    organization: dict[str, str] | None = None
     rows: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -172,10 +178,18 @@ class FleetStore:
                 kept.close()
 
     def ensure_schema(self) -> None:
-        """Create the fleet's table when missing (one process at a time)."""
-        with self._connection() as db, db.transaction():
-            db.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_SPACE, _SCHEMA_LOCK))
-            db.execute(_SCHEMA)
+        """Create the fleet's table, or add its later columns, when missing (one process at
+        a time); a table that has them all is only read (no lock: an ``ALTER TABLE`` would
+        wait for, and hold up, every worker reading the table)."""
+        with self._connection() as db:
+            found = db.execute(_COLUMNS).fetchone()
+            if found and found[0] and set(_LATER_COLUMNS) <= set(found[1]):
+                return
+            with db.transaction():
+                db.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_SPACE, _SCHEMA_LOCK))
+                db.execute(_SCHEMA)
+                for column in _LATER_COLUMNS:
+                    db.execute(f"ALTER TABLE payrun_fleet ADD COLUMN IF NOT EXISTS {column} text")
 
     def free_connections(self) -> tuple[int, int]:
         """The server's connections: how many it allows to ordinary users (those reserved
@@ -216,7 +230,7 @@ class FleetStore:
                 " cutoff = EXCLUDED.cutoff, options = EXCLUDED.options, state = 'queued',"
                 " worker = NULL, message = NULL, submitted_at = EXCLUDED.submitted_at,"
                 " ended_at = NULL, task_queue = EXCLUDED.task_queue, lane_id = NULL,"
-                " lane_label = NULL, key_group = EXCLUDED.key_group",
+                " lane_label = NULL, key_group = EXCLUDED.key_group, organization = NULL",
                 (
                     entry.name,
                     str(entry.file),
@@ -230,13 +244,31 @@ class FleetStore:
                 ),
             )
 
-    def set_lane(self, name: str, lane_id: str, label: str) -> None:
-        """Record the lane a worker found for the batch (its organization at its bank)."""
+    def set_lane(
+        self, name: str, lane_id: str, label: str, organization: dict[str, str] | None = None
+    ) -> None:
+        """Record the lane a worker found for the batch (its organization at its bank), and
+        what the bank said of that organization (its links: the batch's run reads them
+        again, at once with its accounts)."""
+        found = None if organization is None else json.dumps(organization, sort_keys=True)
         with self._connection() as db:
             db.execute(
-                "UPDATE payrun_fleet SET lane_id = %s, lane_label = %s WHERE name = %s",
-                (lane_id, label, name),
+                "UPDATE payrun_fleet SET lane_id = %s, lane_label = %s, organization = %s"
+                " WHERE name = %s",
+                (lane_id, label, found, name),
             )
+
+    def organization_of(self, base_url: str, key: str) -> dict[str, str] | None:
+        """What the last route of a batch with this key at this bank found of its
+        organization (``FleetBatch.organization``), or None."""
+        with self._connection(readonly=True) as db:
+            found = db.execute(
+                "SELECT organization FROM payrun_fleet WHERE base_url = %s AND key_name = %s"
+                " AND organization IS NOT NULL ORDER BY submitted_at DESC LIMIT 1",
+                (base_url, key),
+            ).fetchone()
+        kept = None if found is None else json.loads(found[0])
+        return kept if isinstance(kept, dict) else None
 
     def open_batches(self, task_queue: str) -> list[FleetBatch]:
         """The batches of ``task_queue`` that have not ended (rows not counted)."""
@@ -261,8 +293,8 @@ class FleetStore:
                 return []
             select = (
                 "SELECT name, file, base_url, key_name, cutoff, options, state, worker,"
-                " message, submitted_at, task_queue, lane_id, lane_label, key_group"
-                " FROM payrun_fleet"
+                " message, submitted_at, task_queue, lane_id, lane_label, key_group,"
+                " organization FROM payrun_fleet"
             )
             if names is None:
                 records = db.execute(select + " ORDER BY name").fetchall()
@@ -303,7 +335,7 @@ class FleetStore:
 
 def _batch_of(record: tuple[Any, ...]) -> FleetBatch:
     name, file, base_url, key, cutoff, options, state, worker, message, submitted = record[:10]
-    task_queue, lane_id, lane_label, key_group = record[10:]
+    task_queue, lane_id, lane_label, key_group, organization = record[10:]
     return FleetBatch(
         name=name,
         file=file,
@@ -319,4 +351,5 @@ def _batch_of(record: tuple[Any, ...]) -> FleetBatch:
         lane_id=lane_id,
         lane_label=lane_label,
         key_group=key_group,
+        organization=None if organization is None else json.loads(organization),
     )

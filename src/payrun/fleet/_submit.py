@@ -8,6 +8,10 @@ batch's rows go into the ledger database (row-level problems as ``invalid`` rows
 same code as ``payrun run``), and each batch is signalled to its lane's workflow
 (started if none runs). Temporal sees batch names and cut-offs only.
 With ``wait`` it then follows the batches in the database until each has ended.
+
+temporalio is imported and Temporal connected meanwhile (``connect_temporal``, in a thread),
+and up to ``STORING`` batches are stored at once, each queued as soon as it is stored: the
+last organization of a manifest starts paying soon after the first.
 """
 
 from __future__ import annotations
@@ -19,8 +23,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-
-from temporalio.service import RPCError
+from typing import TYPE_CHECKING
 
 from payrun._models import RowStatus
 from payrun.config import (
@@ -41,20 +44,23 @@ from payrun.errors import (
     LedgerMismatchError,
     UsageError,
 )
+from payrun.fleet._address import normalized_base_url
 from payrun.fleet._manifest import BatchEntry, load_manifest
-from payrun.fleet._requeue import queue_batch, requeue_lost
 from payrun.fleet._store import FleetBatch, FleetStore
 from payrun.fleet._temporal import connect_temporal
-from payrun.fleet._workflow import normalized_base_url
 from payrun.intake import open_batch, read_export, show_day
 from payrun.ledger import DatabaseLedger
 from payrun.run import StopSignal
 from payrun.validation import ValidTotals, plain_or_verdicts
 
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
 __all__ = [
     "DEFAULT_BATCH_BOUND",
     "READ_FAILURE_BOUND",
     "REQUEUE_EVERY",
+    "STORING",
     "SubmitOptions",
     "fleet_exit_code",
     "follow",
@@ -69,6 +75,8 @@ REQUEUE_EVERY = 15.0
 """How often ``--wait`` looks for its batches that Temporal lost (and queues them again)."""
 READ_FAILURE_BOUND = 300.0
 """How long ``--wait`` keeps trying a ledger database it cannot read before exit 3."""
+STORING = 3
+"""Batches the submit stores at once (each its own database connection)."""
 _POLL_SECONDS = 0.5
 _READ_BACKOFF_MAX = 10.0
 _NOT_PAID = frozenset(
@@ -99,43 +107,104 @@ class SubmitOptions:
 async def submit(manifest: Path, options: SubmitOptions) -> list[str]:
     """Check, store and hand over every batch of ``manifest``; their names, in order."""
     entries = [_bounded(entry) for entry in load_manifest(manifest)]
+    # Imported and connected while the batches are checked; its error (Temporal not
+    # reached) comes where it came before, after theirs
+    connecting = asyncio.ensure_future(connect_temporal(options.temporal, options.namespace))
+    store = FleetStore(options.ledger_url, keep=True)
+    try:
+        recorded = await _checked(entries, store, options)
+        client = await connecting
+        for entry in entries:
+            await asyncio.to_thread(_check_plan, entry, options.ledger_url)
+        await _hand_over(entries, recorded, store, client, options)
+    finally:
+        await _settled(connecting)
+        store.close()
+    return [entry.name for entry in entries]
+
+
+async def _checked(
+    entries: list[BatchEntry], store: FleetStore, options: SubmitOptions
+) -> dict[str, str | None]:
+    """Every check before anything is stored; the file digest the ledger holds for each
+    batch name it knows."""
     await asyncio.to_thread(_refuse_unplanned, entries, options.policy)
     for entry in entries:
         await asyncio.to_thread(_check_file, entry)
     refuse_split_organizations(entries)
-    store = FleetStore(options.ledger_url)
     await asyncio.to_thread(store.ensure_schema)
     unfinished = await asyncio.to_thread(store.open_batches, options.task_queue)
     refuse_split_organizations(entries, unfinished)
     recorded = await asyncio.to_thread(store.recorded_sha256, [e.name for e in entries])
     for entry in entries:
         await asyncio.to_thread(_refuse_other_rows, entry, recorded.get(entry.name), options)
-    client = await connect_temporal(options.temporal, options.namespace)
-    for entry in entries:
-        await asyncio.to_thread(_check_plan, entry, options.ledger_url)
-    # Each batch is handed to its lane as soon as it is stored: the first organizations
-    # start paying while the next batches' rows are stored (every batch passed its checks
-    # above; one that a failure here leaves stored and not queued is queued again by the
-    # workers' look for lost batches, or by submitting again)
-    for entry in entries:
-        if recorded.get(entry.name) is None:
-            await asyncio.to_thread(_store_rows, entry, options.ledger_url)
-        chosen = _batch_options(entry)
-        if entry.plan is not None:
-            chosen["plan"] = await asyncio.to_thread(
-                _copy_plan, entry, entry.plan, options.ledger_url
-            )
-        await asyncio.to_thread(store.register, entry, chosen, task_queue=options.task_queue)
+    return recorded
+
+
+async def _hand_over(
+    entries: list[BatchEntry],
+    recorded: dict[str, str | None],
+    store: FleetStore,
+    client: Client,
+    options: SubmitOptions,
+) -> None:
+    """Store each batch and hand it to its lane as soon as it is stored, ``STORING`` at a
+    time: the first organizations start paying while the next batches' rows are stored.
+    After a failure no further batch is begun; those begun are stored and queued, then the
+    first failure in the manifest's order is raised (every batch passed its checks; one a
+    failure leaves stored and not queued is queued again by the workers' look for lost
+    batches, or by submitting again)."""
+    from payrun.fleet._requeue import queue_batch
+
+    slots = asyncio.Semaphore(STORING)
+    failed = False
+
+    async def one(entry: BatchEntry) -> None:
+        nonlocal failed
+        async with slots:
+            if failed:
+                return
+            try:
+                if recorded.get(entry.name) is None:
+                    await asyncio.to_thread(_store_rows, entry, options.ledger_url)
+                chosen = _batch_options(entry)
+                if entry.plan is not None:
+                    chosen["plan"] = await asyncio.to_thread(
+                        _copy_plan, entry, entry.plan, options.ledger_url
+                    )
+                await asyncio.to_thread(
+                    store.register, entry, chosen, task_queue=options.task_queue
+                )
+            except BaseException:
+                failed = True
+                raise
         cutoff = None if entry.cutoff is None else entry.cutoff.astimezone(UTC).isoformat()
-        await queue_batch(
-            client,
-            entry.name,
-            cutoff,
-            task_queue=options.task_queue,
-            heartbeat_seconds=options.heartbeat_seconds,
-            key_group=entry.key_group,
-        )
-    return [entry.name for entry in entries]
+        try:
+            await queue_batch(
+                client,
+                entry.name,
+                cutoff,
+                task_queue=options.task_queue,
+                heartbeat_seconds=options.heartbeat_seconds,
+                key_group=entry.key_group,
+            )
+        except BaseException:
+            failed = True
+            raise
+
+    outcomes = await asyncio.gather(*(one(entry) for entry in entries), return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+
+
+async def _settled(task: asyncio.Future[Client]) -> None:
+    """``task`` ended: cancelled if it still runs, its error (already raised, or of no
+    use after another) kept from the event loop's warnings."""
+    if not task.done():
+        task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
 
 
 async def follow(
@@ -152,6 +221,8 @@ async def follow(
     cannot be read is tried again with backoff; ``InterruptedRunError`` (exit 3: the
     batches go on) once it has failed for ``READ_FAILURE_BOUND`` seconds in a row.
     ``requeue`` runs every ``REQUEUE_EVERY`` seconds (queue again what Temporal lost)."""
+    from temporalio.service import RPCError
+
     reader = _PatientReader(FleetStore(url), names)
     started = requeued = time.monotonic()
     while True:
@@ -212,6 +283,8 @@ async def requeuer(
     options: SubmitOptions, names: Collection[str]
 ) -> Callable[[], Awaitable[list[str]]]:
     """What ``follow`` calls to queue again the batches of ``names`` Temporal lost."""
+    from payrun.fleet._requeue import requeue_lost
+
     client = await connect_temporal(options.temporal, options.namespace)
     store = FleetStore(options.ledger_url)
 

@@ -15,8 +15,8 @@ organization due first is paid first (where the server honours priority keys: se
 docs/fleet.md). A batch of a key group has its activities (and its route) on that group's
 task queue (``key_group_queue``), which only the workers holding its keys poll.
 
-This module imports only temporalio and the standard library, as Temporal's workflow
-sandbox wants.
+This module imports only temporalio, the standard library and ``_address`` (standard
+library only), as Temporal's workflow sandbox wants.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from temporalio import workflow
 from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import ActivityError
 from temporalio.workflow import ActivityCancellationType
+
+from payrun.fleet._address import normalized_base_url
 
 __all__ = [
     "BATCHES_PER_HISTORY",
@@ -157,20 +159,6 @@ def cutoff_priority(cutoff: datetime | None, now: datetime) -> int:
         if left <= bound:
             return key
     return _LAST_PRIORITY
-
-
-def normalized_base_url(base_url: str) -> str:
-    """A bank's address as one spelling: scheme and host in lower case, no default port,
-    no trailing slash."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(base_url.strip())
-    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
-    default = {"http": 80, "https": 443}.get(scheme)
-    port = "" if parts.port is None or parts.port == default else f":{parts.port}"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{scheme}://{host}{port}{parts.path.rstrip('/')}"
 
 
 @workflow.defn(name="payrun-route")

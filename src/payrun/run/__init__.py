@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from payrun.run._confirm import RunPreview as RunPreview
     from payrun.run._lifecycle import event_loop_options as event_loop_options
     from payrun.run._organization import LIVE_MODE as LIVE_MODE
+    from payrun.run._organization import KnownOrganization as KnownOrganization
+    from payrun.run._organization import ask_organization as ask_organization
     from payrun.run._organization import find_organization as find_organization
     from payrun.run._outcome import QuietObserver as QuietObserver
     from payrun.run._outcome import RunObserver as RunObserver
@@ -55,6 +57,8 @@ if TYPE_CHECKING:
 
 _HOMES = {
     "LIVE_MODE": "payrun.run._organization",
+    "KnownOrganization": "payrun.run._organization",
+    "ask_organization": "payrun.run._organization",
     "find_organization": "payrun.run._organization",
     "AccountPreview": "payrun.run._confirm",
     "ConfirmAnswer": "payrun.run._confirm",
@@ -92,11 +96,13 @@ __all__ = [
     "AccountPreview",
     "ConfirmAnswer",
     "Confirmer",
+    "KnownOrganization",
     "QuietObserver",
     "RunObserver",
     "RunOutcome",
     "RunPreview",
     "StopSignal",
+    "ask_organization",
     "check_control_totals",
     "event_loop_options",
     "file_rows",

@@ -4,21 +4,36 @@ Input: a ``BankClient`` and the run's ``Settings``. Output: the ``Organization``
 address that does not answer as the bank's API, or whose host name does not resolve, is
 a setting to correct (``ConfigError``, exit 2), not a bank outage to wait out (exit 3); so
 is a live-mode organization with no signing key configured.
+
+A caller that already asked (a fleet's route: ``KnownOrganization``) has the organization
+read at once with the index; the index's answer is still what decides: the organization
+read is used only when the index names the URL it was read at.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import anyio
+
 from payrun.config import redact_url
-from payrun.errors import BankError, BankRejectedError, BankUnavailableError, ConfigError
+from payrun.errors import (
+    BankError,
+    BankRejectedError,
+    BankUnavailableError,
+    ConfigError,
+    PayrunError,
+)
 
 # The bank client is imported only by runs that talk to a bank
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from payrun.bank import BankClient, Organization
     from payrun.config import Settings
 
-__all__ = ["LIVE_MODE", "find_organization"]
+__all__ = ["LIVE_MODE", "KnownOrganization", "ask_organization", "find_organization"]
 
 _HTTP_NOT_FOUND = 404
 
@@ -27,17 +42,32 @@ LIVE_MODE = "live-mode"
 """The ``organization-mode`` of an organization that moves real money."""
 
 
+@dataclass(frozen=True, slots=True)
+class KnownOrganization:
+    """What an earlier answer said of the key's organization: the URL the bank's index
+    named (``at``) and the organization read there."""
+
+    at: str
+    organization: Organization
+
+
 async def find_organization(
-    client: BankClient, settings: Settings, *, require_signing: bool = True
+    client: BankClient,
+    settings: Settings,
+    *,
+    require_signing: bool = True,
+    known: KnownOrganization | None = None,
 ) -> Organization:
     """The API key's organization; an address that does not answer as the bank is a setting.
 
     The first request goes to the bank's index: a 404 there, or an answer that is not the
     API's JSON, means the base URL points somewhere else (exit 2: running again won't help).
     With ``require_signing``, a live-mode organization and no signing key configured is a
-    ``ConfigError`` too, before anything is created.
+    ``ConfigError`` too, before anything is created. With ``known``, the organization is
+    read at ``known.at`` at once with the index (one round trip, not two, when the index
+    still names it).
     """
-    org = await _read_organization(client, settings)
+    org = await _read_organization(client, settings, known)
     if require_signing and org.mode == LIVE_MODE and settings.signing is None:
         msg = (
             f"{org.display_name} is a live-mode organization (real money), and live requests"
@@ -49,10 +79,14 @@ async def find_organization(
     return org
 
 
-async def _read_organization(client: BankClient, settings: Settings) -> Organization:
+async def _read_organization(
+    client: BankClient, settings: Settings, known: KnownOrganization | None
+) -> Organization:
     bank = redact_url(settings.base_url)
     try:
-        return await client.organization()
+        if known is None:
+            return await client.organization()
+        return (await ask_organization(client, known)).organization
     except BankError as exc:
         not_found = isinstance(exc, BankRejectedError) and exc.status == _HTTP_NOT_FOUND
         if type(exc) is BankError or not_found:
@@ -76,3 +110,39 @@ async def _read_organization(client: BankClient, settings: Settings) -> Organiza
             )
             raise ConfigError(msg) from exc
         raise
+
+
+async def ask_organization(
+    client: BankClient, known: KnownOrganization | None = None
+) -> KnownOrganization:
+    """The key's organization as the bank says it now, and the URL its index named (the
+    bank client's errors as they are). With ``known``, the index and the organization at
+    ``known.at`` are read at once: that answer is the organization when the index names
+    ``known.at``, else the one it names is read (each error as the reads one after the
+    other would have met it)."""
+    if known is None:
+        at = await client.organization_url()
+        return KnownOrganization(at, await client.read_organization(at))
+    at = known.at
+    answers: dict[str, str | Organization | PayrunError] = {}
+
+    async def read(what: str, call: Callable[[], Awaitable[str | Organization]]) -> None:
+        try:
+            answers[what] = await call()
+        except PayrunError as exc:
+            answers[what] = exc
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(read, "index", client.organization_url)
+        group.start_soon(read, "organization", lambda: client.read_organization(at))
+    url = answers["index"]
+    if isinstance(url, PayrunError):
+        raise url
+    assert isinstance(url, str)
+    if url != at:
+        return KnownOrganization(url, await client.read_organization(url))
+    found = answers["organization"]
+    if isinstance(found, PayrunError):
+        raise found
+    assert not isinstance(found, str)
+    return KnownOrganization(at, found)

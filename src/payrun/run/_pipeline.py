@@ -22,13 +22,16 @@ call several phases in order. tests/test_run_layout.py places every module of th
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
-from payrun._models import BatchInfo, LedgerRow, utc_now
+import anyio
+
+from payrun._models import BatchInfo, LedgerRow, RowStatus, utc_now
 from payrun.config import RunOptions, Settings, ValidationOptions
-from payrun.errors import LedgerError
+from payrun.errors import LedgerError, PayrunError
 from payrun.ledger import (
     LedgerLocation,
     LedgerStore,
@@ -43,9 +46,10 @@ from payrun.run._checks import check_before_paying, new_preflight
 from payrun.run._confirm import refuse_unconfirmable
 from payrun.run._doubt import IN_DOUBT
 from payrun.run._lifecycle import event_loop_options, pay_ledger, with_client
-from payrun.run._organization import find_organization
+from payrun.run._organization import KnownOrganization, find_organization
 from payrun.run._outcome import RunObserver, RunOutcome, run_exit_code
 from payrun.run._planned import hold_unplanned
+from payrun.run._preflight import Lookup, look_up_accounts
 from payrun.run._schedule import FirstPass, execute_rounds
 from payrun.run._settle import bank_may_still_finish, doubt_until
 from payrun.run._state import Caller, RunHooks, RunState
@@ -53,7 +57,19 @@ from payrun.run._track import Followed, follow_submissions
 
 # Imported at run time only when a bank is called (keeps `validate` fast)
 if TYPE_CHECKING:
-    from payrun.bank import BankClient
+    from payrun.bank import BankClient, Organization
+
+# The rows whose source accounts a run may look up: open, or reopened (held, failed)
+_LOOKED_UP = frozenset(
+    {
+        RowStatus.PENDING,
+        RowStatus.CREATING,
+        RowStatus.CREATED,
+        RowStatus.SUBMITTING,
+        RowStatus.HELD,
+        RowStatus.FAILED,
+    }
+)
 
 __all__ = [
     "RunObserver",
@@ -107,10 +123,12 @@ async def run_stored_batch(
     settings: Settings,
     *,
     options: RunOptions,
+    known: KnownOrganization | None = None,
     **hooks: Unpack[RunHooks],
 ) -> RunOutcome:
     """Pay a batch whose rows a ledger already holds (``payrun fleet submit`` stored them),
-    exactly as ``run_batch`` pays a file's: the same phases, limits and resume.
+    exactly as ``run_batch`` pays a file's: the same phases, limits and resume. ``known``:
+    the key's organization as the fleet's route found it (``Caller.known``).
 
     Raises ``LedgerError`` when the ledger holds no such batch (nothing is created).
     """
@@ -126,7 +144,8 @@ async def run_stored_batch(
         else:
             ledger.close()
         raise
-    outcome = await pay_ledger(ledger, Caller.of(settings, options, hooks), _pay)
+    caller = replace(Caller.of(settings, options, hooks), known=known)
+    outcome = await pay_ledger(ledger, caller, _pay)
     outcome.ledger_path = location
     return outcome
 
@@ -177,7 +196,7 @@ async def _pay(
     rest of the run under the batch lock."""
     started = utc_now()
     settings, options = caller.settings, caller.options
-    org = await find_organization(client, settings)
+    org, looked_up = await _organization(caller, client, book)
     run_start.check_same_bank(ledger, settings, org)
     # No one to ask: refused before anything is read, waited for or created
     refuse_unconfirmable(org, options, caller.confirmer)
@@ -191,6 +210,7 @@ async def _pay(
     if options.plan is not None:
         hold_unplanned(book, options.plan)
     checks = new_preflight(client, org, book, options, caller.stop)
+    checks.adopt_lookups(looked_up)
     caller.watcher.note("checking source accounts, payees and recent payments")
     await checks.check_accounts()
     run = RunState(caller, client, org, book, checks, ledger)
@@ -199,6 +219,38 @@ async def _pay(
     bank = bank_identity(settings.base_url, org.url)
     with ledger.hold_batch(book.all(), bank, note=caller.watcher.note):
         return await _pay_locked(run, started)
+
+
+async def _organization(
+    caller: Caller, client: BankClient, book: RowBook
+) -> tuple[Organization, dict[str, Lookup]]:
+    """The key's organization; with what the caller knew of it (``Caller.known``), read at
+    once with the index and with the lookups of the rows' source accounts in it, which are
+    kept only when the bank still says the same organization (reads only: nothing is
+    recorded before the organization is checked)."""
+    known = caller.known
+    if known is None:
+        return await find_organization(client, caller.settings), {}
+    sources = {row.source_account for row in book.all() if row.status in _LOOKED_UP}
+    found: list[Organization | PayrunError] = []
+    looked_up: dict[str, Lookup] = {}
+
+    async def organization() -> None:
+        try:
+            found.append(await find_organization(client, caller.settings, known=known))
+        except PayrunError as exc:
+            found.append(exc)
+
+    async def accounts() -> None:
+        looked_up.update(await look_up_accounts(client, known.organization, sources))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(organization)
+        group.start_soon(accounts)
+    org = found[0]
+    if isinstance(org, PayrunError):
+        raise org
+    return org, looked_up if org == known.organization else {}
 
 
 async def _pay_locked(run: RunState, started: datetime) -> RunOutcome:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from payrun._models import LedgerRow, PayeeCheck, RowStatus, RowUpdate, format_money
+from payrun.errors import PayrunError
 from payrun.run._bankview import BankView
 from payrun.run._book import RowBook
 from payrun.run._changed import Known, changed_details_holds
@@ -57,9 +58,11 @@ if TYPE_CHECKING:
     from payrun.run._stop import StopSignal
 
 __all__ = [
+    "Lookup",
     "PayeeKey",
     "Preflight",
     "find_repeats",
+    "look_up_accounts",
 ]
 
 # Of the organization's in-flight slots, the reads leave this share to payments already
@@ -74,6 +77,8 @@ _REJECTED = RowStatus.REJECTED
 _PAYEES_READ, _PAYMENTS_READ = 2, 3
 # Given an account and rows it may pay before its owner's payee list is read to its end
 _Early = Callable[["BankAccount", list[LedgerRow]], object]
+Lookup = tuple["BankAccount | None", "str | None"]
+"""A source account looked up: the account, and why it cannot pay (``BankView.resolve``)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -117,6 +122,8 @@ class Preflight:
         self._taken: set[int] = set()
         # Whether an account's balance covers every row it had to pay (``take_early``)
         self._covered: dict[str, bool] = {}
+        # Source accounts already looked up (``adopt_lookups``), by source
+        self._looked_up: dict[str, Lookup] = {}
 
     @property
     def accounts(self) -> dict[str, BankAccount]:
@@ -179,8 +186,19 @@ class Preflight:
             if problem:
                 self._fail(row, problem)
 
+    def adopt_lookups(self, found: Mapping[str, Lookup]) -> None:
+        """Source accounts ``look_up_accounts`` looked up for this organization:
+        ``check_accounts`` takes these answers instead of asking again."""
+        self._looked_up.update(found)
+
     async def _check_plan(self, plan: AccountPlan) -> None:
-        plan.account, plan.problem = await self.bank.resolve(plan.source)
+        found = self._looked_up.pop(plan.source, None)
+        if found is None:
+            found = await self.bank.resolve(plan.source)
+        elif found[0] is not None:
+            # Recorded as ``resolve`` records what it finds
+            self.bank.accounts[found[0].url] = found[0]
+        plan.account, plan.problem = found
 
     def _fail(self, row: LedgerRow, reason: str) -> None:
         prefix = "payment created but not submitted: " if row.payment_url else ""
@@ -582,6 +600,27 @@ def _deactivated_reason(row: LedgerRow) -> str:
         " deactivated at the bank, and a deactivated payee cannot be reactivated;"
         " confirm the details with the payee, then add them again in the bank's app"
     )
+
+
+async def look_up_accounts(
+    client: BankClient, org: Organization, sources: Iterable[str]
+) -> dict[str, Lookup]:
+    """Every source account of ``sources`` looked up at once in ``org``, recording nothing:
+    what ``check_accounts`` would find (``Preflight.adopt_lookups``). A lookup that failed
+    is left out: ``check_accounts`` asks again, and meets its error in its own order."""
+    bank = BankView(client, org)
+    found: dict[str, Lookup] = {}
+
+    async def one(source: str) -> None:
+        try:
+            found[source] = await bank.resolve(source)
+        except PayrunError:
+            return
+
+    async with anyio.create_task_group() as group:
+        for source in sorted(set(sources)):
+            group.start_soon(one, source)
+    return found
 
 
 async def _all_at_once(reads: Sequence[_Read], *, workers: int) -> None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from payrun.ledger import LedgerStore
     from payrun.run._book import RowBook
     from payrun.run._confirm import Confirmer
+    from payrun.run._organization import KnownOrganization
     from payrun.run._preflight import Preflight
 
 __all__ = ["Caller", "RunHooks", "RunState"]
@@ -45,6 +46,9 @@ class Caller:
     watcher: RunObserver
     stop: StopSignal
     confirmer: Confirmer | None = None
+    # What the caller already found of the key's organization (a fleet's route): read
+    # again at once with the index and the accounts, used only when the bank agrees
+    known: KnownOrganization | None = None
 
     @classmethod
     def of(cls, settings: Settings, options: RunOptions, hooks: RunHooks) -> Caller:
