@@ -148,6 +148,8 @@ def serve_tiny(latency_ms: int) -> None:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    # Listening before the address is printed: the first connects queue instead of failing
+    sock.listen(1024)
     print(f"PAYRUN_BASE_URL=http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
     print("PAYRUN_API_KEY=tiny", flush=True)
     config = uvicorn.Config(app, log_level="warning", http="httptools", loop="uvloop")

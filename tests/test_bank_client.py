@@ -780,6 +780,32 @@ async def test_reset_after_sending_a_write_is_unknown_and_waited_for() -> None:
     assert info.value.late
 
 
+@pytest.mark.parametrize("coded", [False, True], ids=["plain", "gzip"])
+async def test_an_answer_cut_short_of_its_content_length_is_unknown(coded: bool) -> None:
+    """A create answered with fewer bytes than its Content-Length, then a hang-up: an
+    unknown outcome (never a short body read as the answer), one request."""
+    received: list[bytes] = []
+
+    async def cut_short(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            received.append(await stream.receive())
+            coding = b"Content-Encoding: gzip\r\n" if coded else b""
+            await stream.send(
+                b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
+                + coding
+                + b'Content-Length: 400\r\n\r\n{"payment-url": "/v0/payments/pm.x"}'
+            )
+
+    async with _raw_bank(cut_short) as settings:
+        transport = make_transport(timeout=5)
+        async with BankClient(transport, settings, retry=RetryPolicy.no_wait()) as bank:
+            with pytest.raises(OutcomeUnknownError):
+                await bank.create_payment(
+                    ACCOUNT, payee_url=PAYEE, amount=Decimal(1), reference=None
+                )
+    assert len(received) == 1
+
+
 async def test_a_url_the_transport_cannot_send_is_a_clear_bank_error() -> None:
     """A URL with a bad port is refused before sending, naming the request."""
     transport = make_transport(timeout=5)

@@ -20,6 +20,8 @@ __all__ = ["BankOrigin"]
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Control characters, space, DEL and the backslash: URL parsers disagree about them
 _AMBIGUOUS = re.compile(r"[\x00-\x20\x7f\\]")
+# A path from the root (not ``//``: a host) with no fragment and none of those characters
+_PLAIN_PATH = re.compile(r"/(?!/)[^#\x00-\x20\x7f\\]*")
 Origin = tuple[str, str, int]
 
 
@@ -44,7 +46,7 @@ def _ambiguous(url: str) -> bool:
 
 def _plain_path(url: str) -> bool:
     """True for a path from the root with nothing a parser could read two ways."""
-    return url[:1] == "/" and url[1:2] != "/" and "#" not in url and not _ambiguous(url)
+    return _PLAIN_PATH.fullmatch(url) is not None
 
 
 class BankOrigin:

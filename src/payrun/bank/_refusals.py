@@ -41,6 +41,7 @@ _PARSE_ERRORS = (KeyError, TypeError, ValueError, ArithmeticError, AttributeErro
 _UNDECODABLE = (ValueError, RecursionError)
 """What ``json.loads`` raises for bytes that are not JSON, or JSON nested too deep to decode."""
 _NO_SECRETS = Secrets()
+_DECODER = json.JSONDecoder()
 
 KNOWN_CODES = (
     "payment-amount-exceeds-scheme-limit",
@@ -149,11 +150,12 @@ def error_from_response(
 
 
 def answer_object(
-    content: bytes, where: str, *, write: bool, secrets: Secrets = _NO_SECRETS
+    content: bytes, method: str, url: str, *, write: bool, secrets: Secrets = _NO_SECRETS
 ) -> dict[str, Any]:
-    """The JSON object of a 2xx answer to ``where`` (``{}`` if empty); else a ``BankError``."""
+    """The JSON object of a 2xx answer to ``method`` ``url`` (``{}`` if empty); else a
+    ``BankError``."""
     try:
-        data = json.loads(content) if content else {}
+        data = _loads(content) if content else {}
     except ValueError:
         # An HTML page from a proxy, or bytes that are not even text
         problem = "was not JSON"
@@ -163,11 +165,19 @@ def answer_object(
         if isinstance(data, dict):
             return data
         problem = "was JSON but not an object"
-    msg = f"the bank's answer to {secrets.mask(where)} {problem}"
+    msg = f"the bank's answer to {secrets.mask(f'{method} {url}')} {problem}"
     # The bank may have acted before its answer went wrong
     if write:
         msg = f"{msg}; it may or may not have taken effect"
     raise (OutcomeUnknownError if write else BankError)(msg)
+
+
+def _loads(content: bytes) -> Any:
+    """``json.loads(content)``: an object's bytes (``{`` then anything but NUL, which
+    ``json.loads`` reads as UTF-8) go straight to the decoder, without its encoding sniff."""
+    if content[:1] == b"{" and content[1:2] != b"\x00":
+        return _DECODER.decode(content.decode("utf-8", "surrogatepass"))
+    return json.loads(content)
 
 
 def _error_items(text: str) -> list[dict[str, Any]]:

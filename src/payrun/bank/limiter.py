@@ -14,7 +14,9 @@ requests wait until the holders drop below it, so no slot is granted above the l
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Coroutine
 from types import TracebackType
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -161,8 +163,9 @@ class _Slot:
         self._limiter = limiter
         self._urgent = urgent
 
-    async def __aenter__(self) -> int:
-        return await self._limiter._take(self._urgent)
+    def __aenter__(self) -> Coroutine[Any, Any, int]:
+        # ``_take``'s own coroutine, not one awaiting it: a frame less per request
+        return self._limiter._take(self._urgent)
 
     async def __aexit__(
         self,
