@@ -23,6 +23,18 @@ Its processes keep compiled bytecode in a folder of their own (as an installed p
 has it), and its poll of the batches' states is one connection's cheap read, so neither
 counts as payrun's cost.
 
+With ``--plain``, the reference floor instead: the same banks, batch files and warm-up
+choice, paid not by payrun but by a plain aiohttp client with a SQLite ledger
+(``bench_run.plain_pay``: find the organization and accounts, read the payees, create those
+it lacks, create and submit every row, 50 requests in flight per organization and 3
+submits per account, one commit per result; no Confirmation of Payee or other checks
+beyond what paying needs; the manifest's batches have ``confirm_payees`` off too). One
+command (``bench_run.py --plain-fleet N``, started when payrun's submit would be) of
+``--processes`` forked processes (default the cores, as the worker), the organizations
+dealt round-robin over them; each organization's share is its bound over the time from
+the command's start to its last answer committed; CPU ms per payment is the command's,
+its processes included (rusage of the reaped children). No Temporal or PostgreSQL runs.
+
 With ``--handover``, one batch on 2 workers: the paying worker is killed with kill -9 and
 the time until the other worker holds the batch (and until its next payment) is measured,
 with the default heartbeat timeout. The machine may be shared: ``uptime`` is printed
@@ -31,12 +43,14 @@ before and after.
     python benchmarks/bench_fleet.py                      # ~1 min
     python benchmarks/bench_fleet.py --processes 1        # one process, as before issue 31
     python benchmarks/bench_fleet.py --rows 200 --orgs 3  # a quick look
+    python benchmarks/bench_fleet.py --plain              # the plain client's floor
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import resource
 import signal
@@ -72,6 +86,7 @@ from payrun.fleet._store import FINAL_STATES  # noqa: E402
 
 LATENCY_MS = 50
 WARM_UP_ROWS = 20
+BENCH_RUN = Path(__file__).with_name("bench_run.py")
 TICKS = os.sysconf("SC_CLK_TCK")
 _TIMELINE = ("first_request", "first_payment", "last_answer")
 
@@ -378,6 +393,101 @@ def _reaped_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
+def plain_command(
+    folder: Path, banks: list[tuple[str, str]], prefix: str, processes: int
+) -> tuple[float, dict[str, float], float]:
+    """One ``bench_run.py --plain-fleet`` command paying ``prefix``N.csv at bank N: its
+    start (``time.time()``), seconds from it to each organization's last result, and the
+    CPU of the command and its processes."""
+    jobs = [
+        {
+            "name": f"{prefix}{n}",
+            "base_url": base_url,
+            "api_key": key,
+            "batch": str(folder / f"{prefix}{n}.csv"),
+            "ledger": str(folder / f"{prefix}{n}-plain.sqlite"),
+        }
+        for n, (base_url, key) in enumerate(banks)
+    ]
+    rows = {job["name"]: _rows(Path(job["batch"])) for job in jobs}
+    before = _reaped_cpu()
+    started = time.time()
+    done = subprocess.run(
+        [sys.executable, str(BENCH_RUN), "--plain-fleet", str(processes)],
+        input=json.dumps(jobs),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    cpu = _reaped_cpu() - before
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    found = json.loads(done.stdout)
+    for one in found:
+        assert one["submitted"] == rows[one["name"]], one
+    return started, {one["name"]: one["ended"] - started for one in found}, cpu
+
+
+def _rows(batch: Path) -> int:
+    return len(batch.read_text("utf-8").splitlines()) - 1
+
+
+def plain_round(orgs: int, rows: int, processes: int, *, warm_up: bool) -> dict[str, Any]:
+    """The plain client's floor on the fleet's banks and batches (``--plain``)."""
+    bank_pids: list[int] = []
+    with sandboxes(orgs, bank_pids) as banks, tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        prepare(folder, banks, rows)
+        if warm_up:
+            prepare(folder, banks, WARM_UP_ROWS, prefix="warm")
+            plain_command(folder, banks, "warm", processes)
+        time.sleep(1)
+        reset_stats(banks)
+        banks_before = sum(tree_cpu(pid) for pid in bank_pids)
+        machine_before = busy_cores()
+        epoch, ended, cpu = plain_command(folder, banks, "org", processes)
+        banks_cpu = sum(tree_cpu(pid) for pid in bank_pids) - banks_before
+        machine = [
+            after - before for after, before in zip(busy_cores(), machine_before, strict=True)
+        ]
+        in_flight, submits = limits(banks)
+        seen = timelines(banks, epoch)
+    payments = orgs * rows
+    return {
+        "ended": ended,
+        "wall": max(ended.values()),
+        "cpu_ms": 1000 * cpu / payments,
+        "banks_ms": 1000 * banks_cpu / payments,
+        "busy": machine[0] / machine[1],
+        "timelines": seen,
+        "in_flight": in_flight,
+        "submits": submits,
+    }
+
+
+def print_plain(found: dict[str, Any], bound: float) -> None:
+    """The plain floor's figures, in the payrun round's style."""
+    fractions = {name: bound / wall for name, wall in sorted(found["ended"].items())}
+    print(
+        "plain floor: bound / own wall (command start to its last answer): "
+        + "  ".join(f"{name} {share:.2f}" for name, share in fractions.items())
+        + f"  lowest {min(fractions.values()):.2f}; all done after {found['wall']:.1f} s"
+    )
+    print(
+        f"plain CPU ms per payment: client {found['cpu_ms']:.2f}; banks' CPU ms per payment"
+        f" {found['banks_ms']:.2f}; machine {100 * found['busy']:.0f}% busy;"
+        f" peak in-flight/submits {found['in_flight']}/{found['submits']}"
+    )
+    print(
+        "  per bank, s from the command's start to its first request / first payment / last"
+        " answer, the bound / the paying span, round trips before the first payment: "
+        + "  ".join(
+            f"org{n} {first:.2f}/{paying:.2f}/{last:.2f} {bound / (last - paying):.2f} {trips}"
+            for n, (first, paying, last, trips) in enumerate(found["timelines"])
+        )
+    )
+
+
 def handover(cluster: str, temporal: str, rows: int) -> tuple[float, float]:
     """kill -9 of the paying worker: seconds until the other holds the batch, and until the
     batch's next payment."""
@@ -445,6 +555,11 @@ def main() -> None:
     )
     parser.add_argument("--handover", action="store_true", help="also time a kill -9 handover")
     parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="the floor instead: a plain aiohttp client (bench_run.py's) pays the same batches",
+    )
+    parser.add_argument(
         "--cold", action="store_true", help="no warm-up round: count the workers' first batches"
     )
     parser.add_argument(
@@ -463,9 +578,14 @@ def main() -> None:
     processes = args.processes or len(os.sched_getaffinity(0))
     print(
         f"{args.orgs} organizations x {args.rows} rows at {LATENCY_MS} ms; each organization's"
-        f" bound {bound:.2f} s; {args.commands} worker command(s) of {processes} process(es);"
+        f" bound {bound:.2f} s; {args.commands} {'plain' if args.plain else 'worker'}"
+        f" command(s) of {processes} process(es);"
         + (" cold" if args.cold else f" after a warm-up round of {args.orgs} x {WARM_UP_ROWS}")
     )
+    if args.plain:
+        print_plain(plain_round(args.orgs, args.rows, processes, warm_up=not args.cold), bound)
+        print(f"uptime after: {_uptime()}")
+        return
     with throwaway_cluster(durable=True) as cluster, temporal_dev_server() as temporal:
         found = one_round(
             cluster,

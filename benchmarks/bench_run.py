@@ -49,6 +49,7 @@ import math
 import os
 import resource
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -1139,20 +1140,47 @@ def write_many_payees_batch(directory: Path, rows: int, accounts: int, payees: i
     return path
 
 
-def plain_client(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901 - one script
-    """The reference: a plain aiohttp client with a SQLite ledger doing the run's work.
-
-    It finds the organization and its accounts, reads the owner's payee list (every page,
-    in sequence), creates the payees it lacks, then creates and submits every row's
-    payment (50 requests in flight, 3 submits per account), committing each result to
-    SQLite (WAL, synchronous=NORMAL, one commit per result).
-    """
-    import sqlite3  # noqa: PLC0415
-
-    import aiohttp  # noqa: PLC0415
+def plain_client(job: dict[str, Any]) -> dict[str, Any]:
+    """The reference: a plain aiohttp client with a SQLite ledger doing the run's work
+    (``plain_pay``) on uvloop."""
     import uvloop  # noqa: PLC0415
 
-    base, headers = job["base_url"], {"Authorization": f"ServiceAPIKey {job['api_key']}"}
+    return {"submitted": uvloop.run(plain_pay(job))}
+
+
+def _plain_group(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One process of ``plain_fleet``: its organizations paid at once on one uvloop loop;
+    per job, the rows submitted and when (``time.time()``) its last result was committed."""
+    import uvloop  # noqa: PLC0415
+
+    async def one(job: dict[str, Any]) -> dict[str, Any]:
+        submitted = await plain_pay(job)
+        return {"name": job["name"], "submitted": submitted, "ended": time.time()}
+
+    async def every() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(one(job) for job in jobs)))
+
+    return uvloop.run(every())
+
+
+def plain_fleet(jobs: list[dict[str, Any]], processes: int) -> list[dict[str, Any]]:
+    """``plain_pay`` for several organizations as one command of ``processes`` forked
+    processes (organizations dealt round-robin), each paying its share at once."""
+    import concurrent.futures  # noqa: PLC0415
+    import multiprocessing  # noqa: PLC0415
+
+    # As a script importing them at its top: the forked processes inherit them loaded
+    import aiohttp  # noqa: F401, PLC0415
+    import uvloop  # noqa: F401, PLC0415
+
+    groups = [jobs[n::processes] for n in range(processes) if jobs[n::processes]]
+    context = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(len(groups), mp_context=context) as pool:
+        return [found for group in pool.map(_plain_group, groups) for found in group]
+
+
+def _plain_ledger(job: dict[str, Any]) -> tuple[sqlite3.Connection, list[dict[str, str]]]:
+    """The plain client's SQLite ledger (every row pending) and the batch's rows."""
     db = sqlite3.connect(job["ledger"])
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
@@ -1165,12 +1193,28 @@ def plain_client(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901 - one scr
         "INSERT INTO rows VALUES (?, 'pending', NULL, NULL)", [(r["row_id"],) for r in batch]
     )
     db.commit()
+    return db, batch
+
+
+async def plain_pay(job: dict[str, Any]) -> int:  # noqa: C901 - one script
+    """A plain aiohttp client with a SQLite ledger doing the run's work; rows submitted.
+
+    It finds the organization and its accounts, reads the owner's payee list (every page,
+    in sequence), creates the payees it lacks, then creates and submits every row's
+    payment (50 requests in flight, 3 submits per account), committing each result to
+    SQLite (WAL, synchronous=NORMAL, one commit per result). No checks beyond what paying
+    needs: no Confirmation of Payee, restrictions, balances or repeat guard.
+    """
+    import aiohttp  # noqa: PLC0415
+
+    base, headers = job["base_url"], {"Authorization": f"ServiceAPIKey {job['api_key']}"}
+    db, batch = _plain_ledger(job)
 
     def commit(sql: str, *args: str) -> None:
         db.execute(sql, args)
         db.commit()
 
-    async def main() -> None:  # noqa: C901
+    async def main() -> None:  # noqa: C901, PLR0915
         connector = aiohttp.TCPConnector(limit=MAX_IN_FLIGHT)
         async with aiohttp.ClientSession(base, headers=headers, connector=connector) as http:
 
@@ -1254,10 +1298,10 @@ def plain_client(job: dict[str, Any]) -> dict[str, Any]:  # noqa: C901 - one scr
 
             await asyncio.gather(*(pay(row) for row in batch))
 
-    uvloop.run(main())
+    await main()
     submitted = db.execute("SELECT count(*) FROM rows WHERE status='submitted'").fetchone()[0]
     db.close()
-    return {"submitted": submitted}
+    return int(submitted)
 
 
 def _many_once(directory: Path, seed: Path, batch: Path, *, who: str, pin: bool) -> dict[str, Any]:
@@ -1409,6 +1453,7 @@ def main() -> int:
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--plain", help=argparse.SUPPRESS)
+    parser.add_argument("--plain-fleet", type=int, metavar="PROCESSES", help=argparse.SUPPRESS)
     parser.add_argument("--calibrate", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -1416,6 +1461,10 @@ def main() -> int:
         return 0
     if args.plain:
         print(json.dumps(plain_client(json.loads(args.plain))))
+        return 0
+    if args.plain_fleet:
+        # bench_fleet.py --plain: the jobs (API keys among them) come on stdin
+        print(json.dumps(plain_fleet(json.loads(sys.stdin.read()), args.plain_fleet)))
         return 0
     if args.calibrate:
         print(json.dumps(calibrate(json.loads(args.calibrate))))
