@@ -142,8 +142,7 @@ async def _answer(send: Any, status: int, body: bytes) -> None:
 def test_a_refused_organization_read_cancels_the_account_searches_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The key is refused at the organization (401) while the account searches wait on a slow,
-    failing bank (503): the run ends at once, no search retried."""
+    """A 401 on the organization ends the run at once: no account search (503s) is retried."""
     with serve_in_thread(latency_ms=5) as bank:
         given = _found(bank)
         ledger, _ = _stored(tmp_path, "refused", 5)
@@ -185,8 +184,7 @@ def _live_settings(bank: RunningSandbox, *, signed: bool) -> Settings:
 def test_a_known_live_organization_the_run_refuses_reads_no_account(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signed: bool, refused: type[PayrunError]
 ) -> None:
-    """A live-mode organization with no signing key, or no one to confirm (no --yes): the run
-    is refused with the organization read, and no account search is sent."""
+    """A live-mode organization the run refuses (no signing key, no one) sends no search."""
     seed = default_seed()
     seed["organization"] = {**seed["organization"], "organization-mode": "live-mode"}
     with serve_in_thread(seed=seed) as bank:
