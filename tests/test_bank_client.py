@@ -782,8 +782,7 @@ async def test_reset_after_sending_a_write_is_unknown_and_waited_for() -> None:
 
 @pytest.mark.parametrize("coded", [False, True], ids=["plain", "gzip"])
 async def test_an_answer_cut_short_of_its_content_length_is_unknown(coded: bool) -> None:
-    """A create answered with fewer bytes than its Content-Length, then a hang-up: an
-    unknown outcome (never a short body read as the answer), one request."""
+    """A create answer cut short of its Content-Length is an unknown outcome, one request."""
     received: list[bytes] = []
 
     async def cut_short(stream: anyio.abc.SocketStream) -> None:

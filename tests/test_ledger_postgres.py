@@ -95,9 +95,7 @@ def test_many_batches_share_one_database_each_under_its_own_name(database: str) 
 
 
 def test_a_group_commit_is_one_update_statement_with_its_values_bound(database: str) -> None:
-    """update_each: every row's changes go to the server as one UPDATE, its own transaction
-    (no BEGIN or COMMIT sent), with the values bound, not written into the text; each row
-    ends as its own changes say (NULLs, numbers, quotes kept, other fields untouched)."""
+    """update_each: one bound UPDATE, no BEGIN or COMMIT; each row ends as its changes say."""
     from datetime import UTC, datetime
 
     at = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
@@ -147,8 +145,7 @@ def test_a_group_commit_is_one_update_statement_with_its_values_bound(database: 
 def test_a_group_commit_reads_only_its_own_rows_of_a_batch_newer_than_the_statistics(
     database: str,
 ) -> None:
-    """update_each in a batch the table's statistics have not seen (every batch a fleet
-    worker pays): the server fetches the changed rows by their key, not the whole batch."""
+    """update_each in a batch newer than the statistics fetches the changed rows by key only."""
     with open_ledger(_where(database, "old")) as old:
         old.start(_info("old"), _rows(2000, "O"))
     with psycopg.connect(database, autocommit=True) as admin:

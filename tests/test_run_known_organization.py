@@ -5,18 +5,22 @@ Against a real sandbox bank (loopback HTTP) and a SQLite ledger."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from _run_helpers import bank_problems, make_rows, watch_requests, write_batch
 from payrun.bank import BankClient, make_transport
-from payrun.config import RunOptions, Secret, Settings, ValidationOptions
+from payrun.config import RunOptions, Secret, Settings, SigningKey, ValidationOptions
+from payrun.errors import AuthError, ConfigError, NotConfirmedError, PayrunError
 from payrun.ledger import open_ledger
 from payrun.run import KnownOrganization, RunOutcome, open_run_ledger, run_stored_batch
-from payrun.sandbox import RunningSandbox, serve_in_thread
+from payrun.sandbox import RunningSandbox, default_seed, serve_in_thread
 
 ROWS = 40
 
@@ -126,3 +130,69 @@ def test_an_organization_that_changed_since_the_route_is_looked_up_again(
         assert [row.status.value for row in outcome.rows] == ["submitted"] * ROWS
         assert bank_problems(bank, rows) == []  # type: ignore[arg-type]
     assert _bound_to(ledger) == real.organization.url
+
+
+async def _answer(send: Any, status: int, body: bytes) -> None:
+    """A raw ASGI answer with a JSON body."""
+    headers = [(b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def test_a_refused_organization_read_cancels_the_account_searches_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 401 on the organization ends the run at once: no account search (503s) is retried."""
+    with serve_in_thread(latency_ms=5) as bank:
+        given = _found(bank)
+        ledger, _ = _stored(tmp_path, "refused", 5)
+        searches: list[str] = []
+
+        async def refusing(scope: Any, receive: Any, send: Any) -> None:
+            path = str(scope["path"])
+            if path == given.at:
+                await _answer(send, 401, b'{"errors":[{"title":"unauthorized"}]}')
+            elif path.endswith("/bank/accounts/search"):
+                searches.append(path)
+                await anyio.sleep(0.3)
+                await _answer(send, 503, b'{"errors":[{"title":"unavailable"}]}')
+            else:
+                await serve_api(scope, receive, send)
+
+        serve_api = bank.app._serve_api  # noqa: SLF001 - the server's own request handler
+        monkeypatch.setattr(bank.app, "_serve_api", refusing)
+        began = time.monotonic()
+        with pytest.raises(AuthError):
+            _pay(bank, ledger, given)
+        took = time.monotonic() - began
+    with open_ledger(ledger, readonly=True) as opened:
+        sources = len({row.source_account for row in opened.rows()})
+    assert len(searches) <= sources, searches
+    assert took < 2, took  # noqa: PLR2004
+
+
+def _live_settings(bank: RunningSandbox, *, signed: bool) -> Settings:
+    key = SigningKey("k1", Ed25519PrivateKey.generate()) if signed else None
+    return replace(_settings(bank), signing=key)
+
+
+@pytest.mark.parametrize(
+    ("signed", "refused"),
+    [(False, ConfigError), (True, NotConfirmedError)],
+    ids=["unsigned", "no-one"],
+)
+def test_a_known_live_organization_the_run_refuses_reads_no_account(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signed: bool, refused: type[PayrunError]
+) -> None:
+    """A live-mode organization the run refuses (no signing key, no one) sends no search."""
+    seed = default_seed()
+    seed["organization"] = {**seed["organization"], "organization-mode": "live-mode"}
+    with serve_in_thread(seed=seed) as bank:
+        given = _found(bank)
+        ledger, _ = _stored(tmp_path, "live", 6)
+        seen = watch_requests(bank, monkeypatch)
+        settings = _live_settings(bank, signed=signed)
+        options = RunOptions(confirm_payees=False, settle_wait=1)
+        with pytest.raises(refused):
+            anyio.run(lambda: run_stored_batch(ledger, settings, options=options, known=given))
+    assert [kind for kind, _ in seen] == ["index", "organization"], seen

@@ -52,6 +52,7 @@ _PHASES: tuple[frozenset[str], ...] = (
 )
 _NEUTRAL = frozenset(
     {
+        "_at_once",
         "_book",
         "_doubt",
         "_gate",

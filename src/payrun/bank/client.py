@@ -233,7 +233,12 @@ class BankClient:
 
         A redirect from the index means the base URL is not the bank's API: a ``ConfigError``.
         """
-        return await self.read_organization(await self.organization_url())
+        return (await self.located_organization())[1]
+
+    async def located_organization(self) -> tuple[str, Organization]:
+        """``organization`` with the URL the index named (``organization_url``)."""
+        url = await self.organization_url()
+        return url, await self.read_organization(url)
 
     async def organization_url(self) -> str:
         """The URL of the key's organization: the index's ``organization-url``, else the

@@ -8,7 +8,8 @@ is a ``LedgerPlace`` that carries its own behaviour. The backends: an SQLite fil
 ``synchronous=NORMAL`` survives a process crash (kill -9), and a batch in a PostgreSQL
 database that many batches share (``PostgresLedger`` at a ``DatabaseLedger``; psycopg is
 imported only for it); both write through one SQL core (``_sql``). Every write
-goes through ``atomic()``, and the execution stage commits an *intent*
+is durable when it returns (through ``atomic()``; PostgreSQL's row updates are one
+autocommit statement each), and the execution stage commits an *intent*
 (``creating``/``submitting`` with its time) before each POST and the outcome after it. A
 lock file (in PostgreSQL a session-level advisory lock) stops two runs of one ledger at
 once, and each user's register of running batches (``hold_batch``, ``take_batch_lock``;

@@ -2,9 +2,13 @@
 
 Input: a ``DatabaseLedger`` (the database's URL and the batch's name) and, as for the SQLite
 file, the batch's rows and every state change of a run. Output: durable rows a later run
-resumes from, on whichever machine it runs. Every write goes through ``atomic()`` (one
-transaction; PostgreSQL's commit is durable when it returns), so the intent before each
-request is committed before the request is sent, and a group of rows' changes is one commit.
+resumes from, on whichever machine it runs. Every write is durable when its call returns
+(PostgreSQL's commit is durable when it returns), so the intent before each request is
+committed before the request is sent. The batch's record, its rows' insert and the register
+go through ``atomic()`` (one transaction); the rows' updates (``update_each``,
+``update_many``) do not: outside a transaction each is one autocommit statement, a group of
+rows' changes included, committed when it returns (inside an open ``atomic()`` it joins
+that transaction, at the cost of its own round trip; no run does that).
 
 Tables keyed by batch hold every batch: ``payrun_batches`` (one record per batch, the SQLite
 file's ``batch`` table plus ``id``, ``name`` and who holds it), ``payrun_rows`` (the file's
@@ -187,7 +191,8 @@ CREATE TABLE IF NOT EXISTS payrun_audit (
 
 class PostgresLedger(SQLLedger):
     """An open batch in a ledger database. Use ``PostgresLedger.open(where)`` (or
-    ``open_ledger``); close it (or use ``with``) when done."""
+    ``open_ledger``); close it (or use ``with``) when done. Row updates are one autocommit
+    statement each, not an ``atomic()`` block: durable when they return."""
 
     DIALECT = POSTGRES
 

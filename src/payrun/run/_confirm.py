@@ -34,6 +34,7 @@ __all__ = [
     "confirm_live_run",
     "preview_run",
     "refuse_unconfirmable",
+    "unconfirmable",
 ]
 
 _NOT_PAID = frozenset({RowStatus.INVALID, RowStatus.HELD, RowStatus.FAILED})
@@ -89,8 +90,9 @@ def refuse_unconfirmable(
     org: Organization, options: RunOptions, confirmer: Confirmer | None
 ) -> None:
     """Refuse (exit 2) a live-mode run no one can confirm (no terminal) and no --yes allows,
-    before anything else is read or created."""
-    if options.dry_run or options.assume_yes or confirmer is not None or not _is_live(org):
+    before anything else is read or created (a fleet's route that knew the organization
+    as another one, or in test mode, has had its source accounts looked up with it)."""
+    if not unconfirmable(org, options, confirmer):
         return
     msg = (
         f"nothing was created: {org.display_name} is a live-mode organization (real money),"
@@ -99,6 +101,11 @@ def refuse_unconfirmable(
         " (a scheduler: with --expect-count and --expect-total)"
     )
     raise NotConfirmedError(msg)
+
+
+def unconfirmable(org: Organization, options: RunOptions, confirmer: Confirmer | None) -> bool:
+    """Whether ``refuse_unconfirmable`` refuses a run of ``org``."""
+    return not (options.dry_run or options.assume_yes or confirmer is not None) and _is_live(org)
 
 
 def preview_run(

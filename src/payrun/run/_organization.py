@@ -15,21 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import anyio
-
 from payrun.config import redact_url
-from payrun.errors import (
-    BankError,
-    BankRejectedError,
-    BankUnavailableError,
-    ConfigError,
-    PayrunError,
-)
+from payrun.errors import BankError, BankRejectedError, BankUnavailableError, ConfigError
+from payrun.run._at_once import Read, all_at_once, raise_first_error
 
 # The bank client is imported only by runs that talk to a bank
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
     from payrun.bank import BankClient, Organization
     from payrun.config import Settings
 
@@ -119,30 +110,26 @@ async def ask_organization(
     bank client's errors as they are). With ``known``, the index and the organization at
     ``known.at`` are read at once: that answer is the organization when the index names
     ``known.at``, else the one it names is read (each error as the reads one after the
-    other would have met it)."""
+    other would have met it; an index that fails cancels the organization's read)."""
     if known is None:
-        at = await client.organization_url()
-        return KnownOrganization(at, await client.read_organization(at))
+        return KnownOrganization(*await client.located_organization())
     at = known.at
-    answers: dict[str, str | Organization | PayrunError] = {}
+    answers: dict[str, str | Organization] = {}
 
-    async def read(what: str, call: Callable[[], Awaitable[str | Organization]]) -> None:
-        try:
-            answers[what] = await call()
-        except PayrunError as exc:
-            answers[what] = exc
+    async def index() -> None:
+        answers["index"] = await client.organization_url()
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(read, "index", client.organization_url)
-        group.start_soon(read, "organization", lambda: client.read_organization(at))
+    async def organization() -> None:
+        answers["organization"] = await client.read_organization(at)
+
+    reads = [Read((0, 0), index, fatal=True), Read((1, 0), organization)]
+    await all_at_once(reads, workers=len(reads))
+    raise_first_error(reads[:1])
     url = answers["index"]
-    if isinstance(url, PayrunError):
-        raise url
     assert isinstance(url, str)
     if url != at:
         return KnownOrganization(url, await client.read_organization(url))
+    raise_first_error(reads)
     found = answers["organization"]
-    if isinstance(found, PayrunError):
-        raise found
     assert not isinstance(found, str)
     return KnownOrganization(at, found)

@@ -27,11 +27,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
-import anyio
-
-from payrun._models import BatchInfo, LedgerRow, RowStatus, utc_now
+from payrun._models import BatchInfo, LedgerRow, utc_now
 from payrun.config import RunOptions, Settings, ValidationOptions
-from payrun.errors import LedgerError, PayrunError
+from payrun.errors import LedgerError
 from payrun.ledger import (
     LedgerLocation,
     LedgerStore,
@@ -41,12 +39,13 @@ from payrun.ledger import (
     open_ledger,
 )
 from payrun.run import _start as run_start
+from payrun.run._at_once import Read, all_at_once, raise_first_error
 from payrun.run._book import RowBook
 from payrun.run._checks import check_before_paying, new_preflight
-from payrun.run._confirm import refuse_unconfirmable
+from payrun.run._confirm import refuse_unconfirmable, unconfirmable
 from payrun.run._doubt import IN_DOUBT
 from payrun.run._lifecycle import event_loop_options, pay_ledger, with_client
-from payrun.run._organization import KnownOrganization, find_organization
+from payrun.run._organization import LIVE_MODE, KnownOrganization, find_organization
 from payrun.run._outcome import RunObserver, RunOutcome, run_exit_code
 from payrun.run._planned import hold_unplanned
 from payrun.run._preflight import Lookup, look_up_accounts
@@ -58,18 +57,6 @@ from payrun.run._track import Followed, follow_submissions
 # Imported at run time only when a bank is called (keeps `validate` fast)
 if TYPE_CHECKING:
     from payrun.bank import BankClient, Organization
-
-# The rows whose source accounts a run may look up: open, or reopened (held, failed)
-_LOOKED_UP = frozenset(
-    {
-        RowStatus.PENDING,
-        RowStatus.CREATING,
-        RowStatus.CREATED,
-        RowStatus.SUBMITTING,
-        RowStatus.HELD,
-        RowStatus.FAILED,
-    }
-)
 
 __all__ = [
     "RunObserver",
@@ -225,32 +212,37 @@ async def _organization(
     caller: Caller, client: BankClient, book: RowBook
 ) -> tuple[Organization, dict[str, Lookup]]:
     """The key's organization; with what the caller knew of it (``Caller.known``), read at
-    once with the index and with the lookups of the rows' source accounts in it, which are
-    kept only when the bank still says the same organization (reads only: nothing is
-    recorded before the organization is checked)."""
+    once with the index and, unless the run would be refused (``_looks_early``), with the
+    lookups of the rows' source accounts in it, which are kept only when the bank still
+    says the same organization (reads only: nothing is recorded before the organization is
+    checked). An organization read that fails cancels the lookups."""
     known = caller.known
-    if known is None:
-        return await find_organization(client, caller.settings), {}
-    sources = {row.source_account for row in book.all() if row.status in _LOOKED_UP}
-    found: list[Organization | PayrunError] = []
+    if known is None or not _looks_early(known.organization, caller):
+        return await find_organization(client, caller.settings, known=known), {}
+    found: list[Organization] = []
     looked_up: dict[str, Lookup] = {}
 
     async def organization() -> None:
-        try:
-            found.append(await find_organization(client, caller.settings, known=known))
-        except PayrunError as exc:
-            found.append(exc)
+        found.append(await find_organization(client, caller.settings, known=known))
 
     async def accounts() -> None:
-        looked_up.update(await look_up_accounts(client, known.organization, sources))
+        looked_up.update(await look_up_accounts(client, known.organization, book))
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(organization)
-        group.start_soon(accounts)
-    org = found[0]
-    if isinstance(org, PayrunError):
-        raise org
-    return org, looked_up if org == known.organization else {}
+    reads = [Read((0, 0), organization, fatal=True), Read((1, 0), accounts)]
+    await all_at_once(reads, workers=len(reads))
+    raise_first_error(reads)
+    return found[0], looked_up if found[0] == known.organization else {}
+
+
+def _looks_early(known: Organization, caller: Caller) -> bool:
+    """Whether the source accounts are looked up with the organization read: not for a
+    live-mode organization the run refuses (no signing key, no one to confirm), which is
+    refused before anything else is read. A fleet's live-mode batch (its submit, as
+    ``--yes``, is the go-ahead: docs/fleet.md) with its signing key is looked up early."""
+    if known.mode != LIVE_MODE:
+        return True
+    signed = caller.settings.signing is not None
+    return signed and not unconfirmable(known, caller.options, caller.confirmer)
 
 
 async def _pay_locked(run: RunState, started: datetime) -> RunOutcome:

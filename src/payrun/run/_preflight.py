@@ -24,8 +24,7 @@ whichever answer came first.
 from __future__ import annotations
 
 from collections import ChainMap, defaultdict
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import timedelta
 from decimal import Decimal
 from functools import partial
@@ -35,6 +34,7 @@ import anyio
 
 from payrun._models import LedgerRow, PayeeCheck, RowStatus, RowUpdate, format_money
 from payrun.errors import PayrunError
+from payrun.run._at_once import Read, all_at_once, raise_first_error
 from payrun.run._bankview import BankView
 from payrun.run._book import RowBook
 from payrun.run._changed import Known, changed_details_holds
@@ -69,6 +69,8 @@ __all__ = [
 # allowed to start
 _READ_SHARE = 0.8
 _OPEN = (RowStatus.PENDING, RowStatus.CREATING, RowStatus.CREATED, RowStatus.SUBMITTING)
+# Rows a run reopens before its checks (``reopen_unfinished``)
+_REOPENED = (RowStatus.HELD, RowStatus.FAILED)
 _MID_CALL = (RowStatus.CREATING, RowStatus.SUBMITTING)
 _REJECTED = RowStatus.REJECTED
 """A payment the approver rejected paid nothing: its details are no old detail."""
@@ -79,16 +81,6 @@ _PAYEES_READ, _PAYMENTS_READ = 2, 3
 _Early = Callable[["BankAccount", list[LedgerRow]], object]
 Lookup = tuple["BankAccount | None", "str | None"]
 """A source account looked up: the account, and why it cannot pay (``BankView.resolve``)."""
-
-
-@dataclass(slots=True, eq=False)
-class _Read:
-    """One list read by ``read_accounts``: where it stands in the error order, its outcome."""
-
-    order: tuple[int, int]
-    work: Callable[[], Awaitable[None]]
-    done: anyio.Event = field(default_factory=anyio.Event)
-    error: Exception | None = None
 
 
 class Preflight:
@@ -168,11 +160,11 @@ class Preflight:
             for source in sorted({r.source_account for r in rows})
         }
         lookups = [
-            _Read((index, 0), partial(self._check_plan, plan))
+            Read((index, 0), partial(self._check_plan, plan))
             for index, plan in enumerate(self.plans.values())
         ]
-        await _all_at_once(lookups, workers=len(lookups))
-        _raise_first_error(lookups)
+        await all_at_once(lookups, workers=len(lookups))
+        raise_first_error(lookups)
         bind: dict[int, RowUpdate] = {}
         for row in rows:
             plan = self.plans[row.source_account]
@@ -227,20 +219,20 @@ class Preflight:
         clock = bank.client.clock
         now = clock.now()
         groups = self.book.by_account(*_OPEN)
-        reads: list[_Read] = []
-        owners: dict[str, _Read] = {}
-        waits: list[tuple[AccountPlan, list[_Read]]] = []
+        reads: list[Read] = []
+        owners: dict[str, Read] = {}
+        waits: list[tuple[AccountPlan, list[Read]]] = []
         for index, plan in enumerate(self.plans.values()):
             account = plan.account
             if account is None:
                 continue
-            mine: list[_Read] = []
+            mine: list[Read] = []
             if plan.problem is None:
-                mine.append(_Read((index, 1), partial(bank.read_restrictions, account)))
+                mine.append(Read((index, 1), partial(bank.read_restrictions, account)))
             owner = owners.get(account.owner_url)
             if owner is None:
                 bank.listing(account.owner_url)
-                owner = owners[account.owner_url] = _Read(
+                owner = owners[account.owner_url] = Read(
                     (index, _PAYEES_READ), partial(bank.read_payees, account.owner_url)
                 )
             mine.append(owner)
@@ -249,21 +241,21 @@ class Preflight:
             since = min([now - self._window, *(clock.to_bank(t) - CLOCK_SKEW for t in intents)])
             if rows and (self._window or intents):
                 mine.append(
-                    _Read((index, _PAYMENTS_READ), partial(bank.read_payments, account, since))
+                    Read((index, _PAYMENTS_READ), partial(bank.read_payments, account, since))
                 )
             reads.extend(r for r in mine if r is not owner or r.order[0] == index)
             waits.append((plan, mine))
         cap = bank.client.limiter.cap
         async with anyio.create_task_group() as group:
-            group.start_soon(partial(_all_at_once, reads, workers=max(1, int(cap * _READ_SHARE))))
+            group.start_soon(partial(all_at_once, reads, workers=max(1, int(cap * _READ_SHARE))))
             for plan, mine in waits:
                 group.start_soon(self._account_read, plan, mine, ready, early)
-        _raise_first_error(reads)
+        raise_first_error(reads)
 
     async def _account_read(
         self,
         plan: AccountPlan,
-        reads: list[_Read],
+        reads: list[Read],
         ready: Callable[[BankAccount], object] | None,
         early: _Early | None = None,
     ) -> None:
@@ -290,7 +282,7 @@ class Preflight:
         if ready is not None and not any(read.error for read in reads):
             ready(account)
 
-    async def _before_listed(self, plan: AccountPlan, reads: list[_Read], early: _Early) -> None:
+    async def _before_listed(self, plan: AccountPlan, reads: list[Read], early: _Early) -> None:
         """Once the account's reads but its owner's payees are done, and until those are
         read to their end: give ``early`` the rows ``take_early`` finds each time more
         payees have come (none when a read failed or the account cannot pay)."""
@@ -603,53 +595,25 @@ def _deactivated_reason(row: LedgerRow) -> str:
 
 
 async def look_up_accounts(
-    client: BankClient, org: Organization, sources: Iterable[str]
+    client: BankClient, org: Organization, book: RowBook
 ) -> dict[str, Lookup]:
-    """Every source account of ``sources`` looked up at once in ``org``, recording nothing:
-    what ``check_accounts`` would find (``Preflight.adopt_lookups``). A lookup that failed
-    is left out: ``check_accounts`` asks again, and meets its error in its own order."""
+    """The source accounts of the book's rows a run may pay (open, or reopened: held,
+    failed) looked up at once in ``org``, recording nothing: what ``check_accounts`` would
+    find (``Preflight.adopt_lookups``). A lookup that failed is left out: ``check_accounts``
+    asks again, and meets its error in its own order."""
     bank = BankView(client, org)
     found: dict[str, Lookup] = {}
 
     async def one(source: str) -> None:
-        try:
-            found[source] = await bank.resolve(source)
-        except PayrunError:
-            return
+        found[source] = await bank.resolve(source)
 
-    async with anyio.create_task_group() as group:
-        for source in sorted(set(sources)):
-            group.start_soon(one, source)
+    rows = book.in_status(*_OPEN, *_REOPENED)
+    sources = sorted({row.source_account for row in rows})
+    reads = [Read((index, 0), partial(one, source)) for index, source in enumerate(sources)]
+    await all_at_once(reads, workers=len(reads))
+    # A bug is no failed lookup
+    raise_first_error(read for read in reads if not isinstance(read.error, PayrunError))
     return found
-
-
-async def _all_at_once(reads: Sequence[_Read], *, workers: int) -> None:
-    """Run the reads in their order, ``workers`` at a time; each keeps its error."""
-    queue = list(reads)
-    queue.reverse()
-
-    async def worker() -> None:
-        while queue:
-            read = queue.pop()
-            try:
-                await read.work()
-            except Exception as exc:  # noqa: BLE001 - raised in order by _raise_first_error
-                read.error = exc
-            finally:
-                read.done.set()
-
-    async with anyio.create_task_group() as group:
-        for _ in range(min(workers, len(queue))):
-            group.start_soon(worker)
-
-
-def _raise_first_error(reads: Iterable[_Read]) -> None:
-    """Raise the error of the first read, in their fixed order, that failed."""
-    failed = [read for read in reads if read.error is not None]
-    if failed:
-        first = min(failed, key=lambda read: read.order)
-        assert first.error is not None
-        raise first.error
 
 
 _DID_NOT_PAY = frozenset({"failed", "returned"})
