@@ -74,10 +74,8 @@ def test_a_kept_organization_is_found_only_for_the_same_key_at_the_same_bank(url
 
 
 @pytest.mark.parametrize("kept", ["not json", '{"at": 5}', "[1]", '{"at": "/v0/x"}'])
-def test_a_malformed_kept_organization_reads_as_nothing_known(
-    url: str, kept: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A malformed kept organization: the lookup finds nothing, status shows the batch."""
+def test_a_malformed_kept_organization_reads_as_nothing_known(url: str, kept: str) -> None:
+    """A malformed kept organization: the lookup finds nothing, the batch knows nothing."""
     store = _routed(url, Secret("key"))
     with psycopg.connect(url, autocommit=True) as db:
         db.execute("UPDATE payrun_fleet SET organization = %s", (kept,))
@@ -85,6 +83,17 @@ def test_a_malformed_kept_organization_reads_as_nothing_known(
     batch = store.batch("b1")
     assert batch is not None
     assert batch.known is None
+
+
+def test_status_shows_a_batch_whose_kept_organization_is_malformed(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fleet status`` shows a batch whose kept organization is not JSON, no traceback."""
+    store = FleetStore(DatabaseURL(Secret(url)))
+    store.ensure_schema()
+    store.register(_entry("b1"), {})
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("UPDATE payrun_fleet SET organization = 'not json'")
     code = main(["fleet", "status", "--ledger-url", url, "--format", "json"])
     out, err = capsys.readouterr()
     assert code == 0, err

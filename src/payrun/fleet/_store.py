@@ -6,7 +6,9 @@ PostgreSQL ledger, ``payrun.ledger.connect_database``). Output: ``FleetBatch`` r
 with each batch's rows counted by status from the ledger's own rows. The batch's rows
 live in the ledger's tables (``payrun_batches``/``payrun_rows``, written by the same code
 as ``payrun run``); this table holds only what Temporal must not: the bank's address,
-the key's name and the cut-off, looked up by the batch's name. psycopg's errors become
+the key's name and the cut-off, looked up by the batch's name, and what a route found of
+the key's organization (with the bank's address and a digest of the key it was found for,
+never the key: ``organization_of``). psycopg's errors become
 one-line ``LedgerError`` messages with the URL's password masked, by the ledger's own
 translation (``payrun.ledger.database_errors``).
 """
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from payrun.fleet._manifest import BatchEntry
     from payrun.run import KnownOrganization
 
-__all__ = ["FINAL_STATES", "FleetBatch", "FleetStore", "key_digest", "worker_identity"]
+__all__ = ["FINAL_STATES", "FleetBatch", "FleetStore", "worker_identity"]
 
 FINAL_STATES = frozenset({"done", "incomplete", "refused"})
 """States a batch ends in (the contract's ``status``); before that: queued, paying."""
@@ -140,16 +142,16 @@ class FleetBatch:
     @property
     def known(self) -> KnownOrganization | None:
         """What the batch's route found of the key's organization (None: nothing)."""
-        return known_organization(self.organization)
+        return _known_organization(self.organization)
 
 
-def key_digest(key: Secret) -> str:
+def _key_digest(key: Secret) -> str:
     """A fingerprint of an API key that tells keys apart and does not reveal them: the
     start of its SHA-256, in hex (kept beside what a route found of its organization)."""
     return hashlib.sha256(key.reveal().encode()).hexdigest()[:_KEY_DIGEST_CHARS]
 
 
-def stored_organization(known: KnownOrganization) -> dict[str, str] | None:
+def _stored_organization(known: KnownOrganization) -> dict[str, str] | None:
     """What the fleet's table keeps of ``known`` (``FleetBatch.organization``): the URL the
     index named (``at``) and the organization's fields by name; None (nothing kept) when
     one is not text."""
@@ -159,7 +161,7 @@ def stored_organization(known: KnownOrganization) -> dict[str, str] | None:
     return fields if all(isinstance(value, str) for value in fields.values()) else None
 
 
-def known_organization(stored: Mapping[str, str] | None) -> KnownOrganization | None:
+def _known_organization(stored: Mapping[str, str] | None) -> KnownOrganization | None:
     """What a route found of a key's organization, as the fleet's table keeps it (None:
     nothing, or not readable: the bank is asked as ``payrun run`` asks it)."""
     if not isinstance(stored, Mapping):
@@ -340,11 +342,11 @@ class FleetStore:
         what the bank said of that organization to the API key ``key`` (its links: the
         batch's run reads them again, at once with its accounts; a later route of the
         same key at the bank of ``base_url`` too: ``organization_of``). Only a digest of
-        the key is kept (``key_digest``)."""
-        fields = None if known is None else stored_organization(known)
+        the key is kept (``_key_digest``)."""
+        fields = None if known is None else _stored_organization(known)
         found = None if fields is None else json.dumps(fields, sort_keys=True)
         bank = None if base_url is None else normalized_base_url(base_url)
-        digest = None if key is None else key_digest(key)
+        digest = None if key is None else _key_digest(key)
         with self._connection() as db:
             db.execute(
                 "UPDATE payrun_fleet SET lane_id = %s, lane_label = %s, organization = %s,"
@@ -360,9 +362,9 @@ class FleetStore:
                 "SELECT organization FROM payrun_fleet WHERE organization_bank = %s"
                 " AND organization_key = %s AND organization IS NOT NULL"
                 " ORDER BY submitted_at DESC LIMIT 1",
-                (normalized_base_url(base_url), key_digest(key)),
+                (normalized_base_url(base_url), _key_digest(key)),
             ).fetchone()
-        return None if found is None else known_organization(_organization_fields(found[0]))
+        return None if found is None else _known_organization(_organization_fields(found[0]))
 
     def open_batches(self, task_queue: str) -> list[FleetBatch]:
         """The batches of ``task_queue`` that have not ended (rows not counted)."""
