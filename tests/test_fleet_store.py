@@ -13,9 +13,11 @@ import psycopg
 import pytest
 
 from _postgres import Cluster
+from payrun.bank import Organization
 from payrun.config import DatabaseURL, Secret
 from payrun.fleet import BatchEntry, FleetStore
 from payrun.fleet import _store as store_module
+from payrun.run import KnownOrganization
 
 
 @pytest.fixture
@@ -111,11 +113,13 @@ def test_the_route_s_organization_is_kept_with_the_lane(database: str) -> None:
         cutoff=datetime(2030, 1, 1, tzinfo=UTC),
     )
     store.register(entry, {})
-    found = {"at": "/v0/organizations/og-1", "url": "/v0/organizations/og-1", "mode": "test"}
+    found = KnownOrganization(
+        "/v0/organizations/og-1", Organization(*(f"/v0/og-1/{n}" for n in range(10)))
+    )
     store.set_lane("b1", "lane-1", "Org@http://127.0.0.1:9", found)
     batch = store.batch("b1")
     assert batch is not None
-    assert (batch.lane_id, batch.organization) == ("lane-1", found)
+    assert (batch.lane_id, batch.known) == ("lane-1", found)
     store.register(entry, {})
     again = store.batch("b1")
     assert again is not None

@@ -48,8 +48,7 @@ def _manifest(folder: Path, count: int) -> Path:
 
 
 def test_the_submit_loads_no_temporalio_before_it_checks_its_batches() -> None:
-    """The submit's own modules import no temporalio: it is imported in a thread while
-    the batch files and the database are checked (``connect_temporal``)."""
+    """The submit's own modules import no temporalio (imported in a thread meanwhile)."""
     code = (
         "import sys, payrun.cli._fleet, payrun.fleet._submit;"
         "print(sorted(m for m in sys.modules if m.startswith('temporalio'))[:3])"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,8 +130,10 @@ class FleetActivities:
             return batch.lane_id or ""
         try:
             settings = _settings(batch, self.keys)
-            before = await asyncio.to_thread(store.organization_of, batch.base_url, batch.key)
-            known = await _organization(settings, _known(before))
+            before = await asyncio.to_thread(
+                store.organization_of, batch.base_url, settings.api_key
+            )
+            known = await _routed_organization(settings, before)
             organization = known.organization
         except ConfigError as exc:
             await asyncio.to_thread(store.set_state, name, "refused", message=str(exc))
@@ -149,7 +151,9 @@ class FleetActivities:
         task_queue = route.task_queue or activity.info().task_queue
         lane = lane_workflow_id(task_queue, batch.base_url, organization.url)
         label = f"{organization.display_name}@{normalized_base_url(batch.base_url)}"
-        await asyncio.to_thread(store.set_lane, name, lane, label, _stored(known))
+        await asyncio.to_thread(
+            store.set_lane, name, lane, label, known, base_url=batch.base_url, key=settings.api_key
+        )
         await activity.client().start_workflow(
             "payrun-lane",
             LaneInput(heartbeat_seconds=route.heartbeat_seconds, task_queue=task_queue),
@@ -270,7 +274,7 @@ def _pay_in_thread(
                 DatabaseLedger(owner.ledger_url, batch.name),
                 settings,
                 options=options,
-                known=_known(batch.organization),
+                known=batch.known,
                 stop=stop,
             ),
             backend_options=event_loop_options(),
@@ -334,7 +338,9 @@ async def _heartbeat(batch: FleetBatch, stop: StopSignal) -> None:
         await asyncio.sleep(HEARTBEAT_SECONDS)
 
 
-async def _organization(settings: Settings, known: KnownOrganization | None) -> KnownOrganization:
+async def _routed_organization(
+    settings: Settings, known: KnownOrganization | None
+) -> KnownOrganization:
     """The organization the bank says the key belongs to, and the URL its index named
     (its errors as payrun's); with what an earlier route of the key found (``known``),
     read at once with the index (``ask_organization``)."""
@@ -343,29 +349,6 @@ async def _organization(settings: Settings, known: KnownOrganization | None) -> 
 
     async with BankClient(make_transport(), settings) as client:
         return await ask_organization(client, known)
-
-
-def _stored(known: KnownOrganization) -> dict[str, str]:
-    """What the fleet's table keeps of ``known`` (``FleetBatch.organization``)."""
-    return {"at": known.at, **dataclasses.asdict(known.organization)}
-
-
-def _known(stored: Mapping[str, str] | None) -> KnownOrganization | None:
-    """What a route found of a key's organization, as the fleet's table keeps it (None:
-    nothing, or not readable: the bank is asked as ``payrun run`` asks it)."""
-    from payrun.bank import Organization
-    from payrun.run import KnownOrganization
-
-    if not isinstance(stored, Mapping):
-        return None
-    fields = dict(stored)
-    at = fields.pop("at", None)
-    if not isinstance(at, str):
-        return None
-    try:
-        return KnownOrganization(at, Organization(**fields))
-    except TypeError:
-        return None
 
 
 def _failure(message: str, *, kind: str, non_retryable: bool = False) -> ApplicationError:

@@ -6,18 +6,21 @@ PostgreSQL ledger, ``payrun.ledger.connect_database``). Output: ``FleetBatch`` r
 with each batch's rows counted by status from the ledger's own rows. The batch's rows
 live in the ledger's tables (``payrun_batches``/``payrun_rows``, written by the same code
 as ``payrun run``); this table holds only what Temporal must not: the bank's address,
-the key's name and the cut-off, looked up by the batch's name. psycopg's errors become
+the key's name and the cut-off, looked up by the batch's name, and what a route found of
+the key's organization (with the bank's address and a digest of the key it was found for,
+never the key: ``organization_of``). psycopg's errors become
 one-line ``LedgerError`` messages with the URL's password masked, by the ledger's own
 translation (``payrun.ledger.database_errors``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,12 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from payrun._models import utc_now
 from payrun._redaction import redact
-from payrun.config import DatabaseURL, redact_url
+from payrun.config import DatabaseURL, Secret, redact_url
+from payrun.fleet._address import normalized_base_url
 
 if TYPE_CHECKING:
     import psycopg
 
     from payrun.fleet._manifest import BatchEntry
+    from payrun.run import KnownOrganization
 
 __all__ = ["FINAL_STATES", "FleetBatch", "FleetStore", "worker_identity"]
 
@@ -58,8 +63,27 @@ CREATE TABLE IF NOT EXISTS payrun_fleet (
     ended_at text
 );
 """
-_LATER_COLUMNS = ("task_queue", "lane_id", "lane_label", "key_group", "organization")
+_LATER_COLUMNS = (
+    "task_queue",
+    "lane_id",
+    "lane_label",
+    "key_group",
+    "organization",
+    "organization_bank",
+    "organization_key",
+)
 """Columns added to the table since its first version (all text)."""
+_READ_LATER_COLUMNS = _LATER_COLUMNS[:5]
+"""The later columns a ``FleetBatch`` is read from."""
+_INDEXES = (
+    # A route's lookup of what an earlier route of its key at its bank found
+    "CREATE INDEX IF NOT EXISTS payrun_fleet_organization ON payrun_fleet"
+    " (organization_bank, organization_key, submitted_at) WHERE organization IS NOT NULL",
+)
+"""Indexes added with the later columns (made in the same transaction: a table with every
+later column has them)."""
+_KEY_DIGEST_CHARS = 32
+"""How much of the SHA-256 of an API key the table keeps beside a key's organization."""
 _COLUMNS = (
     "SELECT to_regclass('payrun_fleet') IS NOT NULL, ARRAY(SELECT attname::text FROM"
     " pg_attribute WHERE attrelid = to_regclass('payrun_fleet') AND attnum > 0"
@@ -99,7 +123,8 @@ class FleetBatch:
     # The key group whose workers pay it (None: the deployment's task queue's)
     key_group: str | None = None
     # What the bank said of the key's organization when the batch was routed (its fields
-    # by name; None before): the run reads it again, at once with its accounts
+    # by name; None before, or not readable): the run reads it again, at once with its
+    # accounts (``known``)
     organization: dict[str, str] | None = None
     rows: dict[str, int] = field(default_factory=dict)
 
@@ -113,6 +138,62 @@ class FleetBatch:
     def final(self) -> bool:
         """True once the batch ended (done, incomplete or refused)."""
         return self.state in FINAL_STATES
+
+    @property
+    def known(self) -> KnownOrganization | None:
+        """What the batch's route found of the key's organization (None: nothing)."""
+        return _known_organization(self.organization)
+
+
+def _key_digest(key: Secret) -> str:
+    """A fingerprint of an API key that tells keys apart and does not reveal them: the
+    start of its SHA-256, in hex (kept beside what a route found of its organization)."""
+    return hashlib.sha256(key.reveal().encode()).hexdigest()[:_KEY_DIGEST_CHARS]
+
+
+def _stored_organization(known: KnownOrganization) -> dict[str, str] | None:
+    """What the fleet's table keeps of ``known`` (``FleetBatch.organization``): the URL the
+    index named (``at``) and the organization's fields by name; None (nothing kept) when
+    one is not text."""
+    import dataclasses
+
+    fields = {"at": known.at, **dataclasses.asdict(known.organization)}
+    return fields if all(isinstance(value, str) for value in fields.values()) else None
+
+
+def _known_organization(stored: Mapping[str, str] | None) -> KnownOrganization | None:
+    """What a route found of a key's organization, as the fleet's table keeps it (None:
+    nothing, or not readable: the bank is asked as ``payrun run`` asks it)."""
+    if not isinstance(stored, Mapping):
+        return None
+    from payrun.bank import Organization
+    from payrun.run import KnownOrganization
+
+    fields = dict(stored)
+    at = fields.pop("at", None)
+    if not isinstance(at, str) or not all(isinstance(v, str) for v in fields.values()):
+        return None
+    try:
+        return KnownOrganization(at, Organization(**fields))
+    except TypeError:
+        # A field missing or unknown (a table written by another version)
+        return None
+
+
+def _organization_fields(text: object) -> dict[str, str] | None:
+    """The organization's fields in the table's ``organization`` column (JSON text); None
+    when there is none or it is not an object of text values (a malformed value)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        found = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(found, dict):
+        return None
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in found.items()):
+        return None
+    return found
 
 
 class FleetStore:
@@ -190,6 +271,8 @@ class FleetStore:
                 db.execute(_SCHEMA)
                 for column in _LATER_COLUMNS:
                     db.execute(f"ALTER TABLE payrun_fleet ADD COLUMN IF NOT EXISTS {column} text")
+                for index in _INDEXES:
+                    db.execute(index)
 
     def free_connections(self) -> tuple[int, int]:
         """The server's connections: how many it allows to ordinary users (those reserved
@@ -230,7 +313,8 @@ class FleetStore:
                 " cutoff = EXCLUDED.cutoff, options = EXCLUDED.options, state = 'queued',"
                 " worker = NULL, message = NULL, submitted_at = EXCLUDED.submitted_at,"
                 " ended_at = NULL, task_queue = EXCLUDED.task_queue, lane_id = NULL,"
-                " lane_label = NULL, key_group = EXCLUDED.key_group, organization = NULL",
+                " lane_label = NULL, key_group = EXCLUDED.key_group, organization = NULL,"
+                " organization_bank = NULL, organization_key = NULL",
                 (
                     entry.name,
                     str(entry.file),
@@ -245,30 +329,42 @@ class FleetStore:
             )
 
     def set_lane(
-        self, name: str, lane_id: str, label: str, organization: dict[str, str] | None = None
+        self,
+        name: str,
+        lane_id: str,
+        label: str,
+        known: KnownOrganization | None = None,
+        *,
+        base_url: str | None = None,
+        key: Secret | None = None,
     ) -> None:
         """Record the lane a worker found for the batch (its organization at its bank), and
-        what the bank said of that organization (its links: the batch's run reads them
-        again, at once with its accounts)."""
-        found = None if organization is None else json.dumps(organization, sort_keys=True)
+        what the bank said of that organization to the API key ``key`` (its links: the
+        batch's run reads them again, at once with its accounts; a later route of the
+        same key at the bank of ``base_url`` too: ``organization_of``). Only a digest of
+        the key is kept (``_key_digest``)."""
+        fields = None if known is None else _stored_organization(known)
+        found = None if fields is None else json.dumps(fields, sort_keys=True)
+        bank = None if base_url is None else normalized_base_url(base_url)
+        digest = None if key is None else _key_digest(key)
         with self._connection() as db:
             db.execute(
-                "UPDATE payrun_fleet SET lane_id = %s, lane_label = %s, organization = %s"
-                " WHERE name = %s",
-                (lane_id, label, found, name),
+                "UPDATE payrun_fleet SET lane_id = %s, lane_label = %s, organization = %s,"
+                " organization_bank = %s, organization_key = %s WHERE name = %s",
+                (lane_id, label, found, bank, digest, name),
             )
 
-    def organization_of(self, base_url: str, key: str) -> dict[str, str] | None:
-        """What the last route of a batch with this key at this bank found of its
-        organization (``FleetBatch.organization``), or None."""
+    def organization_of(self, base_url: str, key: Secret) -> KnownOrganization | None:
+        """What the last route of a batch with this API key at this bank (its address in
+        any spelling) found of its organization, or None (nothing, or not readable)."""
         with self._connection(readonly=True) as db:
             found = db.execute(
-                "SELECT organization FROM payrun_fleet WHERE base_url = %s AND key_name = %s"
-                " AND organization IS NOT NULL ORDER BY submitted_at DESC LIMIT 1",
-                (base_url, key),
+                "SELECT organization FROM payrun_fleet WHERE organization_bank = %s"
+                " AND organization_key = %s AND organization IS NOT NULL"
+                " ORDER BY submitted_at DESC LIMIT 1",
+                (normalized_base_url(base_url), _key_digest(key)),
             ).fetchone()
-        kept = None if found is None else json.loads(found[0])
-        return kept if isinstance(kept, dict) else None
+        return None if found is None else _known_organization(_organization_fields(found[0]))
 
     def open_batches(self, task_queue: str) -> list[FleetBatch]:
         """The batches of ``task_queue`` that have not ended (rows not counted)."""
@@ -286,15 +382,20 @@ class FleetStore:
     def batches(
         self, names: Sequence[str] | None = None, *, count_rows: bool = True
     ) -> list[FleetBatch]:
-        """The submitted batches (``names``, or all), by name, with rows by status."""
+        """The submitted batches (``names``, or all), by name, with rows by status. A table
+        an older payrun made (no new worker or submit since) reads its later columns as
+        empty."""
         with self._connection(readonly=True) as db:
-            found = db.execute("SELECT to_regclass('payrun_fleet') IS NOT NULL").fetchone()
+            found = db.execute(_COLUMNS).fetchone()
             if not (found and found[0]):
                 return []
+            later = ", ".join(
+                column if column in found[1] else f"NULL AS {column}"
+                for column in _READ_LATER_COLUMNS
+            )
             select = (
                 "SELECT name, file, base_url, key_name, cutoff, options, state, worker,"
-                " message, submitted_at, task_queue, lane_id, lane_label, key_group,"
-                " organization FROM payrun_fleet"
+                f" message, submitted_at, {later} FROM payrun_fleet"
             )
             if names is None:
                 records = db.execute(select + " ORDER BY name").fetchall()
@@ -351,5 +452,5 @@ def _batch_of(record: tuple[Any, ...]) -> FleetBatch:
         lane_id=lane_id,
         lane_label=lane_label,
         key_group=key_group,
-        organization=None if organization is None else json.loads(organization),
+        organization=_organization_fields(organization),
     )

@@ -25,7 +25,7 @@ async def connect_temporal(address: str, namespace: str) -> Client:
     naming them when the server cannot be reached."""
     try:
         client_module = await asyncio.to_thread(importlib.import_module, "temporalio.client")
-    except ImportError:
+    except Exception:  # noqa: BLE001 - also a concurrent import's _DeadlockError
         msg = f"payrun fleet needs temporalio, which is not installed: {FLEET_EXTRA}"
         raise ConfigError(msg) from None
     try:
