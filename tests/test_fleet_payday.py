@@ -188,7 +188,7 @@ def test_a_fleet_table_error_is_told_by_the_ledgers_one_translation(postgres: Cl
     url = new_database(postgres.url)
     store = _store(url)
     with psycopg.connect(url, autocommit=True) as db:
-        db.execute("ALTER TABLE payrun_fleet DROP COLUMN lane_label")
+        db.execute("ALTER TABLE payrun_fleet DROP COLUMN submitted_at")
     with pytest.raises(LedgerError) as fleet_said:
         store.batches()
     with (
@@ -196,10 +196,10 @@ def test_a_fleet_table_error_is_told_by_the_ledgers_one_translation(postgres: Cl
         psycopg.connect(url, autocommit=True) as db,
         database_errors(store.url),
     ):
-        db.execute("SELECT lane_label FROM payrun_fleet")
+        db.execute("SELECT submitted_at FROM payrun_fleet")
     told = [str(fleet_said.value), str(ledger_said.value)]
     assert [line.split(": ")[0] for line in told] == [f"cannot use the ledger {store.url}"] * 2
-    assert all("lane_label" in line and postgres.password not in line for line in told), told
+    assert all("submitted_at" in line and postgres.password not in line for line in told), told
 
 
 def test_a_manifest_settle_wait_is_stored_for_the_workers(tmp_path: Path) -> None:
