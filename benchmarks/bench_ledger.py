@@ -29,12 +29,16 @@ import sys
 import time
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from bench_engine import CANNED_BASE, CannedBank, canned_bodies  # noqa: E402
 
 from _postgres import throwaway_cluster  # noqa: E402
+
+if TYPE_CHECKING:
+    from payrun._models import PaymentInstruction
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -58,11 +62,29 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
+def _instructions(rows: int, reference: str, sources: list[str]) -> list[PaymentInstruction]:
+    """``rows`` payments to one payee, round-robin over the ``sources`` accounts."""
+    from payrun._models import PaymentInstruction
+
+    return [
+        PaymentInstruction(
+            row=n + 2,
+            payee_name="Ada Lovelace",
+            sort_code="200000",
+            account_number="12345678",
+            amount=Decimal("1.00") + n,
+            reference=reference,
+            source_account=sources[n % len(sources)],
+        )
+        for n in range(rows)
+    ]
+
+
 async def one_pass(args: argparse.Namespace) -> dict[str, float]:
     """Pay ``args.rows`` rows over ``args.accounts`` accounts from a new batch."""
     import psycopg
 
-    from payrun._models import PaymentInstruction, RowVerdict
+    from payrun._models import RowVerdict
     from payrun.bank import AdaptiveLimiter, BankClient, RetryPolicy
     from payrun.config import DatabaseURL, Secret, Settings
     from payrun.ledger import BatchInfo, DatabaseLedger
@@ -74,18 +96,9 @@ async def one_pass(args: argparse.Namespace) -> dict[str, float]:
     payment, submission, account_url, payee_url = await canned_bodies()
     where = DatabaseLedger(DatabaseURL(Secret(args.url)), f"bench-{time.monotonic_ns()}")
     ledger = PostgresLedger.open(where)
-    instructions = [
-        PaymentInstruction(
-            row=n + 2,
-            payee_name="Ada Lovelace",
-            sort_code="200000",
-            account_number="12345678",
-            amount=Decimal("1.00") + n,
-            reference="BENCH",
-            source_account=f"040004 3000000{n % args.accounts}",
-        )
-        for n in range(args.rows)
-    ]
+    instructions = _instructions(
+        args.rows, "BENCH", [f"040004 3000000{a}" for a in range(args.accounts)]
+    )
     info = BatchInfo(
         file_path="bench",
         file_sha256="bench",
@@ -131,7 +144,7 @@ def seed(url: str, batches: int, rows: int) -> None:
     database holds yesterday's batches): the batches paid are newer than the statistics."""
     import psycopg
 
-    from payrun._models import PaymentInstruction, RowVerdict
+    from payrun._models import RowVerdict
     from payrun.config import DatabaseURL, Secret
     from payrun.ledger import BatchInfo, DatabaseLedger
     from payrun.ledger._postgres import PostgresLedger
@@ -139,18 +152,7 @@ def seed(url: str, batches: int, rows: int) -> None:
     for number in range(batches):
         where = DatabaseLedger(DatabaseURL(Secret(url)), f"seed-{number}")
         with PostgresLedger.open(where) as ledger:
-            instructions = [
-                PaymentInstruction(
-                    row=n + 2,
-                    payee_name="Ada Lovelace",
-                    sort_code="200000",
-                    account_number="12345678",
-                    amount=Decimal("1.00") + n,
-                    reference="SEED",
-                    source_account="040004 30000001",
-                )
-                for n in range(rows)
-            ]
+            instructions = _instructions(rows, "SEED", ["040004 30000001"])
             info = BatchInfo(
                 file_path="seed", file_sha256="seed", valid_count=rows, valid_total=Decimal(0)
             )

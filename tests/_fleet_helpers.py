@@ -18,12 +18,21 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _run_helpers import AFTER_KILL, BatchRow, bank_problems, make_rows, write_batch
+import pytest
+
+from _run_helpers import (
+    AFTER_KILL,
+    BatchRow,
+    bank_problems,
+    make_rows,
+    watch_requests,
+    write_batch,
+)
 from payrun.sandbox import RunningSandbox
 
 __all__ = [
@@ -359,3 +368,44 @@ def wait_for(condition: Any, timeout: float, what: str, poll: float = 0.2) -> No
         time.sleep(poll)
     msg = f"timed out after {timeout}s waiting for {what}"
     raise AssertionError(msg)
+
+
+def pay_two_batches_of_one_key(
+    where: tuple[Path, str, str],
+    bank: RunningSandbox,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    rows: int,
+    before_second: Callable[[], None] | None = None,
+) -> list[tuple[str, int]]:
+    """Batches ``first`` then ``second`` of ``rows`` rows, both of the key ``org0`` at
+    ``bank``, submitted with ``--wait`` to one worker (``where``: the folder, the ledger
+    URL, Temporal's address); each paid exactly once. Returns the API requests the bank
+    saw from the second submit on (``watch_requests``), ``before_second`` run first."""
+    folder, url, temporal = where
+    queue = f"payrun-test-{secrets.token_hex(4)}"
+    keys = write_keys(folder / "keys", [bank])
+    worker = start_worker(temporal, url, keys, queue, folder / "worker.log")
+    paid = []
+    seen: list[tuple[str, int]] = []
+    try:
+        for name in ("first", "second"):
+            batch = make_rows(0, rows, tag=name[0].upper())
+            write_batch(folder / f"{name}.csv", batch)
+            entry = {"name": name, "file": f"{name}.csv", "base_url": bank.base_url}
+            manifest = write_manifest(
+                folder / f"{name}.toml", [{**entry, "key": "org0", "confirm_payees": False}]
+            )
+            if name == "second":
+                if before_second is not None:
+                    before_second()
+                seen = watch_requests(bank, monkeypatch)
+            done = submit(temporal, url, manifest, queue, "--wait", timeout=120)
+            assert done.returncode == 0, f"{done.stderr}\n{worker.output()}"
+            paid.append(batch)
+    finally:
+        worker.kill()
+        worker.process.wait(30)
+    for batch in paid:
+        assert bank_problems(bank, batch) == []
+    return seen

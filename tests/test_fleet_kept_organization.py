@@ -4,16 +4,14 @@ table of an older payrun read by ``fleet status``. Real PostgreSQL (and Temporal
 
 from __future__ import annotations
 
-import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from _fleet_helpers import new_database, start_worker, submit, write_keys, write_manifest
+from _fleet_helpers import new_database, pay_two_batches_of_one_key
 from _postgres import Cluster
-from _run_helpers import bank_problems, make_rows, watch_requests, write_batch
 from payrun.bank import Organization
 from payrun.cli import main
 from payrun.config import DatabaseURL, Secret
@@ -129,29 +127,12 @@ def test_a_route_after_a_malformed_kept_organization_asks_the_bank_and_pays(
 ) -> None:
     """A key's kept organization made malformed: its next batch is routed as a first one
     (the index, then the organization) and paid."""
-    queue = f"payrun-test-{secrets.token_hex(4)}"
+
+    def malformed() -> None:
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute("UPDATE payrun_fleet SET organization = 'not json'")
+
     with serve_in_thread(latency_ms=5) as bank:
-        keys = write_keys(tmp_path / "keys", [bank])
-        worker = start_worker(temporal, url, keys, queue, tmp_path / "worker.log")
-        try:
-            paid = []
-            for name in ("first", "second"):
-                rows = make_rows(0, 5, tag=name[0].upper())
-                write_batch(tmp_path / f"{name}.csv", rows)
-                entry = {"name": name, "file": f"{name}.csv", "base_url": bank.base_url}
-                manifest = write_manifest(
-                    tmp_path / f"{name}.toml", [{**entry, "key": "org0", "confirm_payees": False}]
-                )
-                if name == "second":
-                    with psycopg.connect(url, autocommit=True) as db:
-                        db.execute("UPDATE payrun_fleet SET organization = 'not json'")
-                    seen = watch_requests(bank, monkeypatch)
-                done = submit(temporal, url, manifest, queue, "--wait", timeout=120)
-                assert done.returncode == 0, f"{done.stderr}\n{worker.output()}"
-                paid.append(rows)
-        finally:
-            worker.kill()
-            worker.process.wait(30)
-        for rows in paid:
-            assert bank_problems(bank, rows) == []
+        where = (tmp_path, url, temporal)
+        seen = pay_two_batches_of_one_key(where, bank, monkeypatch, rows=5, before_second=malformed)
     assert seen[:2] == [("index", 0), ("organization", 1)], seen

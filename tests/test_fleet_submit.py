@@ -12,9 +12,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from _fleet_helpers import new_database, start_worker, submit, write_keys, write_manifest
+from _fleet_helpers import new_database, pay_two_batches_of_one_key, write_manifest
 from _postgres import Cluster
-from _run_helpers import bank_problems, fresh_python, make_rows, watch_requests, write_batch
+from _run_helpers import fresh_python, make_rows, write_batch
 from payrun.cli import main
 from payrun.config import DatabaseURL, Secret
 from payrun.fleet import BatchEntry, FleetStore
@@ -140,29 +140,8 @@ def test_a_key_routed_before_has_its_organization_read_at_once_by_route_and_run(
     route found at once, and its run the index, that organization and the account
     searches at once (the index asked once by each, as before); both batches are paid
     exactly once and bound to the bank's organization."""
-    queue = f"payrun-test-{secrets.token_hex(4)}"
     with serve_in_thread(latency_ms=5) as bank:
-        keys = write_keys(tmp_path / "keys", [bank])
-        worker = start_worker(temporal, url, keys, queue, tmp_path / "worker.log")
-        try:
-            paid = []
-            for name in ("first", "second"):
-                rows = make_rows(0, 20, tag=name[0].upper())
-                write_batch(tmp_path / f"{name}.csv", rows)
-                entry = {"name": name, "file": f"{name}.csv", "base_url": bank.base_url}
-                manifest = write_manifest(
-                    tmp_path / f"{name}.toml", [{**entry, "key": "org0", "confirm_payees": False}]
-                )
-                if name == "second":
-                    seen = watch_requests(bank, monkeypatch)
-                done = submit(temporal, url, manifest, queue, "--wait")
-                assert done.returncode == 0, f"{done.stderr}\n{worker.output()}"
-                paid.append(rows)
-        finally:
-            worker.kill()
-            worker.process.wait(30)
-        for rows in paid:
-            assert bank_problems(bank, rows) == []
+        seen = pay_two_batches_of_one_key((tmp_path, url, temporal), bank, monkeypatch, rows=20)
     organization = f"/v0/organizations/{bank.state.org_id}"
     # The batch's rows are paid from two accounts: two searches
     route, run = seen[:2], seen[2:6]
