@@ -302,6 +302,21 @@ def own_cluster() -> Iterator[Cluster]:
         yield cluster
 
 
+@pytest.fixture
+def database(postgres: Cluster) -> Iterator[str]:
+    """The URL of a new, empty database on the session's server (dropped after the test)."""
+    import secrets
+
+    import psycopg
+
+    name = f"t_{secrets.token_hex(6)}"
+    with psycopg.connect(postgres.url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    yield postgres.url_for(name)
+    with psycopg.connect(postgres.url, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def ledger_for(request: pytest.FixtureRequest) -> LedgerFor:
     """The ledger of a batch file on each backend: ``BATCH.ledger.sqlite`` beside it, or its

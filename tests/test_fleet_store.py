@@ -3,32 +3,18 @@ PostgreSQL server: one connection for all its calls, made again after the server
 
 from __future__ import annotations
 
-import secrets
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from _postgres import Cluster
 from payrun.bank import Organization
 from payrun.config import DatabaseURL, Secret
 from payrun.fleet import BatchEntry, FleetStore
 from payrun.fleet import _store as store_module
 from payrun.run import KnownOrganization
-
-
-@pytest.fixture
-def database(postgres: Cluster) -> Iterator[str]:
-    """The URL of a new, empty database on the session's server (dropped after the test)."""
-    name = f"t_{secrets.token_hex(6)}"
-    with psycopg.connect(postgres.url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    yield postgres.url_for(name)
-    with psycopg.connect(postgres.url, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 def _payrun_backends(url: str) -> list[int]:

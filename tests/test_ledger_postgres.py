@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -41,17 +39,6 @@ from payrun.errors import LedgerError, LedgerLockedError, LedgerWriteError
 from payrun.ledger import DatabaseLedger, open_ledger
 from payrun.ledger._postgres import KEEPALIVES, batch_names
 from payrun.sandbox import RunningSandbox, serve_in_thread
-
-
-@pytest.fixture
-def database(postgres: Cluster) -> Iterator[str]:
-    """The URL of a new, empty database on the session's server (dropped after the test)."""
-    name = f"t_{secrets.token_hex(6)}"
-    with psycopg.connect(postgres.url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    yield postgres.url_for(name)
-    with psycopg.connect(postgres.url, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 def _where(url: str, name: str) -> DatabaseLedger:

@@ -270,6 +270,19 @@ def _mid_run(bank: RunningSandbox, ledger: LedgerRef) -> bool:
     return count_status(ledger, "submitted") >= 5 and bank.app.payments_held > 0
 
 
+def _kill_mid_run(bank: RunningSandbox, batch: Path, ledger: LedgerRef) -> None:
+    """Run ``batch`` and kill -9 it once it is mid-run (``_mid_run``), however slow the
+    machine: the payments the bank holds then are never made."""
+    started = time.monotonic()
+    with bank.app.hold_payments(after=_LET_THROUGH):
+        process = start_run(bank, batch, ledger)
+        try:
+            wait_until(lambda: _mid_run(bank, ledger), 60, "5 submitted rows")
+        finally:
+            kill_group(process, signal.SIGKILL)
+            finish(process, started)
+
+
 @pytest.fixture
 def own_slow_bank() -> Iterator[RunningSandbox]:
     """A bank like ``slow_bank`` for one test whose big batches would drain the shared one."""
@@ -630,15 +643,7 @@ def test_changed_file_after_interruption_is_refused_until_restored(
     rows = make_rows(2, 100, tag="E" + ledger_for.tag)
     batch, ledger = _batch(tmp_path, rows, ledger_for=ledger_for)
     original = batch.read_bytes()
-    started = time.monotonic()
-    # Killed mid-run however slow the machine: the payments held are never made
-    with slow_bank.app.hold_payments(after=_LET_THROUGH):
-        process = start_run(slow_bank, batch, ledger)
-        try:
-            wait_until(lambda: _mid_run(slow_bank, ledger), 60, "5 submitted rows")
-        finally:
-            kill_group(process, signal.SIGKILL)
-            finish(process, started)
+    _kill_mid_run(slow_bank, batch, ledger)
     paid_before = _bank_totals(slow_bank)
     batch.write_bytes(original.replace(rows[-1].amount.encode(), b"1.23", 1))
     refused = run(slow_bank, batch, ledger)
@@ -659,15 +664,7 @@ def test_rerun_with_a_fresh_ledger_after_interruption_pays_no_row_twice(
     """kill -9, then the file on a fresh ledger: paid rows held as repeats, no row paid twice."""
     rows = make_rows(5, 100, tag="N" + ledger_for.tag)
     batch, ledger = _batch(tmp_path, rows, ledger_for=ledger_for)
-    started = time.monotonic()
-    # Killed mid-run however slow the machine: the payments held are never made
-    with slow_bank.app.hold_payments(after=_LET_THROUGH):
-        process = start_run(slow_bank, batch, ledger)
-        try:
-            wait_until(lambda: _mid_run(slow_bank, ledger), 60, "5 submitted rows")
-        finally:
-            kill_group(process, signal.SIGKILL)
-            finish(process, started)
+    _kill_mid_run(slow_bank, batch, ledger)
     fresh = run(slow_bank, batch, tmp_path / "fresh.ledger.sqlite")
     records = ledger_rows(tmp_path / "fresh.ledger.sqlite")
     held = [r for r in records if r["status"] == "held"]
